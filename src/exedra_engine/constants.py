@@ -1,0 +1,29 @@
+"""Defaults shared by the planner, the launcher and the command line."""
+
+from __future__ import annotations
+
+from typing import Final
+
+DEFAULT_HOST: Final = "127.0.0.1"
+"""Bind address used when `Constraints.host` is empty."""
+
+DEFAULT_PORT_BASE: Final = 18080
+"""First port tried when `Constraints.port` is 0."""
+
+STOP_TIMEOUT: Final = 10.0
+"""SIGTERM grace period, in seconds, before `Instance.stop` sends SIGKILL."""
+
+
+def _packaged_config_path() -> str:
+    # A wheel built with EXEDRA_ENGINE_CONFIG_PATH set carries _sysconf.py (see hatch_build.py);
+    # a source checkout does not.
+    try:
+        from exedra_engine._sysconf import CONFIG_PATH  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return "/etc/exedra/engine.d"
+    return str(CONFIG_PATH)
+
+
+DEFAULT_CONFIG_PATH: Final = _packaged_config_path()
+"""System-wide override directory. Packagers set it at build time with
+``EXEDRA_ENGINE_CONFIG_PATH=/their/sysconfdir/exedra/engine.d python -m build``."""

@@ -1,0 +1,62 @@
+"""Typed errors: one class per failure a caller may want to tell apart.
+
+Expected failures travel as `returns` `Failure` values; every error is still an `Exception`
+so that `.unwrap()` raises something meaningful. Messages say what went wrong and where
+(file, line, flag) and never contain an API key.
+"""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base of every error this library reports."""
+
+    @property
+    def message(self) -> str:
+        """The human-readable explanation."""
+        return str(self)
+
+
+class UnsupportedKind(EngineError):
+    """The executor kind is not one this library knows."""
+
+
+class ExecutorNotFound(EngineError):
+    """No executor binary of the requested kind is installed."""
+
+
+class NoHardware(EngineError):
+    """No hardware snapshot was given to the planner."""
+
+
+class NotReady(EngineError):
+    """The executor exited or timed out before its readiness path answered."""
+
+
+class NotGGUF(EngineError):
+    """The model file is not a readable GGUF file."""
+
+
+class NoEndpoint(EngineError):
+    """The merged args and env set no listen address."""
+
+
+class ConfigError(EngineError):
+    """An override file is unreadable, malformed or ill-typed."""
+
+
+class PlanError(EngineError):
+    """The request cannot be planned as given (a flag without its value, a capability the kind
+    cannot serve, a model of another architecture, an API key for an executor without one)."""
+
+
+class PortInUse(EngineError):
+    """An explicitly requested port is already taken (ports are never moved silently)."""
+
+
+class LaunchError(EngineError):
+    """The executor process could not be started at all."""
+
+
+class ModelUnreadable(EngineError):
+    """The model path is missing, a directory, or cannot be read."""

@@ -1,0 +1,209 @@
+"""The immutable values the library passes around.
+
+Field names are the Go package's JSON tags, so a plan's JSON reads the same in both
+languages. Every struct is frozen: `msgspec.structs.replace` makes a changed copy.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+import msgspec
+
+from exedra_engine.kinds import Kind
+
+
+class CPU(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The host processor and memory."""
+
+    threads: int
+    """CPU threads this process may run on (affinity and cgroup quota applied)."""
+    ram: int = 0
+    """Bytes of memory available to this process's cgroup or the host; 0 if unknown."""
+
+
+class GPU(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One DRM render device."""
+
+    card: str
+    """The DRM card name (``card0``), or the render node name when no card is linked."""
+    driver: str
+    """Kernel driver bound to the device (``amdgpu``, ``i915``, ``xe``, ``nvidia``, ...)."""
+    vram: int = 0
+    """Dedicated video memory in bytes; 0 when the driver does not expose it."""
+
+
+class ExecutorInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One installed executor binary and the GGML backends it can load."""
+
+    kind: Kind
+    path: str
+    backends: tuple[str, ...] = ()
+    """Short backend names (``cpu``, ``vulkan``, ``cuda``, ...), sorted."""
+
+    def has_gpu_backend(self) -> bool:
+        """Whether any known backend drives a GPU (not cpu, blas or rpc)."""
+        return any(b not in _NON_GPU_BACKENDS for b in self.backends)
+
+
+_NON_GPU_BACKENDS = frozenset({"cpu", "blas", "rpc", "amx"})
+
+
+class Hardware(msgspec.Struct, frozen=True, kw_only=True):
+    """A host snapshot used for planning."""
+
+    cpu: CPU
+    gpus: tuple[GPU, ...] = ()
+    executors: tuple[ExecutorInfo, ...] = ()
+
+    def executor(self, kind: Kind) -> ExecutorInfo | None:
+        """The installed binary for `kind`, or None."""
+        return next((e for e in self.executors if e.kind == kind), None)
+
+    def has_gpu(self) -> bool:
+        """Whether any render device was found."""
+        return bool(self.gpus)
+
+
+class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """GGUF metadata relevant to planning."""
+
+    path: str
+    size: int
+    architecture: str
+    name: str = ""
+    quant: str = ""
+    """Quantization name from ``general.file_type`` (``Q4_K_M``, ``F16``); "" when absent."""
+    blocks: int = 0
+    context: int = 0
+    """Training context length from ``{arch}.context_length``; 0 when absent."""
+
+
+class ModelSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One model to execute; path-based on purpose, the model store stays unknown here."""
+
+    id: str = ""
+    """Served name; "" leaves the executor's default."""
+    path: str
+    """Model weights (GGUF for llama, ggml .bin for transcribe)."""
+    kind: Kind
+    capabilities: tuple[str, ...] = ()
+    """``llm``, ``vlm``, ``embeddings``, ``rerank``, ``asr``."""
+    run_args: tuple[str, ...] = ()
+    """Model-recommended flags, the lowest layer."""
+
+
+class Override(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+               forbid_unknown_fields=True):
+    """One launch customization layer."""
+
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+             forbid_unknown_fields=True):
+    """Launch overrides, lowest priority first: env for every executor, engines by executor
+    kind, models by model id. Args are executor-specific, so there is no global args layer."""
+
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    engines: dict[Kind, Override] = msgspec.field(default_factory=dict)
+    models: dict[str, Override] = msgspec.field(default_factory=dict)
+
+
+class Constraints(msgspec.Struct, frozen=True, kw_only=True):
+    """What the caller asks of a plan; zero values are derived or left to the executor."""
+
+    host: str = ""
+    """Bind address; "" = `DEFAULT_HOST`."""
+    ctx: int = 0
+    """Context size; 0 = executor default."""
+    threads: int = 0
+    """CPU threads; 0 = executor default."""
+    port: int = 0
+    """Exact port; 0 = scan upward from `port_base`."""
+    port_base: int = 0
+    """First port of the scan; 0 = `DEFAULT_PORT_BASE`."""
+    api_key: str = ""
+    """"" leaves the executor unauthenticated. Travels in the environment, never in argv."""
+    no_gpu: bool = False
+    """Force the CPU even when a GPU is present."""
+    ui: bool = False
+    """Keep the executor's web UI enabled."""
+    overrides: Config | None = None
+    """Admin overrides, applied by engine kind and model id."""
+    extra_args: tuple[str, ...] = ()
+    """Caller flags, the top layer."""
+    extra_env: tuple[str, ...] = ()
+    """Caller environment as KEY=VALUE strings, the top layer."""
+
+
+class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """The address and API key of a ready instance."""
+
+    url: str
+    api_key: str = ""
+
+    def __repr__(self) -> str:
+        # Keys stay out of logs and tracebacks that print values.
+        return f"Endpoint(url={self.url!r}, api_key={'<redacted>' if self.api_key else ''!r})"
+
+
+class LaunchPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A serializable launch decision.
+
+    `args` and `env` may be replaced (``msgspec.structs.replace``) before launching; `host`,
+    `port` and `api_key` are read back from them, never set separately — `launch` reads them
+    back again. `command`, `spec`, `model` and `ready` are kept as planned.
+    """
+
+    spec: ModelSpec
+    model: ModelInfo | None = None
+    command: str
+    args: tuple[str, ...]
+    env: tuple[str, ...] = ()
+    """KEY=VALUE strings added to the executor's environment."""
+    host: str
+    port: int
+    api_key: str = ""
+    ready: str
+    """Readiness HTTP path."""
+    port_scanned: bool = False
+    """True when the planner chose `port` by scanning, so `launch` may move it to the next
+    free port if another process binds it first; an explicit port is never moved."""
+
+    @property
+    def url(self) -> str:
+        """The instance base address; wildcard binds are reached on loopback."""
+        return base_url(self.host, self.port)
+
+    def __repr__(self) -> str:
+        key = "<redacted>" if self.api_key else ""
+        env = tuple(_redact_env(e) for e in self.env)
+        return (f"LaunchPlan(command={self.command!r}, args={self.args!r}, env={env!r}, "
+                f"host={self.host!r}, port={self.port!r}, api_key={key!r}, ready={self.ready!r})")
+
+
+def _redact_env(item: str) -> str:
+    name, sep, _ = item.partition("=")
+    return f"{name}=<redacted>" if sep and "KEY" in name.upper() else item
+
+
+def connect_host(host: str) -> str:
+    """The address a client uses to reach a server bound to `host` (loopback for wildcards)."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host in ("::", "[::]"):
+        return "::1"
+    return host
+
+
+def base_url(host: str, port: int) -> str:
+    """``http://host:port`` with IPv6 literals bracketed."""
+    h = connect_host(host)
+    try:
+        if isinstance(ipaddress.ip_address(h), ipaddress.IPv6Address):
+            h = f"[{h}]"
+    except ValueError:
+        pass
+    return f"http://{h}:{port}"
