@@ -1,0 +1,138 @@
+"""The host snapshot, and its pure translation into `Hardware`.
+
+A `HostSnapshot` holds the raw facts (file contents and listings) that probing reads; the
+translation below interprets them without touching the host, so every driver's sysfs layout
+is tested on data. What each driver exposes:
+
+- amdgpu: ``device/mem_info_vram_total``, bytes (for APUs, the carve-out).
+- xe: ``device/tile<N>/physical_vram_size_bytes`` per tile, summed; integrated parts have none.
+- i915: mainline exposes no total; Intel's out-of-tree i915 adds ``card<N>/lmem_total_bytes``.
+- nvidia, and anything else: no VRAM file, so 0 ("unknown"), never a guess.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import msgspec
+
+from exedra_engine.kinds import Kind
+from exedra_engine.values import CPU, GPU, ExecutorInfo, Hardware
+
+
+class DrmNode(msgspec.Struct, frozen=True, kw_only=True):
+    """What sysfs says about one render node (``/sys/class/drm/renderD*``)."""
+
+    render: str
+    """The render node's name, e.g. ``renderD128``."""
+    device_drm: tuple[str, ...] = ()
+    """Entries of ``device/drm/``: the card (``card0``) and render nodes of the same device."""
+    driver_link: str | None = None
+    """Target of the ``device/driver`` link."""
+    amdgpu_vram_total: str | None = None
+    xe_tile_vram: tuple[str, ...] = ()
+    i915_lmem_total: str | None = None
+
+
+class ExecutorFile(msgspec.Struct, frozen=True, kw_only=True):
+    """One executor binary found on PATH and the library files beside it."""
+
+    kind: Kind
+    path: str
+    libs: tuple[str, ...] = ()
+    """File names in the binary's directory and its lib directories."""
+
+
+class HostSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """Raw host facts, as read; `hardware_from` interprets them."""
+
+    affinity_cpus: int
+    cgroup_cpu_max: str | None = None
+    meminfo: str | None = None
+    cgroup_memory_max: str | None = None
+    drm: tuple[DrmNode, ...] = ()
+    executors: tuple[ExecutorFile, ...] = ()
+
+
+def hardware_from(snap: HostSnapshot) -> Hardware:
+    """Interpret a snapshot. Total: missing or garbled files read as "unknown"."""
+    return Hardware(
+        cpu=CPU(threads=cpu_threads(snap.affinity_cpus, snap.cgroup_cpu_max),
+                ram=ram_bytes(snap.meminfo, snap.cgroup_memory_max)),
+        gpus=tuple(gpu_from(n) for n in sorted(snap.drm, key=lambda n: _natural(n.render))),
+        executors=tuple(ExecutorInfo(kind=e.kind, path=e.path, backends=backends_of(e.libs))
+                        for e in snap.executors),
+    )
+
+
+def cpu_threads(affinity: int, cpu_max: str | None) -> int:
+    """Threads this process may use: its affinity mask, capped by a cgroup v2 CPU quota."""
+    threads = max(affinity, 1)
+    if cpu_max:
+        parts = cpu_max.split()
+        if len(parts) == 2 and parts[0] != "max":
+            try:
+                quota, period = int(parts[0]), int(parts[1])
+            except ValueError:
+                return threads
+            if quota > 0 and period > 0:
+                threads = min(threads, max(1, math.ceil(quota / period)))
+    return threads
+
+
+_MEMTOTAL = re.compile(r"^MemTotal:\s+(\d+)\s*kB", re.MULTILINE)
+
+
+def ram_bytes(meminfo: str | None, memory_max: str | None) -> int:
+    """MemTotal in bytes, capped by a cgroup v2 memory limit; 0 if unknown."""
+    total = 0
+    if meminfo and (m := _MEMTOTAL.search(meminfo)):
+        total = int(m.group(1)) * 1024
+    limit = _int_or_none(memory_max)
+    if limit is not None and limit > 0:
+        total = min(total, limit) if total else limit
+    return total
+
+
+def gpu_from(node: DrmNode) -> GPU:
+    """One `GPU` from one render node."""
+    cards = sorted((e for e in node.device_drm if re.fullmatch(r"card\d+", e)), key=_natural)
+    driver = node.driver_link.rstrip("/").rsplit("/", 1)[-1] if node.driver_link else ""
+    return GPU(card=cards[0] if cards else node.render, driver=driver, vram=_vram(driver, node))
+
+
+def _vram(driver: str, node: DrmNode) -> int:
+    if driver == "amdgpu":
+        return _int_or_none(node.amdgpu_vram_total) or 0
+    if driver == "xe":
+        return sum(_int_or_none(t) or 0 for t in node.xe_tile_vram)
+    if driver == "i915":
+        return _int_or_none(node.i915_lmem_total) or 0
+    return 0
+
+
+_BACKEND = re.compile(r"^libggml-([a-z0-9]+)(?:-[\w.+-]*)?\.so(?:\.[\d.]+)?$")
+
+
+def backends_of(libs: tuple[str, ...]) -> tuple[str, ...]:
+    """Short GGML backend names of plugin libraries: ``libggml-cuda.so`` -> ``cuda``,
+    ``libggml-cpu-haswell.so`` -> ``cpu``. The core libraries (libggml, libggml-base) are not
+    backends."""
+    found = {m.group(1) for name in libs if (m := _BACKEND.match(name))}
+    found.discard("base")
+    return tuple(sorted(found))
+
+
+def _int_or_none(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def _natural(name: str) -> tuple[str, int]:
+    m = re.fullmatch(r"(\D*)(\d+)", name)
+    return (m.group(1), int(m.group(2))) if m else (name, -1)

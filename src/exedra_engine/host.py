@@ -1,0 +1,83 @@
+"""The real host adapter: `HostFiles` and `HostProcess` on this machine's file system.
+
+`LocalHost(root)` can be rooted at any directory, so the same code reads fixture trees in
+tests; paths it is given and returns are host paths ("/sys/class/drm"), never rooted ones.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+_MAX_TEXT = 1 << 20
+
+
+class LocalHost:
+    """Reads files under `root` (default "/"). Never writes, never changes the environment."""
+
+    def __init__(self, root: str = "/", *, path_env: str | None = None,
+                 affinity: int | None = None) -> None:
+        self.root = os.path.abspath(root)
+        self._path_env = path_env
+        self._affinity = affinity
+
+    def _on_disk(self, path: str) -> str:
+        if self.root == "/":
+            return path  # relative PATH entries stay relative to the working directory
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def _to_host(self, disk_path: str) -> str:
+        if self.root == "/":
+            return disk_path
+        rel = os.path.relpath(disk_path, self.root)
+        return "/" + rel if not rel.startswith("..") else disk_path
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            # O_NONBLOCK: sysfs and procfs files never block, but a FIFO planted where one is
+            # expected must not hang a probe.
+            fd = os.open(self._on_disk(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            with os.fdopen(fd, "rb") as f:
+                return f.read(_MAX_TEXT).decode("utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def list_dir(self, path: str) -> tuple[str, ...] | None:
+        try:
+            return tuple(sorted(os.listdir(self._on_disk(path))))
+        except OSError:
+            return None
+
+    def read_link(self, path: str) -> str | None:
+        try:
+            return os.readlink(self._on_disk(path))
+        except OSError:
+            return None
+
+    def real_path(self, path: str) -> str:
+        return self._to_host(os.path.realpath(self._on_disk(path)))
+
+    def is_executable(self, path: str) -> bool:
+        disk = self._on_disk(path)
+        try:
+            st = os.stat(disk)
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode) and os.access(disk, os.X_OK)
+
+    def affinity_cpus(self) -> int:
+        if self._affinity is not None:
+            return self._affinity
+        try:
+            return len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return os.cpu_count() or 1
+
+    def search_path(self) -> tuple[str, ...]:
+        raw = os.environ.get("PATH", os.defpath) if self._path_env is None else self._path_env
+        dirs = (d for d in raw.split(os.pathsep) if d)
+        # A plan's command must not depend on the directory it is launched from.
+        return tuple(os.path.abspath(d) if self.root == "/" else d for d in dirs)

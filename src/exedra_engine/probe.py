@@ -1,0 +1,81 @@
+"""`probe`: gather a `HostSnapshot` through the ports, then interpret it purely."""
+
+from __future__ import annotations
+
+import posixpath
+
+from returns.result import Result, Success
+
+from exedra_engine.errors import EngineError
+from exedra_engine.hardware import DrmNode, ExecutorFile, HostSnapshot, hardware_from
+from exedra_engine.host import LocalHost
+from exedra_engine.kinds import BINARIES, Kind, supported_kinds
+from exedra_engine.ports import HostFiles, HostProcess
+from exedra_engine.values import Hardware
+
+DRM = "/sys/class/drm"
+# Where GGML backend plugins sit relative to the directory of the executor's real binary.
+_LIB_DIRS = (".", "../lib", "../lib64", "../lib/ggml", "../lib64/ggml")
+
+
+def probe(host: LocalHost | None = None) -> Result[Hardware, EngineError]:
+    """Inspect the host: CPU threads and RAM, DRM render devices, installed executors.
+
+    A host without /sys/class/drm is a CPU-only host, not an error. `host` roots the reads
+    elsewhere (fixture trees in tests); the calling process's environment is never changed.
+    """
+    h = host or LocalHost()
+    return Success(hardware_from(snapshot(h, h)))
+
+
+def snapshot(files: HostFiles, proc: HostProcess) -> HostSnapshot:
+    """Read every raw fact `hardware_from` needs."""
+    cgroup = _cgroup_dir(files)
+    return HostSnapshot(
+        affinity_cpus=proc.affinity_cpus(),
+        cgroup_cpu_max=files.read_text(f"{cgroup}/cpu.max") if cgroup else None,
+        meminfo=files.read_text("/proc/meminfo"),
+        cgroup_memory_max=files.read_text(f"{cgroup}/memory.max") if cgroup else None,
+        drm=tuple(_drm_node(files, name) for name in files.list_dir(DRM) or ()
+                  if name.startswith("renderD")),
+        executors=tuple(e for e in (_executor(files, proc, k) for k in supported_kinds()) if e),
+    )
+
+
+def _cgroup_dir(files: HostFiles) -> str | None:
+    text = files.read_text("/proc/self/cgroup") or ""
+    for line in text.splitlines():
+        if line.startswith("0::"):
+            return posixpath.normpath("/sys/fs/cgroup/" + line[3:].strip().lstrip("/"))
+    return None
+
+
+def _drm_node(files: HostFiles, render: str) -> DrmNode:
+    dev = f"{DRM}/{render}/device"
+    cards = tuple(e for e in files.list_dir(f"{dev}/drm") or () if e.startswith("card"))
+    tiles = tuple(t for t in files.list_dir(dev) or () if t.startswith("tile"))
+    lmem = next((v for c in cards
+                 if (v := files.read_text(f"{DRM}/{c}/lmem_total_bytes")) is not None), None)
+    return DrmNode(
+        render=render,
+        device_drm=files.list_dir(f"{dev}/drm") or (),
+        driver_link=files.read_link(f"{dev}/driver"),
+        amdgpu_vram_total=files.read_text(f"{dev}/mem_info_vram_total"),
+        xe_tile_vram=tuple(v for t in tiles
+                           if (v := files.read_text(f"{dev}/{t}/physical_vram_size_bytes"))),
+        i915_lmem_total=lmem,
+    )
+
+
+def _executor(files: HostFiles, proc: HostProcess, kind: Kind) -> ExecutorFile | None:
+    name = BINARIES[kind]
+    for d in proc.search_path():
+        candidate = posixpath.join(d, name)
+        if files.is_executable(candidate):
+            real_dir = posixpath.dirname(files.real_path(candidate))
+            libs: list[str] = []
+            for rel in _LIB_DIRS:
+                libs.extend(files.list_dir(posixpath.normpath(posixpath.join(real_dir, rel)))
+                            or ())
+            return ExecutorFile(kind=kind, path=candidate, libs=tuple(sorted(set(libs))))
+    return None
