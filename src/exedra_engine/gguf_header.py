@@ -1,0 +1,264 @@
+"""A streaming, bounded reader of the GGUF metadata section.
+
+Pure: it reads from any seekable binary stream it is handed (a file, or `io.BytesIO` in
+tests) and never looks past the key/value section, so tensor data is never touched.
+Arrays it does not need are skipped — fixed-size ones with one seek, string arrays by
+walking their length prefixes in a buffer — and it stops as soon as it has every field
+it needs. Every count and length is checked against the bytes that remain before it is
+used, so a hostile header cannot make it allocate or loop beyond the file's size.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import BinaryIO, Final
+
+import msgspec
+from returns.result import Failure, Result, Success
+
+from exedra_engine.errors import NotGGUF
+
+MAGIC: Final = b"GGUF"
+SUPPORTED_VERSIONS: Final = (2, 3)
+
+# Reads start small (a header whose fields come first costs one 64 KiB read) and double up to
+# 4 MiB while a long vocabulary is walked.
+_FIRST_CHUNK: Final = 1 << 16
+_MAX_CHUNK: Final = 1 << 22
+_MAX_KEY: Final = 1 << 16
+_MAX_KEPT_STRING: Final = 1 << 20
+_MAX_KEPT_INTS: Final = 256
+
+# GGUF value types (gguf.constants.GGUFValueType)
+_STRING: Final = 8
+_ARRAY: Final = 9
+_FIXED: Final[dict[int, str]] = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i",
+                                 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_SIZES: Final[dict[int, int]] = {t: struct.calcsize(f) for t, f in _FIXED.items()}
+_INT_TYPES: Final = frozenset({0, 1, 2, 3, 4, 5, 10, 11})
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+
+class HeaderFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What planning needs from a GGUF header."""
+
+    version: int
+    tensor_count: int
+    architecture: str
+    name: str = ""
+    file_type: int | None = None
+    blocks: int = 0
+    context: int = 0
+
+
+class _Truncated(Exception):
+    def __init__(self, offset: int, what: str) -> None:
+        super().__init__(f"truncated at byte {offset} while reading {what}")
+
+
+class _Malformed(Exception):
+    pass
+
+
+class _Cursor:
+    """A forward-only window over the stream; `base` is the file offset of ``buf[0]``."""
+
+    __slots__ = ("base", "buf", "chunk", "pos", "size", "src")
+
+    def __init__(self, src: BinaryIO, size: int) -> None:
+        self.src = src
+        self.size = size
+        self.buf = b""
+        self.pos = 0
+        self.base = 0
+        self.chunk = _FIRST_CHUNK
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
+
+    def remaining(self) -> int:
+        return self.size - self.offset
+
+    def _fill(self, n: int, what: str) -> None:
+        if self.pos + n <= len(self.buf):
+            return
+        if n > self.remaining():
+            raise _Truncated(self.size, what)
+        rest = self.buf[self.pos:]
+        self.base += self.pos
+        self.pos = 0
+        self.src.seek(self.base + len(rest))
+        more = self.src.read(max(n, self.chunk) - len(rest))
+        self.chunk = min(self.chunk * 2, _MAX_CHUNK)
+        self.buf = rest + more
+        if len(self.buf) < n:  # the file shrank under us
+            raise _Truncated(self.base + len(self.buf), what)
+
+    def u32(self, what: str) -> int:
+        self._fill(4, what)
+        (v,) = _U32.unpack_from(self.buf, self.pos)
+        self.pos += 4
+        return int(v)
+
+    def u64(self, what: str) -> int:
+        self._fill(8, what)
+        (v,) = _U64.unpack_from(self.buf, self.pos)
+        self.pos += 8
+        return int(v)
+
+    def fixed(self, vtype: int, what: str) -> int | float | bool:
+        n = _SIZES[vtype]
+        self._fill(n, what)
+        (v,) = struct.unpack_from(_FIXED[vtype], self.buf, self.pos)
+        self.pos += n
+        return v  # type: ignore[no-any-return]
+
+    def string(self, limit: int, what: str) -> str:
+        n = self.u64(what)
+        if n > limit:
+            if n > self.remaining():
+                raise _Truncated(self.size, what)
+            raise _Malformed(f"{what} is {n} bytes long (at most {limit} expected)")
+        self._fill(n, what)
+        s = self.buf[self.pos:self.pos + n].decode("utf-8", errors="replace")
+        self.pos += n
+        return s
+
+    def skip(self, n: int, what: str) -> None:
+        if n > self.remaining():
+            raise _Truncated(self.size, what)
+        if self.pos + n <= len(self.buf):
+            self.pos += n
+            return
+        self.base += self.pos + n
+        self.pos = 0
+        self.buf = b""
+
+    def skip_strings(self, count: int, what: str) -> None:
+        # The hot loop for 150k-token vocabularies: walk length prefixes inside the buffer and
+        # let struct.error mark the buffer's end, so the loop body stays two statements.
+        # A string that runs past the buffer becomes a seek; lengths are checked against the
+        # file size whenever the walk leaves the buffer, so a hostile length allocates nothing.
+        unpack = _U64.unpack_from
+        while count:
+            self._fill(8, what)
+            buf, pos, done = self.buf, self.pos, count
+            try:
+                for done in range(count):  # noqa: B007 - `done` is read after a break-out
+                    (n,) = unpack(buf, pos)
+                    pos += 8 + n
+                done = count
+            except struct.error:
+                pass
+            count -= done
+            if pos > len(buf):
+                target = self.base + pos
+                if target > self.size:
+                    raise _Truncated(self.size, what)
+                self.base, self.pos, self.buf = target, 0, b""
+            else:
+                self.pos = pos
+
+
+def parse_gguf_header(src: BinaryIO, size: int) -> Result[HeaderFacts, NotGGUF]:
+    """Read the facts planning needs from a GGUF stream of `size` bytes.
+
+    The error message names the offset and the field; the caller adds the path.
+    """
+    cur = _Cursor(src, size)
+    try:
+        return Success(_parse(cur))
+    except _Truncated as e:
+        return Failure(NotGGUF(f"not a GGUF file: {e}"))
+    except _Malformed as e:
+        return Failure(NotGGUF(f"not a GGUF file: {e}"))
+
+
+def _parse(cur: _Cursor) -> HeaderFacts:
+    if cur.size < 4:
+        raise _Malformed(f"{cur.size} bytes is too short for a GGUF header")
+    cur._fill(4, "the magic")
+    magic = cur.buf[:4]
+    cur.pos = 4
+    if magic != MAGIC:
+        raise _Malformed(f"bad magic {magic!r} (expected {MAGIC!r})")
+    version = cur.u32("the version")
+    if version not in SUPPORTED_VERSIONS:
+        if version & 0xFFFF == 0 and (version >> 24) in SUPPORTED_VERSIONS:
+            raise _Malformed("big-endian GGUF is not supported")
+        raise _Malformed(f"unsupported GGUF version {version} (supported: 2, 3)")
+    tensor_count = cur.u64("the tensor count")
+    kv_count = cur.u64("the key/value count")
+    # Each key/value needs at least a length prefix, one key byte, a type and one value byte.
+    if kv_count > cur.remaining() // 14:
+        raise _Malformed(f"key/value count {kv_count} cannot fit in {cur.size} bytes")
+    if tensor_count > cur.remaining() // 24:
+        raise _Malformed(f"tensor count {tensor_count} cannot fit in {cur.size} bytes")
+
+    strings: dict[str, str] = {}
+    ints: dict[str, int] = {}
+    for i in range(kv_count):
+        key = cur.string(_MAX_KEY, f"key {i}")
+        vtype = cur.u32(f"the type of {key!r}")
+        if key in ("general.architecture", "general.name"):
+            if vtype != _STRING:
+                raise _Malformed(f"{key} has type {vtype}, expected a string")
+            strings[key] = cur.string(_MAX_KEPT_STRING, key)
+        elif vtype in _INT_TYPES and _wanted_int(key) and len(ints) < _MAX_KEPT_INTS:
+            value = cur.fixed(vtype, key)
+            ints[key] = int(value)
+        else:
+            _skip_value(cur, vtype, key)
+        if _complete(strings, ints):
+            break
+    arch = strings.get("general.architecture")
+    if arch is None:
+        raise _Malformed("no general.architecture key")
+    return HeaderFacts(
+        version=version,
+        tensor_count=tensor_count,
+        architecture=arch,
+        name=strings.get("general.name", ""),
+        file_type=ints.get("general.file_type"),
+        blocks=max(ints.get(f"{arch}.block_count", 0), 0),
+        context=max(ints.get(f"{arch}.context_length", 0), 0),
+    )
+
+
+def _wanted_int(key: str) -> bool:
+    return key == "general.file_type" or key.endswith((".block_count", ".context_length"))
+
+
+def _complete(strings: dict[str, str], ints: dict[str, int]) -> bool:
+    arch = strings.get("general.architecture")
+    return (arch is not None and "general.name" in strings and "general.file_type" in ints
+            and f"{arch}.block_count" in ints and f"{arch}.context_length" in ints)
+
+
+def _skip_value(cur: _Cursor, vtype: int, key: str) -> None:
+    if vtype in _SIZES:
+        cur.skip(_SIZES[vtype], key)
+    elif vtype == _STRING:
+        n = cur.u64(key)
+        cur.skip(n, key)
+    elif vtype == _ARRAY:
+        etype = cur.u32(f"the element type of {key!r}")
+        count = cur.u64(f"the length of {key!r}")
+        if etype in _SIZES:
+            width = _SIZES[etype]
+            if count > cur.remaining() // width:
+                raise _Malformed(f"array {key!r} of {count} elements cannot fit in the file")
+            cur.skip(count * width, key)
+        elif etype == _STRING:
+            if count > cur.remaining() // 8:
+                raise _Malformed(f"array {key!r} of {count} strings cannot fit in the file")
+            cur.skip_strings(count, key)
+        elif etype == _ARRAY:
+            raise _Malformed(f"nested arrays are not supported (key {key!r})")
+        else:
+            raise _Malformed(f"unknown element type {etype} in array {key!r}")
+    else:
+        raise _Malformed(f"unknown value type {vtype} for key {key!r}")

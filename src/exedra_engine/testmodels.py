@@ -1,0 +1,281 @@
+"""Tiny GGUF models written with the `gguf` package, for the demo, tests and benchmarks.
+
+`write_tiny_llama` writes a complete llama-architecture model that a real ``llama-server``
+loads and answers with. `write_header_model` writes a model whose metadata mimics a large
+real one (32k or 152k-token vocabularies, many tensors) with one-element tensors, so its
+header is realistic while the file stays small.
+
+This module imports gguf and numpy when called; the rest of the library never does.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+TINY_ARCH = "llama"
+TINY_BLOCKS = 2
+TINY_WIDTH = 32
+TINY_CONTEXT = 256
+TINY_NAME = "exedra-tiny"
+
+# A chat template simple enough for llama-server's Jinja engine and the built-in detector.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n"
+    "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+_WORDS = (
+    "the of and to in is was for on that with as by it at from his an were are which this be "
+    "has had not or one first new they their also after its but two been other who more time "
+    "into all when only over some can there most these many would during about up out where "
+    "made while three such well then them through both between under may later year world "
+    "city known used like part called being each since high state before just life name "
+    "music so film album game team season series work best number what hello answer model "
+    "engine plan launch ready stop port host key light river stone cloud bright quiet small "
+).split()
+
+
+def _vocab() -> tuple[list[bytes], list[float], list[int]]:
+    # SentencePiece layout: <unk>, <s>, </s>, 256 byte tokens, then pieces (types from
+    # gguf.constants.TokenType: NORMAL=1, UNKNOWN=2, CONTROL=3, BYTE=6).
+    tokens: list[bytes] = [b"<unk>", b"<s>", b"</s>"]
+    types = [2, 3, 3]
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>".encode())
+        types.append(6)
+    pieces = ["\u2581" + w for w in _WORDS] + list("abcdefghijklmnopqrstuvwxyz") + ["\u2581"]
+    for c in ".,!?":
+        pieces.append(c)
+    seen: set[str] = set()
+    for p in pieces:
+        if p not in seen:
+            seen.add(p)
+            tokens.append(p.encode())
+            types.append(1)
+    scores = [0.0 if t != 1 else -float(i) / 100 for i, t in enumerate(types)]
+    return tokens, scores, types
+
+
+def write_tiny_llama(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
+    """Write a loadable 2-block, width-32 llama model (~200 KB) and return its path.
+
+    The weights make every generated token a normal word piece: the blocks' output
+    projections are zero, so the final hidden state is the token embedding, whose first
+    dimension is always positive; the output rows of byte and control tokens point the
+    other way, so their logits are far below every word's and the text stays valid UTF-8.
+    """
+    import gguf
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    tokens, scores, types = _vocab()
+    n_vocab, n_embd, n_ff, n_head = len(tokens), TINY_WIDTH, 64, 4
+    out = Path(path)
+    w = gguf.GGUFWriter(str(out), TINY_ARCH)
+    w.add_name(TINY_NAME)
+    w.add_context_length(TINY_CONTEXT)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(TINY_BLOCKS)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head)
+    w.add_rope_dimension_count(n_embd // n_head)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_chat_template(CHAT_TEMPLATE)
+
+    def f32(*shape: int, scale: float = 0.2) -> Any:
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    embd = f32(n_vocab, n_embd, scale=0.1)
+    embd[:, 0] = 1.0
+    w.add_tensor("token_embd.weight", embd)
+    w.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
+    head = f32(n_vocab, n_embd, scale=1.0)
+    normal = np.array(types) == 1
+    head[normal, 0] = 2.0
+    head[~normal, :] = 0.0
+    head[~normal, 0] = -50.0
+    w.add_tensor("output.weight", head)
+    for i in range(TINY_BLOCKS):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        w.add_tensor(p + "attn_q.weight", f32(n_embd, n_embd))
+        w.add_tensor(p + "attn_k.weight", f32(n_embd, n_embd))
+        w.add_tensor(p + "attn_v.weight", f32(n_embd, n_embd))
+        w.add_tensor(p + "attn_output.weight", np.zeros((n_embd, n_embd), dtype=np.float32))
+        w.add_tensor(p + "ffn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        w.add_tensor(p + "ffn_gate.weight", f32(n_ff, n_embd))
+        w.add_tensor(p + "ffn_up.weight", f32(n_ff, n_embd))
+        w.add_tensor(p + "ffn_down.weight", np.zeros((n_embd, n_ff), dtype=np.float32))
+    _finish(w)
+    return out
+
+
+def write_header_model(
+    path: str | os.PathLike[str],
+    *,
+    vocab: int = 151_936,
+    merges: int | None = None,
+    file_type_after_vocab: bool = True,
+    architecture: str = "qwen2",
+    name: str = "Synthetic-7B",
+    file_type: int = 15,
+    blocks: int = 28,
+    context: int = 32_768,
+    tensors: int = 339,
+) -> Path:
+    """Write a model whose metadata mimics a large real one, with one-element tensors.
+
+    `merges` defaults to one fewer than `vocab` (a BPE tokenizer); 0 writes none.
+    With `file_type_after_vocab`, ``general.file_type`` and the block and context keys
+    follow the tokenizer arrays, the worst case for a reader that stops early.
+    """
+    import gguf
+    import numpy as np
+
+    out = Path(path)
+    w = gguf.GGUFWriter(str(out), architecture)
+    arch_keys = [
+        (f"{architecture}.block_count", blocks),
+        (f"{architecture}.context_length", context),
+        (f"{architecture}.embedding_length", 3584),
+        (f"{architecture}.feed_forward_length", 18944),
+        (f"{architecture}.attention.head_count", 28),
+    ]
+
+    def early() -> None:
+        w.add_uint32("general.file_type", file_type)
+        for k, v in arch_keys:
+            w.add_uint32(k, v)
+
+    w.add_name(name)
+    if not file_type_after_vocab:
+        early()
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    toks = [f"tok{i:06d}\u0120x".encode() for i in range(vocab)]
+    w.add_token_list(toks)
+    w.add_token_types([1] * vocab)
+    n_merges = vocab - 1 if merges is None else merges
+    if n_merges:
+        w.add_token_merges([f"\u0120t{i} x{i}" for i in range(n_merges)])
+    w.add_eos_token_id(2)
+    if file_type_after_vocab:
+        early()
+    one: Any = np.zeros(1, dtype=np.float32)
+    for i in range(tensors):
+        w.add_tensor(f"blk.{i}.weight", one)
+    _finish(w)
+    return out
+
+
+def _finish(w: Any) -> None:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+# whisper.cpp's legacy ggml model format (whisper.cpp src/whisper.cpp, whisper_model_load):
+# magic, 11 int32 hyper-parameters, the mel filter bank, the vocabulary, then tensors.
+_GGML_MAGIC = 0x67676D6C
+WHISPER_VOCAB = 51_864  # English-only: below 51,865 whisper.cpp is not multilingual
+
+
+def write_tiny_whisper(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
+    """Write a loadable whisper model: 1 encoder and 1 decoder layer of width 8, the full
+    51,864-token English vocabulary, f16 weights (whisper.cpp asserts on all-f32 ones)."""
+    import struct
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n_state, n_head, n_mels, n_audio_ctx, n_text_ctx = 8, 1, 80, 1500, 448
+    f16, f32 = 1, 0
+    out = Path(path)
+    with open(out, "wb") as fh:
+        fh.write(struct.pack("<I", _GGML_MAGIC))
+        fh.write(struct.pack("<11i", WHISPER_VOCAB, n_audio_ctx, n_state, n_head, 1,
+                             n_text_ctx, n_state, n_head, 1, n_mels, f16))
+        n_fft = 201
+        fh.write(struct.pack("<ii", n_mels, n_fft))
+        fh.write(np.abs(rng.standard_normal(n_mels * n_fft) * 0.01).astype("<f4").tobytes())
+        # The decoder's text clean-up looks up " ", " -" and " '": they must exist.
+        words = [" ", " -", " '"] + [f" w{i}" for i in range(3, WHISPER_VOCAB)]
+        fh.write(struct.pack("<i", len(words)))
+        for w in words:
+            b = w.encode()
+            fh.write(struct.pack("<I", len(b)) + b)
+
+        def tensor(name: str, ne: tuple[int, ...], ttype: int, scale: float = 0.1) -> None:
+            n = int(np.prod(ne))
+            data = rng.standard_normal(n) * scale
+            raw = data.astype("<f2" if ttype == f16 else "<f4").tobytes()
+            enc = name.encode()
+            fh.write(struct.pack("<iii", len(ne), len(enc), ttype))
+            fh.write(struct.pack(f"<{len(ne)}i", *ne))
+            fh.write(enc + raw)
+
+        s, s4 = n_state, 4 * n_state
+        tensor("encoder.positional_embedding", (s, n_audio_ctx), f32)
+        tensor("encoder.conv1.weight", (3, n_mels, s), f16)
+        tensor("encoder.conv1.bias", (1, s), f32)
+        tensor("encoder.conv2.weight", (3, s, s), f16)
+        tensor("encoder.conv2.bias", (1, s), f32)
+        tensor("encoder.ln_post.weight", (s,), f32)
+        tensor("encoder.ln_post.bias", (s,), f32)
+        tensor("decoder.positional_embedding", (s, n_text_ctx), f32)
+        tensor("decoder.token_embedding.weight", (s, WHISPER_VOCAB), f16)
+        tensor("decoder.ln.weight", (s,), f32)
+        tensor("decoder.ln.bias", (s,), f32)
+        blocks = {"encoder": ("attn",), "decoder": ("attn", "cross_attn")}
+        for side, attns in blocks.items():
+            p = f"{side}.blocks.0."
+            tensor(p + "mlp_ln.weight", (s,), f32)
+            tensor(p + "mlp_ln.bias", (s,), f32)
+            tensor(p + "mlp.0.weight", (s, s4), f16)
+            tensor(p + "mlp.0.bias", (s4,), f32)
+            tensor(p + "mlp.2.weight", (s4, s), f16)
+            tensor(p + "mlp.2.bias", (s,), f32)
+            for a in attns:
+                tensor(p + f"{a}_ln.weight", (s,), f32)
+                tensor(p + f"{a}_ln.bias", (s,), f32)
+                tensor(p + f"{a}.query.weight", (s, s), f16)
+                tensor(p + f"{a}.query.bias", (s,), f32)
+                tensor(p + f"{a}.key.weight", (s, s), f16)
+                tensor(p + f"{a}.value.weight", (s, s), f16)
+                tensor(p + f"{a}.value.bias", (s,), f32)
+                tensor(p + f"{a}.out.weight", (s, s), f16)
+                tensor(p + f"{a}.out.bias", (s,), f32)
+    return out
+
+
+def write_wav(path: str | os.PathLike[str], *, seconds: float = 1.0, rate: int = 16_000,
+              hz: float = 440.0) -> Path:
+    """Write a mono 16-bit WAV tone, the input whisper-server's /inference takes."""
+    import math
+    import struct
+    import wave
+
+    out = Path(path)
+    n = int(seconds * rate)
+    frames = b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * hz * i / rate)))
+                      for i in range(n))
+    with wave.open(str(out), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(frames)
+    return out
