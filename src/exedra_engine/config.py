@@ -1,0 +1,188 @@
+"""Admin overrides: YAML text to a typed `Config`, and how two configs combine. Pure.
+
+The schema (every section optional, an empty file is an empty config)::
+
+    env:                      # every executor
+      OMP_NUM_THREADS: "4"
+    engines:                  # by executor kind: llama | transcribe
+      llama:
+        args: [--flash-attn, "on"]
+        env: {GGML_VK_VISIBLE_DEVICES: "0"}
+    models:                   # by model id
+      qwen:
+        args: [--ctx-size, "8192"]
+
+Values are strings: quote numbers. The YAML is walked node by node, so every error names
+the file, the line and the field path (``$.models.qwen.args[2]``); only the YAML 1.1 core
+tags are accepted, so no document can construct arbitrary objects.
+
+Combining (a later file over an earlier one, `merge_configs`): env maps merge key by key,
+the later value winning; for an engine kind or a model id present in both, the env maps
+merge the same way and the later args are appended after the earlier ones, so where both
+set a flag the later value wins (the layering rule) and repeatable flags accumulate.
+Merging is associative and the empty config is its identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import yaml
+from returns.result import Failure, Result, Success
+
+from exedra_engine.errors import ConfigError
+from exedra_engine.kinds import Kind, supported_kinds
+from exedra_engine.values import Config, Override
+
+_STR = "tag:yaml.org,2002:str"
+_NULL = "tag:yaml.org,2002:null"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+_TYPE_NAMES = {
+    "tag:yaml.org,2002:int": "a number", "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:bool": "a boolean", _NULL: "null", _MAP: "a mapping",
+    _SEQ: "a sequence", "tag:yaml.org,2002:timestamp": "a date",
+    "tag:yaml.org,2002:binary": "binary data", "tag:yaml.org,2002:set": "a set",
+    "tag:yaml.org,2002:omap": "an ordered map", "tag:yaml.org,2002:pairs": "pairs",
+}
+_MAX_NODES = 100_000
+
+T = TypeVar("T")
+
+
+class _Bad(Exception):
+    def __init__(self, node: yaml.Node | None, path: str, message: str) -> None:
+        self.line = node.start_mark.line + 1 if node is not None else 0
+        super().__init__(f"{path}: {message}")
+
+
+class _Walk:
+    """Checks one document against the schema; counts nodes so alias bombs stop early."""
+
+    def __init__(self) -> None:
+        self.nodes = 0
+
+    def _visit(self, node: yaml.Node, path: str) -> None:
+        self.nodes += 1
+        if self.nodes > _MAX_NODES:
+            raise _Bad(node, path, f"document has more than {_MAX_NODES} nodes")
+        if node.tag not in _TYPE_NAMES and node.tag != _STR:
+            raise _Bad(node, path, f"unsupported YAML tag {node.tag}")
+
+    def string(self, node: yaml.Node, path: str, what: str) -> str:
+        self._visit(node, path)
+        if node.tag != _STR or not isinstance(node, yaml.ScalarNode):
+            hint = " (quote it to make it a string)" if isinstance(node, yaml.ScalarNode) else ""
+            raise _Bad(node, path, f"{what} must be a string, not {_TYPE_NAMES[node.tag]}{hint}")
+        value = str(node.value)
+        if "\0" in value:
+            raise _Bad(node, path, f"{what} contains a NUL character")
+        return value
+
+    def mapping(self, node: yaml.Node, path: str,
+                value: Callable[[yaml.Node, str, str], T], key_what: str) -> dict[str, T]:
+        self._visit(node, path)
+        if node.tag == _NULL:
+            return {}
+        if not isinstance(node, yaml.MappingNode) or node.tag != _MAP:
+            raise _Bad(node, path, f"must be a mapping, not {_TYPE_NAMES.get(node.tag, node.tag)}")
+        out: dict[str, T] = {}
+        lines: dict[str, int] = {}
+        for knode, vnode in node.value:
+            if knode.tag == "tag:yaml.org,2002:merge":
+                raise _Bad(knode, path, "merge keys (<<) are not supported")
+            key = self.string(knode, path, key_what)
+            sub = f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]"
+            if key in out:
+                raise _Bad(knode, sub, f"duplicate key {key!r} (first on line {lines[key]})")
+            lines[key] = knode.start_mark.line + 1
+            out[key] = value(vnode, sub, key)
+        return out
+
+    def strings(self, node: yaml.Node, path: str) -> tuple[str, ...]:
+        self._visit(node, path)
+        if node.tag == _NULL:
+            return ()
+        if not isinstance(node, yaml.SequenceNode) or node.tag != _SEQ:
+            raise _Bad(node, path, f"must be a list of strings, not {_TYPE_NAMES.get(node.tag)}")
+        return tuple(self.string(n, f"{path}[{i}]", "an argument")
+                     for i, n in enumerate(node.value))
+
+    def env(self, node: yaml.Node, path: str, _key: str = "") -> dict[str, str]:
+        def value(n: yaml.Node, p: str, name: str) -> str:
+            if not name or "=" in name:
+                raise _Bad(n, p, f"{name!r} is not a valid environment variable name")
+            return self.string(n, p, "an environment value")
+        return self.mapping(node, path, value, "an environment variable name")
+
+    def override(self, node: yaml.Node, path: str, _key: str = "") -> Override:
+        fields = self.mapping(node, path, lambda n, p, k: (n, p), "a field name")
+        unknown = sorted(set(fields) - {"args", "env"})
+        if unknown:
+            n, p = fields[unknown[0]]
+            raise _Bad(n, p, f"unknown field {unknown[0]!r} (expected args, env)")
+        return Override(
+            args=self.strings(*fields["args"]) if "args" in fields else (),
+            env=self.env(*fields["env"]) if "env" in fields else {},
+        )
+
+    def engine(self, node: yaml.Node, path: str, key: str) -> Override:
+        if key not in {k.value for k in supported_kinds()}:
+            known = ", ".join(k.value for k in supported_kinds())
+            raise _Bad(node, path, f"unknown engine kind {key!r} (known: {known})")
+        return self.override(node, path)
+
+    def config(self, node: yaml.Node) -> Config:
+        top = self.mapping(node, "$", lambda n, p, k: (n, p), "a section name")
+        unknown = sorted(set(top) - {"env", "engines", "models"})
+        if unknown:
+            n, p = top[unknown[0]]
+            raise _Bad(n, p, f"unknown section {unknown[0]!r} (expected env, engines, models)")
+        engines = self.mapping(*top["engines"], self.engine, "an engine kind") \
+            if "engines" in top else {}
+        return Config(
+            env=self.env(*top["env"]) if "env" in top else {},
+            engines={Kind(k): v for k, v in engines.items()},
+            models=self.mapping(*top["models"], self.override, "a model id")
+            if "models" in top else {},
+        )
+
+
+def config_from_yaml(text: str, source: str) -> Result[Config, ConfigError]:
+    """Parse one override document; `source` (a file name) prefixes every error."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{source}:{mark.line + 1}" if mark else source
+        return Failure(ConfigError(f"{where}: invalid YAML: {e.problem or e.context}"))
+    except yaml.YAMLError as e:
+        return Failure(ConfigError(f"{source}: invalid YAML: {e}"))
+    if node is None:
+        return Success(Config())
+    try:
+        return Success(_Walk().config(node))
+    except _Bad as e:
+        return Failure(ConfigError(f"{source}:{e.line}: {e}"))
+
+
+def merge_configs(lower: Config, upper: Config) -> Config:
+    """`upper` over `lower`; see the module docstring for the rules."""
+    return Config(
+        env={**lower.env, **upper.env},
+        engines=_merge_overrides(lower.engines, upper.engines),
+        models=_merge_overrides(lower.models, upper.models),
+    )
+
+
+K = TypeVar("K")
+
+
+def _merge_overrides(lower: dict[K, Override], upper: dict[K, Override]) -> dict[K, Override]:
+    out = dict(lower)
+    for k, o in upper.items():
+        prev = out.get(k)
+        out[k] = o if prev is None else Override(args=prev.args + o.args,
+                                                 env={**prev.env, **o.env})
+    return out
