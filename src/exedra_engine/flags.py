@@ -1,0 +1,146 @@
+"""One flag table per executor kind: the single place that knows an executor's flags.
+
+A table knows every spelling of a flag (``-c`` / ``--ctx-size``), its negations
+(``--no-webui`` unsets what ``--webui`` sets), how many values follow it, the environment
+variables the executor reads for it, and whether repeating it adds values (``--lora``) rather
+than replacing them. The data is generated from the executors' own help texts
+(`exedra_engine._flagdata`); this module turns argv into items against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+from returns.result import Failure, Result, Success
+
+from exedra_engine import _flagdata
+from exedra_engine.errors import PlanError
+from exedra_engine.kinds import Kind
+
+
+class Flag(msgspec.Struct, frozen=True, kw_only=True):
+    """One executor option."""
+
+    key: str
+    """Canonical name: the option's last long spelling, e.g. ``--ctx-size``."""
+    names: tuple[str, ...]
+    negations: tuple[str, ...] = ()
+    nargs: int = 0
+    env: tuple[str, ...] = ()
+    repeatable: bool = False
+
+
+class Item(msgspec.Struct, frozen=True, kw_only=True):
+    """One option of an argv with its values, or one token the table does not know."""
+
+    tokens: tuple[str, ...]
+    """The tokens to emit, normalized to the form the executor accepts."""
+    key: str | None = None
+    """The flag's canonical key; None for a token unknown to the table."""
+    values: tuple[str, ...] = ()
+    negated: bool = False
+
+
+class FlagTable:
+    """The flags of one executor."""
+
+    def __init__(self, kind: Kind, binary: str, flags: Sequence[Flag]) -> None:
+        self.kind = kind
+        self.binary = binary
+        self.flags: dict[str, Flag] = {f.key: f for f in flags}
+        self._by_name: dict[str, tuple[Flag, bool]] = {}
+        self._by_env: dict[str, Flag] = {}
+        for f in flags:
+            for n in f.names:
+                self._by_name.setdefault(n, (f, False))
+            for n in f.negations:
+                self._by_name.setdefault(n, (f, True))
+            for e in f.env:
+                self._by_env.setdefault(e, f)
+
+    def lookup(self, token: str) -> tuple[Flag, bool] | None:
+        """The flag a token names and whether it is a negation, or None."""
+        return self._by_name.get(token)
+
+    def flag_for_env(self, name: str) -> Flag | None:
+        """The flag an environment variable sets, or None."""
+        return self._by_env.get(name)
+
+    @property
+    def env_names(self) -> frozenset[str]:
+        """Every environment variable the executor reads for a flag."""
+        return frozenset(self._by_env)
+
+    def split(self, argv: Sequence[str], where: str) -> Result[tuple[Item, ...], PlanError]:
+        """Cut `argv` into items. ``--flag=value`` of a known flag becomes ``--flag value``,
+        the only form these executors accept; unknown tokens pass through one by one.
+
+        `where` names the argv in errors ("caller args", "config models.qwen.args").
+        """
+        items: list[Item] = []
+        i = 0
+        while i < len(argv):
+            tok = argv[i]
+            i += 1
+            hit = self.lookup(tok)
+            inline: str | None = None
+            if hit is None and tok.startswith("-") and "=" in tok:
+                name, _, inline = tok.partition("=")
+                hit = self.lookup(name)
+                if hit is None:
+                    inline = None
+                else:
+                    tok = name
+            if hit is None:
+                items.append(Item(tokens=(tok,)))
+                continue
+            flag, negated = hit
+            nargs = 0 if negated else flag.nargs
+            if inline is not None:
+                if nargs != 1:
+                    return Failure(PlanError(
+                        f"{where}: flag {tok} takes {nargs} values, not '{tok}=...'"))
+                values: tuple[str, ...] = (inline,)
+            else:
+                if i + nargs > len(argv):
+                    need = "a value" if nargs == 1 else f"{nargs} values"
+                    return Failure(PlanError(f"{where}: flag {tok} needs {need}"))
+                values = tuple(argv[i:i + nargs])
+                i += nargs
+            items.append(Item(tokens=(tok, *values), key=flag.key, values=values,
+                              negated=negated))
+        return Success(tuple(items))
+
+
+# Options whose handler appends rather than replaces (llama.cpp common/arg.cpp push_back).
+_LLAMA_REPEATABLE: Final = frozenset({
+    "--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled", "--override-kv",
+    "--reverse-prompt", "--logit-bias", "--dry-sequence-breaker", "--override-tensor",
+    "--override-tensor-draft", "--api-key",
+})
+
+
+def _key(names: tuple[str, ...], negations: tuple[str, ...]) -> str:
+    longs = [n for n in names if n.startswith("--")] or list(names)
+    if not longs:
+        longs = [n for n in negations if n.startswith("--")] or list(negations)
+    return longs[-1]
+
+
+def _table(kind: Kind, binary: str, rows: tuple[_flagdata.Row, ...],
+           repeatable: frozenset[str]) -> FlagTable:
+    flags = []
+    for names, negations, nargs, env in rows:
+        key = _key(names, negations)
+        flags.append(Flag(key=key, names=names, negations=negations, nargs=nargs, env=env,
+                          repeatable=bool(repeatable & {key, *names})))
+    return FlagTable(kind, binary, flags)
+
+
+TABLES: Final[dict[Kind, FlagTable]] = {
+    Kind.LLAMA: _table(Kind.LLAMA, "llama-server", _flagdata.LLAMA, _LLAMA_REPEATABLE),
+    Kind.TRANSCRIBE: _table(Kind.TRANSCRIBE, "whisper-server", _flagdata.WHISPER, frozenset()),
+}
+"""The flag table of each executor kind."""

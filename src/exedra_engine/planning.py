@@ -1,0 +1,59 @@
+"""`plan`: the shell that gathers the planner's facts (the model header, the ports in use)
+and calls the pure `plan_launch`."""
+
+from __future__ import annotations
+
+import os
+
+from returns.result import Failure, Result, Success
+
+from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
+from exedra_engine.host import LocalHost
+from exedra_engine.kinds import Kind
+from exedra_engine.model_info import inspect
+from exedra_engine.netstat import ports_in_use
+from exedra_engine.planner import Explained, explain_launch
+from exedra_engine.ports import HostFiles
+from exedra_engine.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
+
+
+def plan(spec: ModelSpec, hw: Hardware | None,
+         constraints: Constraints = Constraints()) -> Result[LaunchPlan, EngineError]:
+    """Plan a launch: read the model's header and the ports in use, then plan purely.
+
+    A missing model file is not an error here (dry runs in CI plan without the weights):
+    the plan's `model` is then None. A file that exists but is not a GGUF model is an
+    error for kind llama.
+    """
+    return plan_explained(spec, hw, constraints).map(lambda e: e.plan)
+
+
+def plan_explained(spec: ModelSpec, hw: Hardware | None,
+                   constraints: Constraints = Constraints(),
+                   files: HostFiles | None = None) -> Result[Explained, EngineError]:
+    """`plan`, with the provenance of every argv option and env variable."""
+    model = model_facts(spec)
+    if isinstance(model, Failure):
+        return model
+    return explain_launch(spec, hw, constraints, model=model.unwrap(),
+                          ports_in_use=read_ports_in_use(files or LocalHost()))
+
+
+def model_facts(spec: ModelSpec) -> Result[ModelInfo | None, EngineError]:
+    """The model's header when there is one to read."""
+    if not os.path.lexists(spec.path):
+        return Success(None)
+    info = inspect(spec.path)
+    if isinstance(info, Success):
+        return Success(info.unwrap())
+    err = info.failure()
+    if spec.kind is Kind.TRANSCRIBE and isinstance(err, NotGGUF):
+        return Success(None)  # whisper models are ggml .bin files, not GGUF
+    if isinstance(err, ModelUnreadable | NotGGUF):
+        return Failure(err)
+    return Failure(err)
+
+
+def read_ports_in_use(files: HostFiles) -> frozenset[int]:
+    """Ports held by TCP sockets in this network namespace."""
+    return ports_in_use(*(files.read_text(p) or "" for p in ("/proc/net/tcp", "/proc/net/tcp6")))
