@@ -1,0 +1,132 @@
+"""exedra-engine: plan and launch local AI model executors as subprocesses.
+
+The planner is a pure function of its inputs; the effects (probing the host, reading a
+model header, starting and stopping a process) sit behind small ports with a trio adapter::
+
+    hw = engine.probe().unwrap()
+    spec = engine.ModelSpec(id="qwen", path="/models/qwen.gguf", kind=engine.Kind.LLAMA)
+    plan = engine.plan(spec, hw, engine.Constraints(api_key="secret")).unwrap()
+    async with engine.open_instance(plan) as inst:
+        print(inst.endpoint.url)
+
+Importing this package imports neither trio, numpy nor gguf: the launcher is loaded on
+first use of `launch`, `open_instance` or `Instance`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from exedra_engine._version import __version__
+from exedra_engine.config import config_from_yaml, merge_configs
+from exedra_engine.config_files import load_config
+from exedra_engine.constants import (
+    DEFAULT_CONFIG_PATH,
+    DEFAULT_HOST,
+    DEFAULT_PORT_BASE,
+    STOP_TIMEOUT,
+)
+from exedra_engine.endpoint import Resolved, resolve_endpoint
+from exedra_engine.errors import (
+    ConfigError,
+    EngineError,
+    ExecutorNotFound,
+    LaunchError,
+    ModelUnreadable,
+    NoEndpoint,
+    NoHardware,
+    NotGGUF,
+    NotReady,
+    PlanError,
+    PortInUse,
+    UnsupportedKind,
+)
+from exedra_engine.hardware import HostSnapshot, hardware_from
+from exedra_engine.kinds import Kind, parse_kind, supported_kinds
+from exedra_engine.model_info import inspect
+from exedra_engine.planner import Explained, explain_launch, plan_launch
+from exedra_engine.planning import plan, plan_explained
+from exedra_engine.probe import probe
+from exedra_engine.values import (
+    CPU,
+    GPU,
+    Config,
+    Constraints,
+    Endpoint,
+    ExecutorInfo,
+    Hardware,
+    LaunchPlan,
+    ModelInfo,
+    ModelSpec,
+    Override,
+)
+
+if TYPE_CHECKING:
+    from exedra_engine.launcher import ExitReason, Instance, launch, open_instance
+
+__all__ = [
+    "CPU",
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_HOST",
+    "DEFAULT_PORT_BASE",
+    "GPU",
+    "STOP_TIMEOUT",
+    "Config",
+    "ConfigError",
+    "Constraints",
+    "Endpoint",
+    "EngineError",
+    "ExitReason",
+    "ExecutorInfo",
+    "ExecutorNotFound",
+    "Explained",
+    "Hardware",
+    "HostSnapshot",
+    "Instance",
+    "Kind",
+    "LaunchError",
+    "LaunchPlan",
+    "ModelInfo",
+    "ModelSpec",
+    "ModelUnreadable",
+    "NoEndpoint",
+    "NoHardware",
+    "NotGGUF",
+    "NotReady",
+    "Override",
+    "PlanError",
+    "PortInUse",
+    "Resolved",
+    "UnsupportedKind",
+    "__version__",
+    "config_from_yaml",
+    "explain_launch",
+    "hardware_from",
+    "inspect",
+    "launch",
+    "load_config",
+    "merge_configs",
+    "open_instance",
+    "parse_kind",
+    "plan",
+    "plan_explained",
+    "plan_launch",
+    "probe",
+    "resolve_endpoint",
+    "supported_kinds",
+]
+
+_LAZY = frozenset({"ExitReason", "Instance", "launch", "open_instance"})
+
+
+def __getattr__(name: str) -> Any:
+    # The launcher needs trio (~40 ms to import); planning-only users never pay for it.
+    if name in _LAZY:
+        import importlib
+
+        _launch = importlib.import_module("exedra_engine.launcher")
+
+        value = getattr(_launch, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'exedra_engine' has no attribute {name!r}")

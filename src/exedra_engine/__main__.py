@@ -1,0 +1,5 @@
+import sys
+
+from exedra_engine.cli import main
+
+sys.exit(main())

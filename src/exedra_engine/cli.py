@@ -1,0 +1,348 @@
+"""The ``exedra-engine`` command line: probe, inspect, config, plan, launch, demo.
+
+Every command prints a short readable summary, or with ``--json`` the value as JSON.
+Exit status: 0 success, 1 a failure at run time (the executor crashed or never became
+ready), 2 bad input (usage, config, model, plan), each with a one-line message on stderr.
+API keys are read from an environment variable (``--api-key-env``), never from argv, and
+are printed redacted unless ``--show-secrets``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+import msgspec
+from returns.result import Failure, Result
+
+from exedra_engine._version import __version__
+from exedra_engine.config_files import load_config
+from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE, STOP_TIMEOUT
+from exedra_engine.errors import EngineError
+from exedra_engine.kinds import Kind, supported_kinds
+from exedra_engine.model_info import inspect
+from exedra_engine.planner import Explained
+from exedra_engine.planning import plan_explained
+from exedra_engine.probe import probe
+from exedra_engine.redact import REDACTED, redact_env, redact_text
+from exedra_engine.values import Constraints, ExecutorInfo, Hardware, LaunchPlan, ModelSpec
+
+PROG = "exedra-engine"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _fail(err: EngineError, code: int = 2) -> int:
+    print(f"{PROG}: error: {err}", file=sys.stderr)
+    return code
+
+
+def _json(value: object) -> None:
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(value)).decode() + "\n")
+
+
+def _size(n: int) -> str:
+    if n <= 0:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+# -- probe, inspect, config -------------------------------------------------------------
+
+def cmd_probe(a: argparse.Namespace) -> int:
+    hw = probe().unwrap()  # probe cannot fail: unknown facts read as 0
+    if a.json:
+        _json(hw)
+        return 0
+    print(f"cpu        {hw.cpu.threads} threads, {_size(hw.cpu.ram)} RAM")
+    if not hw.gpus:
+        print("gpus       none (CPU-only host)")
+    for g in hw.gpus:
+        print(f"gpu        {g.card}  driver {g.driver or 'unknown'}  VRAM {_size(g.vram)}")
+    for k in supported_kinds():
+        e = hw.executor(k)
+        what = f"{e.path}  backends: {', '.join(e.backends) or 'built in'}" if e else \
+            "not installed"
+        print(f"{k.value:<10} {what}")
+    return 0
+
+
+def cmd_inspect(a: argparse.Namespace) -> int:
+    r = inspect(a.path)
+    if isinstance(r, Failure):
+        return _fail(r.failure())
+    m = r.unwrap()
+    if a.json:
+        _json(m)
+        return 0
+    print(f"path          {m.path} ({_size(m.size)})")
+    print(f"architecture  {m.architecture}")
+    print(f"name          {m.name or '-'}")
+    print(f"quant         {m.quant or '-'}")
+    print(f"blocks        {m.blocks}")
+    print(f"context       {m.context}")
+    return 0
+
+
+def cmd_config(a: argparse.Namespace) -> int:
+    r = load_config(a.path)
+    if isinstance(r, Failure):
+        return _fail(r.failure())
+    cfg = r.unwrap()
+    if not a.show_secrets:
+        cfg = msgspec.convert(_redact_config(msgspec.to_builtins(cfg)), type(cfg))
+    if a.json:
+        _json(cfg)
+        return 0
+    import yaml
+
+    text = yaml.safe_dump(msgspec.to_builtins(cfg), sort_keys=False, default_flow_style=False)
+    print(f"# merged from {a.path or DEFAULT_CONFIG_PATH}")
+    print(text.strip() if text.strip() != "{}" else "# (empty)")
+    return 0
+
+
+def _redact_config(obj: object) -> object:
+    if isinstance(obj, dict):
+        out: dict[str, object] = {}
+        for k, v in obj.items():
+            if k == "env" and isinstance(v, dict):
+                out[k] = {n: redact_env(f"{n}={val}").partition("=")[2] for n, val in v.items()}
+            else:
+                out[k] = _redact_config(v)
+        return out
+    return obj
+
+
+# -- plan ---------------------------------------------------------------------------------
+
+def _add_plan_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", required=True, metavar="PATH", help="model weights")
+    g.add_argument("--kind", required=True, choices=[k.value for k in supported_kinds()],
+                   help="executor family")
+    g.add_argument("--id", default="", help="served model id; also selects config models.ID")
+    g.add_argument("--capability", action="append", default=[], metavar="CAP",
+                   help="llm, vlm, embeddings, rerank or asr (repeatable)")
+    g.add_argument("--run-arg", action="append", default=[], metavar="ARG",
+                   help="model-recommended flag, the lowest layer (repeatable)")
+    g = p.add_argument_group("constraints")
+    g.add_argument("--config", metavar="PATH",
+                   help=f"override file or directory (default {DEFAULT_CONFIG_PATH})")
+    g.add_argument("--no-config", action="store_true", help="ignore admin overrides")
+    g.add_argument("--host", default="", help="bind address (default 127.0.0.1)")
+    g.add_argument("--port", type=int, default=0, help="exact port; 0 scans for a free one")
+    g.add_argument("--port-base", type=int, default=0,
+                   help=f"first port of the scan (default {DEFAULT_PORT_BASE})")
+    g.add_argument("--ctx", type=int, default=0, help="context size (0: executor default)")
+    g.add_argument("--threads", type=int, default=0, help="CPU threads (0: executor default)")
+    g.add_argument("--no-gpu", action="store_true", help="run on the CPU even with a GPU")
+    g.add_argument("--ui", action="store_true", help="keep the executor's web UI")
+    g.add_argument("--api-key-env", metavar="VAR",
+                   help="read the API key from this environment variable")
+    g.add_argument("--arg", action="append", default=[], metavar="ARG",
+                   help="caller flag, the top layer (repeatable; use --arg=--flag)")
+    g.add_argument("--env", action="append", default=[], metavar="K=V",
+                   help="caller environment, the top layer (repeatable)")
+    g.add_argument("--executor", metavar="PATH",
+                   help="executor binary to plan with instead of the one on PATH")
+    g = p.add_argument_group("output")
+    g.add_argument("--json", action="store_true", help="print JSON")
+    g.add_argument("--show-secrets", action="store_true", help="print API keys unredacted")
+
+
+def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constraints], EngineError]:
+    from returns.result import Success
+
+    from exedra_engine.errors import PlanError
+
+    spec = ModelSpec(id=a.id, path=a.model, kind=Kind(a.kind),
+                     capabilities=tuple(a.capability), run_args=tuple(a.run_arg))
+    hw = probe().unwrap()
+    if a.executor:
+        others = tuple(e for e in hw.executors if e.kind != spec.kind)
+        hw = msgspec.structs.replace(
+            hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor)))
+    overrides = None
+    if not a.no_config:
+        cfg = load_config(a.config)
+        if isinstance(cfg, Failure):
+            return cfg
+        overrides = cfg.unwrap()
+    key = ""
+    if a.api_key_env:
+        if a.api_key_env not in os.environ:
+            return Failure(PlanError(f"--api-key-env: variable {a.api_key_env} is not set"))
+        key = os.environ[a.api_key_env]
+    return Success((spec, hw, Constraints(
+        host=a.host, ctx=a.ctx, threads=a.threads, port=a.port, port_base=a.port_base,
+        api_key=key, no_gpu=a.no_gpu, ui=a.ui, overrides=overrides,
+        extra_args=tuple(a.arg), extra_env=tuple(a.env))))
+
+
+def _planned(a: argparse.Namespace) -> Result[Explained, EngineError]:
+    return _request(a).bind(lambda r: plan_explained(*r))
+
+
+def shown_plan(plan: LaunchPlan, show_secrets: bool) -> LaunchPlan:
+    """The plan as printed: keys redacted unless asked for."""
+    if show_secrets:
+        return plan
+    keys = _secrets(plan)
+    return msgspec.structs.replace(
+        plan, api_key=REDACTED if plan.api_key else "",
+        env=tuple(redact_env(e, keys) for e in plan.env),
+        args=tuple(redact_text(t, keys) for t in plan.args))
+
+
+def _secrets(plan: LaunchPlan) -> tuple[str, ...]:
+    from exedra_engine.endpoint import resolve_endpoint
+
+    r = resolve_endpoint(plan.spec.kind, plan.args, plan.env)
+    keys = r.unwrap().api_keys if not isinstance(r, Failure) else ()
+    return tuple(keys) + ((plan.api_key,) if plan.api_key else ())
+
+
+def print_plan(plan: LaunchPlan) -> None:
+    print(f"command   {plan.command}")
+    print("args      " + _argv_lines(plan.args))
+    for i, e in enumerate(plan.env):
+        print(("env       " if i == 0 else "          ") + e)
+    print(f"endpoint  {plan.url}  (ready: {plan.ready}"
+          + (", scanned port" if plan.port_scanned else "") + ")")
+    print(f"api key   {'set' if plan.api_key else 'none (unauthenticated)'}")
+    if plan.model is not None:
+        m = plan.model
+        print(f"model     {m.architecture} {m.name or ''} {m.quant or ''}".rstrip()
+              + f", {m.blocks} blocks, context {m.context}")
+    else:
+        print("model     header not read (file absent or not GGUF)")
+
+
+def _argv_lines(args: Sequence[str]) -> str:
+    lines: list[str] = []
+    for tok in args:
+        if (tok.startswith("-") and not tok.lstrip("-").replace(".", "").isdigit()) or not lines:
+            lines.append(tok)
+        else:
+            lines[-1] += " " + tok
+    return "\n          ".join(lines)
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    r = _planned(a)
+    if isinstance(r, Failure):
+        return _fail(r.failure())
+    e = r.unwrap()
+    plan = shown_plan(e.plan, a.show_secrets)
+    keys = () if a.show_secrets else _secrets(e.plan)
+    if a.json:
+        if a.explain:
+            _json({"plan": plan, "sources": [
+                msgspec.structs.replace(s, text=_shown_source(s.text, s.what, keys),
+                                        overrode=tuple(redact_text(o, keys) for o in s.overrode))
+                for s in e.sources]})
+        else:
+            _json(plan)
+        return 0
+    print_plan(plan)
+    if a.explain:
+        print("\nwhere each part came from (lowest layer first: run_args, engine, config env, "
+              "config engines, config models, caller):")
+        for s in e.sources:
+            text = _shown_source(s.text, s.what, keys)
+            print(f"  {s.what:<3}  {text:<40}  {s.layer}")
+            for o in s.overrode:
+                print(f"  {'':<3}  {'':<40}    overrode {redact_text(o, keys)}")
+    return 0
+
+
+def _shown_source(text: str, what: str, keys: Sequence[str]) -> str:
+    return redact_env(text, keys) if what == "env" else redact_text(text, keys)
+
+
+def cmd_launch(a: argparse.Namespace) -> int:
+    r = _planned(a)
+    if isinstance(r, Failure):
+        return _fail(r.failure())
+    from exedra_engine.cli_launch import run_launch
+
+    return run_launch(r.unwrap().plan, a)
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    from exedra_engine.demo import run_demo
+
+    return run_demo(a)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Plan and launch local AI model executors "
+                "(llama.cpp llama-server, whisper.cpp whisper-server).",
+                epilog="Exit status: 0 ok, 1 run-time failure, 2 bad input.")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           parser_class=_Parser)
+
+    s = sub.add_parser("probe", help="show CPU, RAM, GPUs and installed executors")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_probe)
+
+    s = sub.add_parser("inspect", help="read a GGUF model's metadata from its header")
+    s.add_argument("path", help="GGUF file")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=cmd_inspect)
+
+    s = sub.add_parser("config", help="print the merged admin overrides")
+    s.add_argument("path", nargs="?", default=None,
+                   help=f"file or directory (default {DEFAULT_CONFIG_PATH})")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument("--show-secrets", action="store_true", help="print secret env values")
+    s.set_defaults(func=cmd_config)
+
+    s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
+    _add_plan_options(s)
+    s.add_argument("--explain", action="store_true",
+                   help="show which layer set each argv option and env variable")
+    s.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
+    _add_plan_options(s)
+    s.add_argument("--ready-timeout", type=float, default=300.0, metavar="S",
+                   help="seconds to wait for readiness (default 300)")
+    s.add_argument("--stop-timeout", type=float, default=STOP_TIMEOUT, metavar="S",
+                   help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})")
+    s.set_defaults(func=cmd_launch, explain=False)
+
+    s = sub.add_parser("demo", help="generate a tiny model, launch a real llama-server on it, "
+                       "ask it one question, stop it")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument("--question", default="Say hello.", help="what to ask")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``exedra-engine`` script."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""``exedra-engine launch``: run a plan until Ctrl-C or SIGTERM, then stop it cleanly."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+import msgspec
+import trio
+
+from exedra_engine.errors import EngineError
+from exedra_engine.launcher import Instance, launch
+from exedra_engine.values import LaunchPlan
+
+
+def run_launch(plan: LaunchPlan, a: argparse.Namespace) -> int:
+    """Launch `plan`, print its endpoint, forward its logs to stderr, stop it on a signal.
+
+    Exit status: 0 when it was stopped cleanly, 1 when it crashed or never became ready.
+    """
+    return trio.run(_main, plan, a)
+
+
+async def _main(plan: LaunchPlan, a: argparse.Namespace) -> int:
+    from exedra_engine.cli import shown_plan
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            started = await launch(nursery, plan, sys.stderr.buffer,
+                                   ready_timeout=a.ready_timeout)
+            if not isinstance(started.value_or(None), Instance):
+                err: EngineError = started.failure()
+                print(f"exedra-engine: error: {err}", file=sys.stderr)
+                return 1
+            inst: Instance = started.unwrap()
+            if a.json:
+                body = {"url": inst.endpoint.url, "pid": inst.pid,
+                        "plan": shown_plan(inst.plan, a.show_secrets)}
+                sys.stdout.write(msgspec.json.encode(body).decode() + "\n")
+            else:
+                print(f"ready     {inst.endpoint.url}  (pid {inst.pid}); Ctrl-C stops it")
+            sys.stdout.flush()
+
+            async def on_signal() -> None:
+                async for _ in signals:
+                    await inst.stop(a.stop_timeout)
+                    return
+
+            nursery.start_soon(on_signal)
+            await inst.wait()
+            nursery.cancel_scope.cancel()
+    reason = inst.exit_reason
+    assert reason is not None
+    print(f"stopped   {reason.describe()}", file=sys.stderr)
+    return 0 if reason.clean else 1

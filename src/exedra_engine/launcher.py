@@ -1,0 +1,457 @@
+"""The trio adapter: start an executor, stream its logs, wait until it is ready, stop it.
+
+Policies, each chosen so that nothing is left behind:
+
+- The child runs in its own session and process group, and the kernel sends it SIGKILL if
+  the thread that started it dies (``PR_SET_PDEATHSIG``), so ``kill -9`` of the caller
+  leaves no executor holding memory or a port.
+- Only the plan decides the endpoint: host, port and key are read back from its args and
+  env, and variables the executor reads that the plan does not set are removed from the
+  inherited environment (a stray ``LLAMA_ARG_PORT`` cannot move the server).
+- Readiness polls the plan's ready path on loopback every 0.5 ms at first, backing off to
+  every 5 ms, and at once whenever the executor logs a line. Connection refused, 503 and
+  timeouts mean "not yet"; the process exiting means `NotReady`, with its exit status and
+  last log lines. If the launch fails or is cancelled the child is killed first.
+- A scanned port that another process took between planning and binding is re-planned to
+  the next free port, a bounded number of times; an explicit port is never moved.
+- `Instance.stop` sends SIGTERM to the group, then SIGKILL when the timeout expires; it is
+  shielded from the caller's cancellation and returns when the exit is observed (pidfd), not
+  on a polling tick.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import io
+import math
+import os
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import IO, Any, Final
+
+import msgspec
+import trio
+from returns.result import Failure, Result, Success
+
+from exedra_engine.constants import STOP_TIMEOUT
+from exedra_engine.endpoint import Resolved, env_dict, resolve_endpoint
+from exedra_engine.errors import EngineError, LaunchError, NotReady
+from exedra_engine.flags import TABLES
+from exedra_engine.host import LocalHost
+from exedra_engine.kinds import Kind
+from exedra_engine.planner import with_port
+from exedra_engine.planning import read_ports_in_use
+from exedra_engine.values import Endpoint, LaunchPlan, connect_host
+
+PORT_RETRIES: Final = 3
+"""How many times a scanned port lost to another process is re-planned."""
+TAIL_LINES: Final = 20
+_MAX_LINE: Final = 1 << 16
+_LOG_QUEUE: Final = 4096
+_POLL_FIRST: Final = 0.0005
+_POLL_MAX: Final = 0.005
+_PROBE_TIMEOUT: Final = 1.0
+_PR_SET_PDEATHSIG: Final = 1
+
+Logs = IO[str] | IO[bytes] | trio.abc.SendStream | None
+
+
+class ExitReason(msgspec.Struct, frozen=True, kw_only=True):
+    """How an executor process ended."""
+
+    returncode: int
+    """The exit status, or minus the signal number that ended it (as `subprocess`)."""
+    requested: bool
+    """Whether `stop` had been called before it ended."""
+
+    @property
+    def signal(self) -> int | None:
+        """The signal that ended the process, if one did."""
+        return -self.returncode if self.returncode < 0 else None
+
+    @property
+    def clean(self) -> bool:
+        """Exit 0, or death by the SIGTERM or SIGKILL of our own `stop`."""
+        if self.returncode == 0:
+            return True
+        return self.requested and self.signal in (signal.SIGTERM, signal.SIGKILL)
+
+    def describe(self) -> str:
+        """``exit 1``, ``killed by SIGKILL`` and so on, for people."""
+        sig = self.signal
+        how = f"killed by {signal.Signals(sig).name}" if sig else f"exit {self.returncode}"
+        return how + (" after stop()" if self.requested else "")
+
+
+def _child_setup(parent: int) -> Callable[[], None]:
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def setup() -> None:
+        # Runs in the child between fork and exec: only async-signal-safe work here.
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return setup
+
+
+def child_environment(plan: LaunchPlan, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The executor's environment: `base` (default: ours) without the variables the
+    executor reads that the plan does not set, plus the plan's env."""
+    env = dict(os.environ if base is None else base)
+    planned = env_dict(plan.env)
+    if plan.spec.kind is Kind.LLAMA:
+        read = TABLES[Kind.LLAMA].env_names
+        for name in list(env):
+            if name not in planned and (name in read or name.startswith("LLAMA_ARG_")):
+                del env[name]
+    env.update(planned)
+    return env
+
+
+class _LogPump:
+    """Reads the child's output, keeps the last lines, and forwards lines to `logs` without
+    ever making the child wait: when the consumer is slow, lines are dropped and counted."""
+
+    def __init__(self, logs: Logs, secrets: tuple[str, ...]) -> None:
+        self.logs = logs
+        self.secrets = secrets
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.dropped = 0
+        self.line_seen = trio.Event()
+        self._send, self._recv = trio.open_memory_channel[bytes](_LOG_QUEUE)
+
+    def _redact(self, line: bytes) -> bytes:
+        for s in self.secrets:
+            line = line.replace(s.encode(), b"<redacted>")
+        return line
+
+    async def read(self, stream: trio.abc.ReceiveStream) -> None:
+        buf = b""
+        async with self._send:
+            while True:
+                try:
+                    chunk = await stream.receive_some(_MAX_LINE)
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    chunk = b""
+                if not chunk:
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                if len(buf) > _MAX_LINE:
+                    lines.append(buf)
+                    buf = b""
+                for line in lines:
+                    self._line(line + b"\n")
+            if buf:
+                self._line(buf + b"\n")
+
+    def _line(self, raw: bytes) -> None:
+        line = self._redact(raw)
+        self.tail.append(line.decode("utf-8", errors="replace").rstrip("\n"))
+        self.line_seen.set()
+        if self.logs is None:
+            return
+        try:
+            self._send.send_nowait(line)
+        except trio.WouldBlock:
+            self.dropped += 1
+
+    async def write(self) -> None:
+        logs = self.logs
+        if logs is None:
+            async with self._recv:
+                async for _ in self._recv:
+                    pass
+            return
+        async with self._recv:
+            while True:
+                try:
+                    batch = [await self._recv.receive()]
+                except trio.EndOfChannel:
+                    return
+                while True:
+                    try:
+                        batch.append(self._recv.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                data = b"".join(batch)
+                try:
+                    await _write(logs, data)
+                except (OSError, ValueError, trio.BrokenResourceError,
+                        trio.ClosedResourceError):
+                    self.logs = None  # a closed log sink must not take the executor down
+
+    def new_line_event(self) -> trio.Event:
+        if self.line_seen.is_set():
+            self.line_seen = trio.Event()
+        return self.line_seen
+
+
+async def _write(logs: Any, data: bytes) -> None:
+    if isinstance(logs, trio.abc.SendStream):
+        await logs.send_all(data)
+    elif isinstance(logs, io.TextIOBase) or hasattr(logs, "encoding"):
+        text = data.decode("utf-8", errors="replace")
+        await trio.to_thread.run_sync(_sync_write, logs, text)
+    else:
+        await trio.to_thread.run_sync(_sync_write, logs, data)
+
+
+def _sync_write(logs: Any, data: str | bytes) -> None:
+    logs.write(data)
+    logs.flush()
+
+
+class Instance:
+    """One running executor process. Create it with `launch` or `open_instance`."""
+
+    def __init__(self, plan: LaunchPlan, resolved: Resolved, process: trio.Process,
+                 pump: _LogPump) -> None:
+        self._plan = plan
+        self._resolved = resolved
+        self._process = process
+        self._pump = pump
+        self._exited = trio.Event()
+        self._stop_requested = False
+        self._exit: ExitReason | None = None
+        self.started_at = time.monotonic()
+        self.ready_at: float | None = None
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """The instance's address and API key."""
+        return Endpoint(url=self._resolved.url, api_key=self._resolved.api_key)
+
+    @property
+    def pid(self) -> int:
+        """The executor's process id (also its process group id)."""
+        return self._process.pid
+
+    @property
+    def plan(self) -> LaunchPlan:
+        """The plan this instance runs (immutable)."""
+        return self._plan
+
+    @property
+    def exit_reason(self) -> ExitReason | None:
+        """How the process ended; None while it runs."""
+        return self._exit
+
+    @property
+    def log_tail(self) -> tuple[str, ...]:
+        """The last lines the executor wrote (API keys redacted)."""
+        return tuple(self._pump.tail)
+
+    @property
+    def dropped_log_lines(self) -> int:
+        """Lines not forwarded to `logs` because the consumer fell behind."""
+        return self._pump.dropped
+
+    async def wait(self) -> None:
+        """Return when the process has exited."""
+        await self._exited.wait()
+
+    async def stop(self, timeout: float = STOP_TIMEOUT) -> ExitReason:
+        """SIGTERM to the process group, SIGKILL if it is still running after `timeout`
+        seconds. Idempotent, safe after the process died, and it completes even while the
+        caller's scope is being cancelled."""
+        with trio.CancelScope(shield=True):
+            if not self._exited.is_set():
+                self._stop_requested = True
+                self._signal(signal.SIGTERM)
+                with trio.move_on_after(timeout):
+                    await self._exited.wait()
+                if not self._exited.is_set():
+                    self._signal(signal.SIGKILL)
+                    await self._exited.wait()
+        assert self._exit is not None
+        return self._exit
+
+    def _signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, sig)
+
+    async def _watch(self) -> None:
+        try:
+            await self._process.wait()
+        finally:
+            if self._process.returncode is None:
+                # Cancelled while the child runs (the caller's nursery is going away):
+                # the child must not outlive it.
+                with trio.CancelScope(shield=True):
+                    self._stop_requested = True
+                    self._signal(signal.SIGKILL)
+                    await self._process.wait()
+            code = self._process.returncode
+            assert code is not None
+            self._exit = ExitReason(returncode=code, requested=self._stop_requested)
+            self._exited.set()
+
+    def __repr__(self) -> str:
+        state = "running" if self._exit is None else self._exit.describe()
+        return f"<Instance pid={self.pid} {self.endpoint.url} {state}>"
+
+
+async def launch(nursery: trio.Nursery, plan: LaunchPlan, logs: Logs = None, *,
+                 ready_timeout: float = math.inf) -> Result[Instance, EngineError]:
+    """Start the plan's executor in `nursery` and wait until its ready path answers 200.
+
+    The endpoint is read back from the plan's args and env. `logs` receives the executor's
+    stdout and stderr line by line (a text or binary file, or a trio stream). The wait is
+    bounded by `ready_timeout` and by the caller's deadlines; on failure, timeout or
+    cancellation the child is killed before this returns or raises. The instance's
+    supervision tasks live in `nursery`: when it is cancelled the child is killed.
+    """
+    attempt = plan
+    for _ in range(PORT_RETRIES + 1):
+        result = await _launch_once(nursery, attempt, logs, ready_timeout)
+        if isinstance(result, Success) or not attempt.port_scanned:
+            return result
+        err = result.failure()
+        in_use = read_ports_in_use(LocalHost())
+        if not (isinstance(err, _NotReadyDetail) and err.lost_port and attempt.port in in_use):
+            return result
+        nxt = next((p for p in range(attempt.port + 1, 65536) if p not in in_use), None)
+        if nxt is None:
+            return result
+        moved = with_port(attempt, nxt)
+        if isinstance(moved, Failure):
+            return moved
+        attempt = moved.unwrap()
+    return result
+
+
+class _NotReadyDetail(NotReady):
+    def __init__(self, message: str, *, lost_port: bool = False) -> None:
+        super().__init__(message)
+        self.lost_port = lost_port
+
+
+async def _launch_once(nursery: trio.Nursery, plan: LaunchPlan, logs: Logs,
+                       ready_timeout: float) -> Result[Instance, EngineError]:
+    resolved = resolve_endpoint(plan.spec.kind, plan.args, plan.env)
+    if isinstance(resolved, Failure):
+        return resolved
+    r = resolved.unwrap()
+    pump = _LogPump(logs, r.api_keys)
+    try:
+        process = await trio.lowlevel.open_process(
+            [plan.command, *plan.args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=child_environment(plan), start_new_session=True,
+            preexec_fn=_child_setup(os.getpid()),
+        )
+    except OSError as e:
+        return Failure(LaunchError(f"{plan.command}: cannot start: {e.strerror or e}"))
+    inst = Instance(plan, r, process, pump)
+    assert process.stdout is not None
+    stdout = process.stdout
+    nursery.start_soon(inst._watch)
+    nursery.start_soon(_pump_then_close, pump, stdout)
+    nursery.start_soon(pump.write)
+    try:
+        ok = await _until_ready(inst, r, ready_timeout)
+    except BaseException:
+        await _abort(inst)
+        raise
+    if ok is not None:
+        await _abort(inst)
+        return Failure(ok)
+    inst.ready_at = time.monotonic()
+    return Success(inst)
+
+
+async def _pump_then_close(pump: _LogPump, stdout: trio.abc.ReceiveStream) -> None:
+    try:
+        await pump.read(stdout)
+    finally:
+        await stdout.aclose()
+
+
+async def _abort(inst: Instance) -> None:
+    with trio.CancelScope(shield=True):
+        inst._stop_requested = True
+        inst._signal(signal.SIGKILL)
+        await inst._exited.wait()
+
+
+async def _until_ready(inst: Instance, r: Resolved, timeout: float) -> NotReady | None:
+    host = connect_host(r.host)
+    path = inst.plan.ready
+    with trio.move_on_after(timeout) as scope:
+        interval = _POLL_FIRST
+        while True:
+            if inst._exited.is_set():
+                return _exited_early(inst)
+            if await _probe(host, r.port, path):
+                return None
+            seen = inst._pump.new_line_event()
+            with trio.move_on_after(interval):
+                async with trio.open_nursery() as wake:
+                    # Whichever comes first: the interval, a new log line, the exit.
+                    async def wait_for(ev: trio.Event) -> None:
+                        await ev.wait()
+                        wake.cancel_scope.cancel()
+                    wake.start_soon(wait_for, seen)
+                    wake.start_soon(wait_for, inst._exited)
+            interval = min(interval * 1.25, _POLL_MAX)
+    assert scope.cancelled_caught
+    tail = "\n".join(inst.log_tail[-5:])
+    return _NotReadyDetail(
+        f"{inst.plan.command} did not answer {path} on {r.url} within {timeout:g} s"
+        + (f"; last log lines:\n{tail}" if tail else ""))
+
+
+def _exited_early(inst: Instance) -> NotReady:
+    reason = inst.exit_reason
+    assert reason is not None
+    tail = "\n".join(inst.log_tail[-8:])
+    # Whether another process took the port is decided by the caller from the ports in use,
+    # not from the executor's wording.
+    return _NotReadyDetail(
+        f"{inst.plan.command} exited before it was ready ({reason.describe()})"
+        + (f"; last log lines:\n{tail}" if tail else ""), lost_port=True)
+
+
+async def _probe(host: str, port: int, path: str) -> bool:
+    request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
+               ).encode()
+    with trio.move_on_after(_PROBE_TIMEOUT):
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError:
+            return False
+        async with stream:
+            try:
+                await stream.send_all(request)
+                head = b""
+                while b"\r\n" not in head and len(head) < 1024:
+                    chunk = await stream.receive_some(1024)
+                    if not chunk:
+                        break
+                    head += chunk
+            except (OSError, trio.BrokenResourceError):
+                return False
+        parts = head.split(b" ", 2)
+        return len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1] == b"200"
+    return False
+
+
+@asynccontextmanager
+async def open_instance(plan: LaunchPlan, logs: Logs = None, *,
+                        ready_timeout: float = math.inf,
+                        stop_timeout: float = STOP_TIMEOUT) -> AsyncIterator[Instance]:
+    """``async with open_instance(plan) as inst:`` — ready on entry, stopped on exit, also on
+    error or cancellation. Raises the launch's `EngineError` if it cannot start."""
+    async with trio.open_nursery() as nursery:
+        inst = (await launch(nursery, plan, logs, ready_timeout=ready_timeout)).unwrap()
+        try:
+            yield inst
+        finally:
+            await inst.stop(stop_timeout)
