@@ -1,0 +1,89 @@
+"""Shared fixtures: generated models, fixture hosts, the real executors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from exedra_engine import ExecutorInfo, Hardware, Kind
+from exedra_engine.host import LocalHost
+from exedra_engine.probe import probe
+from exedra_engine.testmodels import (
+    write_header_model,
+    write_tiny_llama,
+    write_tiny_whisper,
+    write_wav,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTS = Path(__file__).resolve().parent / "fixtures" / "hosts"
+FAKE = Path(__file__).resolve().parent / "fake_executor.py"
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(models: Path) -> Path:
+    return write_tiny_llama(models / "tiny.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_whisper(models: Path) -> Path:
+    return write_tiny_whisper(models / "tiny-whisper.bin")
+
+
+@pytest.fixture(scope="session")
+def wav(models: Path) -> Path:
+    return write_wav(models / "tone.wav", seconds=1.0)
+
+
+@pytest.fixture(scope="session")
+def header_152k(models: Path) -> Path:
+    return write_header_model(models / "h152k.gguf")
+
+
+def host(name: str, path: str = "/usr/local/bin:/usr/bin", affinity: int = 8) -> LocalHost:
+    """A LocalHost rooted at one of the fixture trees."""
+    return LocalHost(str(HOSTS / name), path_env=path, affinity=affinity)
+
+
+def _executor(name: str) -> str:
+    """The real executor binary; its absence is a failure, never a skip (see ./dev test)."""
+    cache = ROOT / ".cache" / "executors" / "bin" / name
+    found = str(cache) if os.access(cache, os.X_OK) else shutil.which(name)
+    if not found:
+        pytest.fail(f"{name} is not installed: run ./dev test (or scripts/install-executors.sh)",
+                    pytrace=False)
+    return found
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> str:
+    return _executor("llama-server")
+
+
+@pytest.fixture(scope="session")
+def whisper_server() -> str:
+    return _executor("whisper-server")
+
+
+@pytest.fixture(scope="session")
+def real_hw(llama_server: str, whisper_server: str) -> Hardware:
+    """This host, with the real executors (from the project cache if not on PATH)."""
+    hw = probe().unwrap()
+    return Hardware(cpu=hw.cpu, gpus=hw.gpus, executors=(
+        ExecutorInfo(kind=Kind.LLAMA, path=llama_server),
+        ExecutorInfo(kind=Kind.TRANSCRIBE, path=whisper_server)))
+
+
+@pytest.fixture(scope="session")
+def fake_hw() -> Hardware:
+    """A CPU-only host whose llama executor is the fake one (tests/fake_executor.py)."""
+    return Hardware(cpu=probe().unwrap().cpu,
+                    executors=(ExecutorInfo(kind=Kind.LLAMA, path=str(FAKE)),))
