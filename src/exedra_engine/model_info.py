@@ -26,12 +26,13 @@ def inspect(path: str | os.PathLike[str]) -> Result[ModelInfo, EngineError]:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         return Failure(ModelUnreadable(f"{p}: {_reason(e)}"))
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        st = os.fstat(fd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
         if stat.S_ISDIR(st.st_mode):
             return Failure(ModelUnreadable(f"{p}: is a directory, not a model file"))
-        if not stat.S_ISREG(st.st_mode):
-            return Failure(NotGGUF(f"{p}: not a regular file"))
+        return Failure(NotGGUF(f"{p}: not a regular file"))
+    with os.fdopen(fd, "rb", buffering=0) as f:
         try:
             facts = parse_gguf_header(f, st.st_size)
         except OSError as e:
