@@ -1,0 +1,36 @@
+# Recipes; ./dev RECIPE sets up .venv and the executors first, then runs one of these.
+set positional-arguments
+
+default: test
+
+# plan and launch a real llama-server on a generated tiny model, ask it a question, stop it
+demo *args:
+    exedra-engine demo "$@"
+
+# everything CI checks: flag tables, lint, types, unit + property + integration tests
+test *args: lint typecheck
+    python -m pytest -q "$@"
+
+# the hypothesis suites with a much larger example budget
+soak *args:
+    HYPOTHESIS_PROFILE=soak python -m pytest -q properties "$@"
+
+# benchmarks against their references, side by side: `just bench --json FILE` writes JSON
+bench *args:
+    python bench/run.py "$@"
+
+lint:
+    ruff check src tests properties bench scripts
+    ruff format --check src tests properties bench scripts
+    python scripts/gen_flag_tables.py --check-if-reference
+
+typecheck:
+    mypy
+
+# the documentation site, strict: a broken reference fails
+docs:
+    mkdocs build --strict --site-dir .cache/site
+
+# sdist and wheel, installed into a fresh venv and smoke-tested
+build:
+    scripts/smoke-package.sh
