@@ -57,6 +57,10 @@ _POLL_FIRST: Final = 0.0005
 _POLL_MAX: Final = 0.005
 _PROBE_TIMEOUT: Final = 1.0
 _PR_SET_PDEATHSIG: Final = 1
+# llama-server installs its SIGTERM handler after /health turns 200 and arms its main loop
+# just after that; a SIGTERM in between is lost (the loop starts anyway) and the executor
+# then runs until SIGKILL. A stop that comes this soon after readiness waits out the window.
+_SETTLE: Final = 0.05
 
 Logs = IO[str] | IO[bytes] | trio.abc.SendStream | None
 
@@ -76,10 +80,9 @@ class ExitReason(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def clean(self) -> bool:
-        """Exit 0, or death by the SIGTERM or SIGKILL of our own `stop`."""
-        if self.returncode == 0:
-            return True
-        return self.requested and self.signal in (signal.SIGTERM, signal.SIGKILL)
+        """Exit 0, or death by the SIGTERM of our own `stop`. A SIGKILL at the stop deadline
+        is not clean: the executor ignored the request to stop."""
+        return self.returncode == 0 or (self.requested and self.signal == signal.SIGTERM)
 
     def describe(self) -> str:
         """``exit 1``, ``killed by SIGKILL`` and so on, for people."""
@@ -183,8 +186,7 @@ class _LogPump:
                 data = b"".join(batch)
                 try:
                     await _write(logs, data)
-                except (OSError, ValueError, trio.BrokenResourceError,
-                        trio.ClosedResourceError):
+                except (OSError, ValueError, trio.BrokenResourceError, trio.ClosedResourceError):
                     self.logs = None  # a closed log sink must not take the executor down
 
     def new_line_event(self) -> trio.Event:
@@ -211,8 +213,9 @@ def _sync_write(logs: Any, data: str | bytes) -> None:
 class Instance:
     """One running executor process. Create it with `launch` or `open_instance`."""
 
-    def __init__(self, plan: LaunchPlan, resolved: Resolved, process: trio.Process,
-                 pump: _LogPump) -> None:
+    def __init__(
+        self, plan: LaunchPlan, resolved: Resolved, process: trio.Process, pump: _LogPump
+    ) -> None:
         self._plan = plan
         self._resolved = resolved
         self._process = process
@@ -222,6 +225,8 @@ class Instance:
         self._exit: ExitReason | None = None
         self.started_at = time.monotonic()
         self.ready_at: float | None = None
+        self.stop_timeout = STOP_TIMEOUT
+        """The grace period used when the owning nursery is cancelled under a running child."""
 
     @property
     def endpoint(self) -> Endpoint:
@@ -262,6 +267,11 @@ class Instance:
         seconds. Idempotent, safe after the process died, and it completes even while the
         caller's scope is being cancelled."""
         with trio.CancelScope(shield=True):
+            if not self._exited.is_set() and self.ready_at is not None:
+                settle = self.ready_at + _SETTLE - time.monotonic()
+                if settle > 0:
+                    with trio.move_on_after(settle):
+                        await self._exited.wait()
             if not self._exited.is_set():
                 self._stop_requested = True
                 self._signal(signal.SIGTERM)
@@ -282,12 +292,16 @@ class Instance:
             await self._process.wait()
         finally:
             if self._process.returncode is None:
-                # Cancelled while the child runs (the caller's nursery is going away):
-                # the child must not outlive it.
+                # Cancelled while the child runs (the caller's nursery is going away): the
+                # child must not outlive it, and gets the same graceful stop as stop().
                 with trio.CancelScope(shield=True):
                     self._stop_requested = True
-                    self._signal(signal.SIGKILL)
-                    await self._process.wait()
+                    self._signal(signal.SIGTERM)
+                    with trio.move_on_after(self.stop_timeout):
+                        await self._process.wait()
+                    if self._process.returncode is None:
+                        self._signal(signal.SIGKILL)
+                        await self._process.wait()
             code = self._process.returncode
             assert code is not None
             self._exit = ExitReason(returncode=code, requested=self._stop_requested)
@@ -298,8 +312,9 @@ class Instance:
         return f"<Instance pid={self.pid} {self.endpoint.url} {state}>"
 
 
-async def launch(nursery: trio.Nursery, plan: LaunchPlan, logs: Logs = None, *,
-                 ready_timeout: float = math.inf) -> Result[Instance, EngineError]:
+async def launch(
+    nursery: trio.Nursery, plan: LaunchPlan, logs: Logs = None, *, ready_timeout: float = math.inf
+) -> Result[Instance, EngineError]:
     """Start the plan's executor in `nursery` and wait until its ready path answers 200.
 
     The endpoint is read back from the plan's args and env. `logs` receives the executor's
@@ -333,8 +348,9 @@ class _NotReadyDetail(NotReady):
         self.lost_port = lost_port
 
 
-async def _launch_once(nursery: trio.Nursery, plan: LaunchPlan, logs: Logs,
-                       ready_timeout: float) -> Result[Instance, EngineError]:
+async def _launch_once(
+    nursery: trio.Nursery, plan: LaunchPlan, logs: Logs, ready_timeout: float
+) -> Result[Instance, EngineError]:
     resolved = resolve_endpoint(plan.spec.kind, plan.args, plan.env)
     if isinstance(resolved, Failure):
         return resolved
@@ -343,8 +359,11 @@ async def _launch_once(nursery: trio.Nursery, plan: LaunchPlan, logs: Logs,
     try:
         process = await trio.lowlevel.open_process(
             [plan.command, *plan.args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=child_environment(plan), start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_environment(plan),
+            start_new_session=True,
             preexec_fn=_child_setup(os.getpid()),
         )
     except OSError as e:
@@ -398,6 +417,7 @@ async def _until_ready(inst: Instance, r: Resolved, timeout: float) -> NotReady 
                     async def wait_for(ev: trio.Event) -> None:
                         await ev.wait()
                         wake.cancel_scope.cancel()
+
                     wake.start_soon(wait_for, seen)
                     wake.start_soon(wait_for, inst._exited)
             interval = min(interval * 1.25, _POLL_MAX)
@@ -405,7 +425,8 @@ async def _until_ready(inst: Instance, r: Resolved, timeout: float) -> NotReady 
     tail = "\n".join(inst.log_tail[-5:])
     return _NotReadyDetail(
         f"{inst.plan.command} did not answer {path} on {r.url} within {timeout:g} s"
-        + (f"; last log lines:\n{tail}" if tail else ""))
+        + (f"; last log lines:\n{tail}" if tail else "")
+    )
 
 
 def _exited_early(inst: Instance) -> NotReady:
@@ -416,12 +437,13 @@ def _exited_early(inst: Instance) -> NotReady:
     # not from the executor's wording.
     return _NotReadyDetail(
         f"{inst.plan.command} exited before it was ready ({reason.describe()})"
-        + (f"; last log lines:\n{tail}" if tail else ""), lost_port=True)
+        + (f"; last log lines:\n{tail}" if tail else ""),
+        lost_port=True,
+    )
 
 
 async def _probe(host: str, port: int, path: str) -> bool:
-    request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
-               ).encode()
+    request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n").encode()
     with trio.move_on_after(_PROBE_TIMEOUT):
         try:
             stream = await trio.open_tcp_stream(host, port)
@@ -444,14 +466,29 @@ async def _probe(host: str, port: int, path: str) -> bool:
 
 
 @asynccontextmanager
-async def open_instance(plan: LaunchPlan, logs: Logs = None, *,
-                        ready_timeout: float = math.inf,
-                        stop_timeout: float = STOP_TIMEOUT) -> AsyncIterator[Instance]:
+async def open_instance(
+    plan: LaunchPlan,
+    logs: Logs = None,
+    *,
+    ready_timeout: float = math.inf,
+    stop_timeout: float = STOP_TIMEOUT,
+) -> AsyncIterator[Instance]:
     """``async with open_instance(plan) as inst:`` — ready on entry, stopped on exit, also on
     error or cancellation. Raises the launch's `EngineError` if it cannot start."""
+    # The body's exception is carried out of the nursery and raised as itself: raised inside
+    # it, trio would wrap it in an ExceptionGroup the caller did not ask for.
+    raised: BaseException | None = None
     async with trio.open_nursery() as nursery:
-        inst = (await launch(nursery, plan, logs, ready_timeout=ready_timeout)).unwrap()
-        try:
-            yield inst
-        finally:
-            await inst.stop(stop_timeout)
+        started = await launch(nursery, plan, logs, ready_timeout=ready_timeout)
+        if isinstance(started, Failure):
+            raised = started.failure()
+        else:
+            inst = started.unwrap()
+            try:
+                yield inst
+            except BaseException as e:
+                raised = e
+            finally:
+                await inst.stop(stop_timeout)
+    if raised is not None:
+        raise raised
