@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""A stand-in executor for faults a real one cannot be made to show on cue.
+
+Speaks llama-server's --host/--port (and ignores its other flags) and serves GET /health.
+FAKE_MODE chooses the behaviour:
+  ok           bind after FAKE_DELAY s, answer 503 until FAKE_READY_AFTER s, then 200
+  hang         never bind, never exit
+  die          print an error and exit 3 after FAKE_DELAY s
+  ignore-term  like ok, but ignore SIGTERM
+  flood        like ok, and write FAKE_LINES log lines as fast as possible first
+  fork         like ok, with a grandchild in the same process group
+FAKE_READY_FILE, if set, receives the CLOCK_MONOTONIC instant /health first answered 200.
+Standard library only, so it runs under whatever python3 is on PATH.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    host, port = "127.0.0.1", 8080
+    for i, a in enumerate(args[:-1]):
+        if a == "--host":
+            host = args[i + 1]
+        elif a == "--port":
+            port = int(args[i + 1])
+    mode = os.environ.get("FAKE_MODE", "ok")
+    delay = float(os.environ.get("FAKE_DELAY", "0"))
+    start = time.monotonic()
+    ready_after = float(os.environ.get("FAKE_READY_AFTER", "0"))
+    ready_file = os.environ.get("FAKE_READY_FILE")
+    print(f"fake executor: mode {mode}, pid {os.getpid()}", file=sys.stderr, flush=True)
+    if mode == "ignore-term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if mode == "hang":
+        while True:
+            time.sleep(3600)
+    time.sleep(delay)
+    if mode == "die":
+        print("error: cannot load model (fake)", file=sys.stderr, flush=True)
+        sys.exit(3)
+    if mode == "flood":
+        line = "x" * 100 + "\n"
+        for _ in range(int(os.environ.get("FAKE_LINES", "100000"))):
+            sys.stderr.write(line)
+        sys.stderr.flush()
+    if mode == "fork":
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    recorded = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ready = time.monotonic() - start >= ready_after
+            if ready and ready_file and not recorded.is_set():
+                recorded.set()
+                with open(ready_file, "w") as f:
+                    f.write(repr(time.monotonic()))
+            body = b'{"status":"ok"}' if ready else b'{"error":"Loading model"}'
+            self.send_response(200 if ready else 503)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer((host, port), Handler)
+    print(f"fake executor: listening on http://{host}:{port}", file=sys.stderr, flush=True)
+    if mode != "ignore-term":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
