@@ -48,7 +48,8 @@ def _names_and_metavars(head: str) -> tuple[list[str], int]:
 
 def _split_negations(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if not any(n.startswith(("--no-", "-no-")) for n in names) or all(
-            n.startswith(("--no-", "-no-")) for n in names):
+        n.startswith(("--no-", "-no-")) for n in names
+    ):
         # A lone --no-X (llama's --no-host: bypass the host buffer) is a flag of its own.
         return tuple(names), ()
     pos: list[str] = []

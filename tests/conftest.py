@@ -58,8 +58,10 @@ def _executor(name: str) -> str:
     cache = ROOT / ".cache" / "executors" / "bin" / name
     found = str(cache) if os.access(cache, os.X_OK) else shutil.which(name)
     if not found:
-        pytest.fail(f"{name} is not installed: run ./dev test (or scripts/install-executors.sh)",
-                    pytrace=False)
+        pytest.fail(
+            f"{name} is not installed: run ./dev test (or scripts/install-executors.sh)",
+            pytrace=False,
+        )
     return found
 
 
@@ -77,13 +79,19 @@ def whisper_server() -> str:
 def real_hw(llama_server: str, whisper_server: str) -> Hardware:
     """This host, with the real executors (from the project cache if not on PATH)."""
     hw = probe().unwrap()
-    return Hardware(cpu=hw.cpu, gpus=hw.gpus, executors=(
-        ExecutorInfo(kind=Kind.LLAMA, path=llama_server),
-        ExecutorInfo(kind=Kind.TRANSCRIBE, path=whisper_server)))
+    return Hardware(
+        cpu=hw.cpu,
+        gpus=hw.gpus,
+        executors=(
+            ExecutorInfo(kind=Kind.LLAMA, path=llama_server),
+            ExecutorInfo(kind=Kind.TRANSCRIBE, path=whisper_server),
+        ),
+    )
 
 
 @pytest.fixture(scope="session")
 def fake_hw() -> Hardware:
     """A CPU-only host whose llama executor is the fake one (tests/fake_executor.py)."""
-    return Hardware(cpu=probe().unwrap().cpu,
-                    executors=(ExecutorInfo(kind=Kind.LLAMA, path=str(FAKE)),))
+    return Hardware(
+        cpu=probe().unwrap().cpu, executors=(ExecutorInfo(kind=Kind.LLAMA, path=str(FAKE)),)
+    )

@@ -22,8 +22,11 @@ def fail(kind: Kind, args: list[str], env: dict[str, str] | None = None) -> Exce
 
 
 def test_flag_beats_env_and_last_repeat_wins() -> None:
-    r = ok(L, ["--port", "9001", "--host", "10.0.0.1", "--port", "9002"],
-           {"LLAMA_ARG_PORT": "8000", "LLAMA_ARG_HOST": "0.0.0.0"})
+    r = ok(
+        L,
+        ["--port", "9001", "--host", "10.0.0.1", "--port", "9002"],
+        {"LLAMA_ARG_PORT": "8000", "LLAMA_ARG_HOST": "0.0.0.0"},
+    )
     assert (r.host, r.port) == ("10.0.0.1", 9002)
 
 
@@ -44,10 +47,19 @@ def test_wildcards_are_reached_on_loopback() -> None:
     assert ok(W, ["--host", "::", "--port", "80"]).url == "http://[::1]:80"
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("8092abc", 8092), (" 8096", 8096), ("+7", 7), ("-1", -1), ("abc", None), ("", None),
-    ("99999999999", None), ("\t42x", 42),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("8092abc", 8092),
+        (" 8096", 8096),
+        ("+7", 7),
+        ("-1", -1),
+        ("abc", None),
+        ("", None),
+        ("99999999999", None),
+        ("\t42x", 42),
+    ],
+)
 def test_ports_parse_like_std_stoi(text: str, value: int | None) -> None:
     assert stoi(text) == value
 

@@ -20,18 +20,29 @@ def test_generated_tables_match_the_reference_help() -> None:
     ref = ROOT.parent / "shared" / "reference"
     if not ref.is_dir():
         pytest.skip(f"no reference help texts at {ref}")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_flag_tables.py"), "--check"],
-                   check=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_flag_tables.py"), "--check"], check=True
+    )
 
 
-@pytest.mark.parametrize(("token", "key", "negated"), [
-    ("-c", "--ctx-size", False), ("--ctx-size", "--ctx-size", False),
-    ("-ngl", "--n-gpu-layers", False), ("--gpu-layers", "--n-gpu-layers", False),
-    ("--no-webui", "--webui", True), ("--ui", "--webui", False), ("--no-ui", "--webui", True),
-    ("-nkvo", "--kv-offload", True), ("-kvo", "--kv-offload", False),
-    ("-no-kvu", "--kv-unified", True), ("--no-host", "--no-host", False),
-    ("-hf", "--hf-repo", False), ("--embedding", "--embeddings", False),
-])
+@pytest.mark.parametrize(
+    ("token", "key", "negated"),
+    [
+        ("-c", "--ctx-size", False),
+        ("--ctx-size", "--ctx-size", False),
+        ("-ngl", "--n-gpu-layers", False),
+        ("--gpu-layers", "--n-gpu-layers", False),
+        ("--no-webui", "--webui", True),
+        ("--ui", "--webui", False),
+        ("--no-ui", "--webui", True),
+        ("-nkvo", "--kv-offload", True),
+        ("-kvo", "--kv-offload", False),
+        ("-no-kvu", "--kv-unified", True),
+        ("--no-host", "--no-host", False),
+        ("-hf", "--hf-repo", False),
+        ("--embedding", "--embeddings", False),
+    ],
+)
 def test_llama_spellings(token: str, key: str, negated: bool) -> None:
     hit = LLAMA.lookup(token)
     assert hit is not None
@@ -58,20 +69,43 @@ def test_whisper_table() -> None:
 
 
 def test_split_normalizes_and_keeps_unknown_tokens() -> None:
-    items = LLAMA.split(["--ctx-size=4096", "--frobnicate", "x", "-ngl", "-1",
-                         "--control-vector-layer-range", "1", "9"], "caller args").unwrap()
-    assert [i.tokens for i in items] == [("--ctx-size", "4096"), ("--frobnicate",), ("x",),
-                                         ("-ngl", "-1"),
-                                         ("--control-vector-layer-range", "1", "9")]
-    assert [i.key for i in items] == ["--ctx-size", None, None, "--n-gpu-layers",
-                                      "--control-vector-layer-range"]
+    items = LLAMA.split(
+        [
+            "--ctx-size=4096",
+            "--frobnicate",
+            "x",
+            "-ngl",
+            "-1",
+            "--control-vector-layer-range",
+            "1",
+            "9",
+        ],
+        "caller args",
+    ).unwrap()
+    assert [i.tokens for i in items] == [
+        ("--ctx-size", "4096"),
+        ("--frobnicate",),
+        ("x",),
+        ("-ngl", "-1"),
+        ("--control-vector-layer-range", "1", "9"),
+    ]
+    assert [i.key for i in items] == [
+        "--ctx-size",
+        None,
+        None,
+        "--n-gpu-layers",
+        "--control-vector-layer-range",
+    ]
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--ctx-size"], "config models.q.args: flag --ctx-size needs a value"),
-    (["--control-vector-layer-range", "1"], "needs 2 values"),
-    (["--no-webui=1"], "flag --no-webui takes 0 values"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--ctx-size"], "config models.q.args: flag --ctx-size needs a value"),
+        (["--control-vector-layer-range", "1"], "needs 2 values"),
+        (["--no-webui=1"], "flag --no-webui takes 0 values"),
+    ],
+)
 def test_split_errors_name_the_layer_and_flag(argv: list[str], message: str) -> None:
     r = LLAMA.split(argv, "config models.q.args")
     assert isinstance(r, Failure)

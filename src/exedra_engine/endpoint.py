@@ -68,8 +68,9 @@ def env_dict(env: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def resolve_endpoint(kind: Kind, args: Sequence[str],
-                     env: Mapping[str, str] | Sequence[str]) -> Result[Resolved, EngineError]:
+def resolve_endpoint(
+    kind: Kind, args: Sequence[str], env: Mapping[str, str] | Sequence[str]
+) -> Result[Resolved, EngineError]:
     """Resolve host, port and API keys from an executor's argv and added environment.
 
     `env` is what the plan adds to the executor's environment (a mapping or KEY=VALUE
@@ -87,8 +88,9 @@ def resolve_endpoint(kind: Kind, args: Sequence[str],
         if "LLAMA_ARG_PORT" in envmap:
             port = stoi(envmap["LLAMA_ARG_PORT"])
             if port is None:
-                return Failure(PlanError(
-                    f"LLAMA_ARG_PORT={envmap['LLAMA_ARG_PORT']!r} is not a port number"))
+                return Failure(
+                    PlanError(f"LLAMA_ARG_PORT={envmap['LLAMA_ARG_PORT']!r} is not a port number")
+                )
         keys.extend(k for k in envmap.get("LLAMA_API_KEY", "").split(",") if k)
     i = 0
     while i < len(args):
@@ -97,9 +99,12 @@ def resolve_endpoint(kind: Kind, args: Sequence[str],
         if hit is None:
             name = tok.partition("=")[0]
             if "=" in tok and table.lookup(name) is not None:
-                return Failure(PlanError(
-                    f"{table.binary} does not accept {name}=...; pass {name} and its value "
-                    "as two arguments"))
+                return Failure(
+                    PlanError(
+                        f"{table.binary} does not accept {name}=...; pass {name} and its value "
+                        "as two arguments"
+                    )
+                )
             i += 1
             continue
         flag, negated = hit
@@ -117,9 +122,12 @@ def resolve_endpoint(kind: Kind, args: Sequence[str],
             keys.extend(k for k in value.split(",") if k)
         i += 1 + nargs
     if port is None:
-        return Failure(NoEndpoint(
-            f"{table.binary}: args and env set no listen port (--port"
-            + (" or LLAMA_ARG_PORT)" if kind is Kind.LLAMA else ")")))
+        return Failure(
+            NoEndpoint(
+                f"{table.binary}: args and env set no listen port (--port"
+                + (" or LLAMA_ARG_PORT)" if kind is Kind.LLAMA else ")")
+            )
+        )
     if not 0 < port < 65536:
         return Failure(PlanError(f"port {port} is outside 1-65535"))
     if host is None or host == "":

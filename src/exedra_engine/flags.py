@@ -100,26 +100,36 @@ class FlagTable:
             nargs = 0 if negated else flag.nargs
             if inline is not None:
                 if nargs != 1:
-                    return Failure(PlanError(
-                        f"{where}: flag {tok} takes {nargs} values, not '{tok}=...'"))
+                    return Failure(
+                        PlanError(f"{where}: flag {tok} takes {nargs} values, not '{tok}=...'")
+                    )
                 values: tuple[str, ...] = (inline,)
             else:
                 if i + nargs > len(argv):
                     need = "a value" if nargs == 1 else f"{nargs} values"
                     return Failure(PlanError(f"{where}: flag {tok} needs {need}"))
-                values = tuple(argv[i:i + nargs])
+                values = tuple(argv[i : i + nargs])
                 i += nargs
-            items.append(Item(tokens=(tok, *values), key=flag.key, values=values,
-                              negated=negated))
+            items.append(Item(tokens=(tok, *values), key=flag.key, values=values, negated=negated))
         return Success(tuple(items))
 
 
 # Options whose handler appends rather than replaces (llama.cpp common/arg.cpp push_back).
-_LLAMA_REPEATABLE: Final = frozenset({
-    "--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled", "--override-kv",
-    "--reverse-prompt", "--logit-bias", "--dry-sequence-breaker", "--override-tensor",
-    "--override-tensor-draft", "--api-key",
-})
+_LLAMA_REPEATABLE: Final = frozenset(
+    {
+        "--lora",
+        "--lora-scaled",
+        "--control-vector",
+        "--control-vector-scaled",
+        "--override-kv",
+        "--reverse-prompt",
+        "--logit-bias",
+        "--dry-sequence-breaker",
+        "--override-tensor",
+        "--override-tensor-draft",
+        "--api-key",
+    }
+)
 
 
 def _key(names: tuple[str, ...], negations: tuple[str, ...]) -> str:
@@ -129,13 +139,22 @@ def _key(names: tuple[str, ...], negations: tuple[str, ...]) -> str:
     return longs[-1]
 
 
-def _table(kind: Kind, binary: str, rows: tuple[_flagdata.Row, ...],
-           repeatable: frozenset[str]) -> FlagTable:
+def _table(
+    kind: Kind, binary: str, rows: tuple[_flagdata.Row, ...], repeatable: frozenset[str]
+) -> FlagTable:
     flags = []
     for names, negations, nargs, env in rows:
         key = _key(names, negations)
-        flags.append(Flag(key=key, names=names, negations=negations, nargs=nargs, env=env,
-                          repeatable=bool(repeatable & {key, *names})))
+        flags.append(
+            Flag(
+                key=key,
+                names=names,
+                negations=negations,
+                nargs=nargs,
+                env=env,
+                repeatable=bool(repeatable & {key, *names}),
+            )
+        )
     return FlagTable(kind, binary, flags)
 
 

@@ -32,8 +32,19 @@ _MAX_KEPT_INTS: Final = 256
 # GGUF value types (gguf.constants.GGUFValueType)
 _STRING: Final = 8
 _ARRAY: Final = 9
-_FIXED: Final[dict[int, str]] = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i",
-                                 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_FIXED: Final[dict[int, str]] = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 _SIZES: Final[dict[int, int]] = {t: struct.calcsize(f) for t, f in _FIXED.items()}
 _INT_TYPES: Final = frozenset({0, 1, 2, 3, 4, 5, 10, 11})
 
@@ -87,7 +98,7 @@ class _Cursor:
             return
         if n > self.remaining():
             raise _Truncated(self.size, what)
-        rest = self.buf[self.pos:]
+        rest = self.buf[self.pos :]
         self.base += self.pos
         self.pos = 0
         self.src.seek(self.base + len(rest))
@@ -123,7 +134,7 @@ class _Cursor:
                 raise _Truncated(self.size, what)
             raise _Malformed(f"{what} is {n} bytes long (at most {limit} expected)")
         self._fill(n, what)
-        s = self.buf[self.pos:self.pos + n].decode("utf-8", errors="replace")
+        s = self.buf[self.pos : self.pos + n].decode("utf-8", errors="replace")
         self.pos += n
         return s
 
@@ -234,8 +245,13 @@ def _wanted_int(key: str) -> bool:
 
 def _complete(strings: dict[str, str], ints: dict[str, int]) -> bool:
     arch = strings.get("general.architecture")
-    return (arch is not None and "general.name" in strings and "general.file_type" in ints
-            and f"{arch}.block_count" in ints and f"{arch}.context_length" in ints)
+    return (
+        arch is not None
+        and "general.name" in strings
+        and "general.file_type" in ints
+        and f"{arch}.block_count" in ints
+        and f"{arch}.context_length" in ints
+    )
 
 
 def _skip_value(cur: _Cursor, vtype: int, key: str) -> None:

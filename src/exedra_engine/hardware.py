@@ -58,11 +58,15 @@ class HostSnapshot(msgspec.Struct, frozen=True, kw_only=True):
 def hardware_from(snap: HostSnapshot) -> Hardware:
     """Interpret a snapshot. Total: missing or garbled files read as "unknown"."""
     return Hardware(
-        cpu=CPU(threads=cpu_threads(snap.affinity_cpus, snap.cgroup_cpu_max),
-                ram=ram_bytes(snap.meminfo, snap.cgroup_memory_max)),
+        cpu=CPU(
+            threads=cpu_threads(snap.affinity_cpus, snap.cgroup_cpu_max),
+            ram=ram_bytes(snap.meminfo, snap.cgroup_memory_max),
+        ),
         gpus=tuple(gpu_from(n) for n in sorted(snap.drm, key=lambda n: _natural(n.render))),
-        executors=tuple(ExecutorInfo(kind=e.kind, path=e.path, backends=backends_of(e.libs))
-                        for e in snap.executors),
+        executors=tuple(
+            ExecutorInfo(kind=e.kind, path=e.path, backends=backends_of(e.libs))
+            for e in snap.executors
+        ),
     )
 
 

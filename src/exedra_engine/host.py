@@ -15,8 +15,9 @@ _MAX_TEXT = 1 << 20
 class LocalHost:
     """Reads files under `root` (default "/"). Never writes, never changes the environment."""
 
-    def __init__(self, root: str = "/", *, path_env: str | None = None,
-                 affinity: int | None = None) -> None:
+    def __init__(
+        self, root: str = "/", *, path_env: str | None = None, affinity: int | None = None
+    ) -> None:
         self.root = os.path.abspath(root)
         self._path_env = path_env
         self._affinity = affinity

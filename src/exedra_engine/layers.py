@@ -80,7 +80,8 @@ def merge_layers(table: FlagTable, layers: Sequence[Layer]) -> Result[Merged, Pl
         for name, value in layer.env:
             if name in env_layer:
                 env_over.setdefault(name, []).append(
-                    f"{env_layer[name].name}: {name}={env_val[name]}")
+                    f"{env_layer[name].name}: {name}={env_val[name]}"
+                )
             env_val[name], env_layer[name] = value, layer
 
     winner: dict[str, int] = {}
@@ -100,7 +101,8 @@ def merge_layers(table: FlagTable, layers: Sequence[Layer]) -> Result[Merged, Pl
         if env_layer[top].rank > args[i].layer.rank:
             dropped.add(key)
             env_over.setdefault(top, []).extend(
-                f"{a.layer.name}: {' '.join(a.item.tokens)}" for a in args if a.item.key == key)
+                f"{a.layer.name}: {' '.join(a.item.tokens)}" for a in args if a.item.key == key
+            )
         else:
             for e in names:
                 arg_over.setdefault(key, []).append(f"{env_layer[e].name}: {e}={env_val[e]}")
@@ -118,16 +120,17 @@ def merge_layers(table: FlagTable, layers: Sequence[Layer]) -> Result[Merged, Pl
             keys.extend(v for v in a.item.values[0].split(",") if v)
             key_layers.append(a.layer.name)
             continue
-        if k is not None and not table.flags[k].repeatable and (
-                winner[k] != i or k in dropped):
+        if k is not None and not table.flags[k].repeatable and (winner[k] != i or k in dropped):
             continue
         overrode: tuple[str, ...] = ()
         if k is not None and not table.flags[k].repeatable:
-            overrode = tuple(f"{b.layer.name}: {' '.join(b.item.tokens)}"
-                             for b in args[:i] if b.item.key == k) + tuple(arg_over.get(k, ()))
+            overrode = tuple(
+                f"{b.layer.name}: {' '.join(b.item.tokens)}" for b in args[:i] if b.item.key == k
+            ) + tuple(arg_over.get(k, ()))
         out_args.extend(a.item.tokens)
-        sources.append(Source(what="arg", text=" ".join(a.item.tokens), layer=a.layer.name,
-                              overrode=overrode))
+        sources.append(
+            Source(what="arg", text=" ".join(a.item.tokens), layer=a.layer.name, overrode=overrode)
+        )
 
     if keys:
         prior = [k for k in env_val.get(API_KEY_ENV, "").split(",") if k]
@@ -137,12 +140,21 @@ def merge_layers(table: FlagTable, layers: Sequence[Layer]) -> Result[Merged, Pl
         env_layer[API_KEY_ENV] = Layer(name=" + ".join(dict.fromkeys(key_layers)), rank=-1)
 
     for name in sorted(env_val):
-        sources.append(Source(what="env", text=f"{name}={env_val[name]}",
-                              layer=env_layer[name].name,
-                              overrode=tuple(env_over.get(name, ()))))
-    return Success(Merged(args=tuple(out_args),
-                          env=tuple(f"{n}={env_val[n]}" for n in sorted(env_val)),
-                          sources=tuple(sources)))
+        sources.append(
+            Source(
+                what="env",
+                text=f"{name}={env_val[name]}",
+                layer=env_layer[name].name,
+                overrode=tuple(env_over.get(name, ())),
+            )
+        )
+    return Success(
+        Merged(
+            args=tuple(out_args),
+            env=tuple(f"{n}={env_val[n]}" for n in sorted(env_val)),
+            sources=tuple(sources),
+        )
+    )
 
 
 def parse_env(items: Sequence[str], where: str) -> Result[tuple[tuple[str, str], ...], PlanError]:

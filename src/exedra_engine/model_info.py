@@ -38,13 +38,21 @@ def inspect(path: str | os.PathLike[str]) -> Result[ModelInfo, EngineError]:
         except OSError as e:
             return Failure(ModelUnreadable(f"{p}: {_reason(e)}"))
     return facts.map(lambda h: model_info_from(p, st.st_size, h)).alt(
-        lambda e: NotGGUF(f"{p}: {e}"))
+        lambda e: NotGGUF(f"{p}: {e}")
+    )
 
 
 def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:
     """The public `ModelInfo` of parsed header facts."""
-    return ModelInfo(path=path, size=size, architecture=h.architecture, name=h.name,
-                     quant=quant_name(h.file_type), blocks=h.blocks, context=h.context)
+    return ModelInfo(
+        path=path,
+        size=size,
+        architecture=h.architecture,
+        name=h.name,
+        quant=quant_name(h.file_type),
+        blocks=h.blocks,
+        context=h.context,
+    )
 
 
 def _reason(e: OSError) -> str:

@@ -57,29 +57,43 @@ class Explained(msgspec.Struct, frozen=True, kw_only=True):
     sources: tuple[Source, ...]
 
 
-def plan_launch(spec: ModelSpec, hw: Hardware | None, constraints: Constraints = Constraints(),
-                *, model: ModelInfo | None = None,
-                ports_in_use: Set[int] = frozenset()) -> Result[LaunchPlan, EngineError]:
+def plan_launch(
+    spec: ModelSpec,
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    *,
+    model: ModelInfo | None = None,
+    ports_in_use: Set[int] = frozenset(),
+) -> Result[LaunchPlan, EngineError]:
     """Plan a launch from facts alone. Deterministic: equal inputs give equal plans.
 
     `model` is the model's header (None when the file is absent, e.g. a dry run in CI: then
     nothing that needs the header is checked). `ports_in_use` are ports the scan skips and
     an explicit port must not be in.
     """
-    return explain_launch(spec, hw, constraints, model=model,
-                          ports_in_use=ports_in_use).map(lambda e: e.plan)
+    return explain_launch(spec, hw, constraints, model=model, ports_in_use=ports_in_use).map(
+        lambda e: e.plan
+    )
 
 
-def explain_launch(spec: ModelSpec, hw: Hardware | None, constraints: Constraints = Constraints(),
-                   *, model: ModelInfo | None = None,
-                   ports_in_use: Set[int] = frozenset()) -> Result[Explained, EngineError]:
+def explain_launch(
+    spec: ModelSpec,
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    *,
+    model: ModelInfo | None = None,
+    ports_in_use: Set[int] = frozenset(),
+) -> Result[Explained, EngineError]:
     """`plan_launch`, plus which layer set each argv option and env variable."""
     if hw is None:
         return Failure(NoHardware("hardware snapshot is None: call probe() first"))
     exe = hw.executor(spec.kind)
     if exe is None:
-        return Failure(ExecutorNotFound(
-            f"{BINARIES[spec.kind]} (kind {spec.kind.value}) is not installed: not on PATH"))
+        return Failure(
+            ExecutorNotFound(
+                f"{BINARIES[spec.kind]} (kind {spec.kind.value}) is not installed: not on PATH"
+            )
+        )
     checked = _check(spec, constraints, model)
     if isinstance(checked, Failure):
         return checked
@@ -89,7 +103,8 @@ def explain_launch(spec: ModelSpec, hw: Hardware | None, constraints: Constraint
     engine_port = port.unwrap()
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
     merged = _layers(spec, constraints, engine_port, cpu_only).bind(
-        lambda layers: merge_layers(TABLES[spec.kind], layers))
+        lambda layers: merge_layers(TABLES[spec.kind], layers)
+    )
     if isinstance(merged, Failure):
         return merged
     m = merged.unwrap()
@@ -100,9 +115,18 @@ def explain_launch(spec: ModelSpec, hw: Hardware | None, constraints: Constraint
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
         return Failure(PortInUse(f"port {r.port} is already in use ({_port_origin(m, r)})"))
-    plan = LaunchPlan(spec=spec, model=model, command=exe.path, args=m.args, env=m.env,
-                      host=r.host, port=r.port, api_key=r.api_key,
-                      ready=ready_path(spec.kind, m), port_scanned=scanned)
+    plan = LaunchPlan(
+        spec=spec,
+        model=model,
+        command=exe.path,
+        args=m.args,
+        env=m.env,
+        host=r.host,
+        port=r.port,
+        api_key=r.api_key,
+        ready=ready_path(spec.kind, m),
+        port_scanned=scanned,
+    )
     return Success(Explained(plan=plan, sources=m.sources))
 
 
@@ -137,8 +161,9 @@ def ready_path(kind: Kind, merged: Merged) -> str:
     prefix_flag = "--api-prefix" if kind is Kind.LLAMA else "--request-path"
     prefix = ""
     if kind is Kind.LLAMA:
-        prefix = next((e.partition("=")[2] for e in merged.env
-                       if e.startswith("LLAMA_ARG_API_PREFIX=")), "")
+        prefix = next(
+            (e.partition("=")[2] for e in merged.env if e.startswith("LLAMA_ARG_API_PREFIX=")), ""
+        )
     args = merged.args
     for i, tok in enumerate(args[:-1]):
         hit = TABLES[kind].lookup(tok)
@@ -151,28 +176,43 @@ def _check(spec: ModelSpec, c: Constraints, model: ModelInfo | None) -> Result[N
     caps = CAPABILITIES[spec.kind]
     for cap in spec.capabilities:
         if cap not in caps:
-            return Failure(PlanError(
-                f"capability {cap!r} cannot be served by {BINARIES[spec.kind]} "
-                f"(kind {spec.kind.value} serves: {', '.join(caps)})"))
+            return Failure(
+                PlanError(
+                    f"capability {cap!r} cannot be served by {BINARIES[spec.kind]} "
+                    f"(kind {spec.kind.value} serves: {', '.join(caps)})"
+                )
+            )
     if spec.kind is Kind.TRANSCRIBE:
         if c.api_key:
-            return Failure(PlanError(
-                "whisper-server has no API key option: an api_key cannot be enforced for kind "
-                "transcribe; put an authenticating proxy in front of it instead"))
+            return Failure(
+                PlanError(
+                    "whisper-server has no API key option: an api_key cannot be enforced for kind "
+                    "transcribe; put an authenticating proxy in front of it instead"
+                )
+            )
         if c.ctx:
             return Failure(PlanError("whisper-server has no context-size option (ctx)"))
     if "," in c.api_key:
-        return Failure(PlanError(
-            "the API key contains a comma, which llama-server would split into several keys"))
+        return Failure(
+            PlanError(
+                "the API key contains a comma, which llama-server would split into several keys"
+            )
+        )
     if model is not None:
         if spec.kind is Kind.LLAMA and model.architecture in _NOT_LLAMA_ARCHS:
-            return Failure(PlanError(
-                f"{spec.path}: a {model.architecture} model cannot be served by llama-server "
-                "(kind llama); plan it as kind transcribe"))
+            return Failure(
+                PlanError(
+                    f"{spec.path}: a {model.architecture} model cannot be served by llama-server "
+                    "(kind llama); plan it as kind transcribe"
+                )
+            )
         if spec.kind is Kind.TRANSCRIBE and model.architecture != "whisper":
-            return Failure(PlanError(
-                f"{spec.path}: a {model.architecture} GGUF model cannot be served by "
-                "whisper-server (kind transcribe), which loads ggml whisper models"))
+            return Failure(
+                PlanError(
+                    f"{spec.path}: a {model.architecture} GGUF model cannot be served by "
+                    "whisper-server (kind transcribe), which loads ggml whisper models"
+                )
+            )
     for what, value in (("host", c.host), ("model path", spec.path), ("model id", spec.id)):
         if "\0" in value:
             return Failure(PlanError(f"the {what} contains a NUL character"))
@@ -195,8 +235,9 @@ def _choose_port(c: Constraints, in_use: Set[int]) -> Result[int, EngineError]:
     return Failure(PortInUse(f"no free port from {base} to 65535"))
 
 
-def _layers(spec: ModelSpec, c: Constraints, port: int,
-            cpu_only: bool) -> Result[list[Layer], EngineError]:
+def _layers(
+    spec: ModelSpec, c: Constraints, port: int, cpu_only: bool
+) -> Result[list[Layer], EngineError]:
     o = c.overrides
     extra_env = parse_env(c.extra_env, "caller env")
     if isinstance(extra_env, Failure):
@@ -204,20 +245,36 @@ def _layers(spec: ModelSpec, c: Constraints, port: int,
     engine_env = ((API_KEY_ENV, c.api_key),) if c.api_key else ()
     layers = [
         Layer(name="run_args", rank=RANK_RUN_ARGS, args=spec.run_args),
-        Layer(name="engine", rank=RANK_ENGINE, args=engine_args(spec, c, port, cpu_only),
-              env=engine_env),
+        Layer(
+            name="engine",
+            rank=RANK_ENGINE,
+            args=engine_args(spec, c, port, cpu_only),
+            env=engine_env,
+        ),
         Layer(name="caller", rank=RANK_CALLER, args=c.extra_args, env=extra_env.unwrap()),
     ]
     if o is not None:
         layers.append(Layer(name="config env", rank=RANK_CONFIG_ENV, env=tuple(o.env.items())))
         eng = o.engines.get(spec.kind)
         if eng is not None:
-            layers.append(Layer(name=f"config engines.{spec.kind.value}",
-                                rank=RANK_CONFIG_ENGINE, args=eng.args, env=tuple(eng.env.items())))
+            layers.append(
+                Layer(
+                    name=f"config engines.{spec.kind.value}",
+                    rank=RANK_CONFIG_ENGINE,
+                    args=eng.args,
+                    env=tuple(eng.env.items()),
+                )
+            )
         mod = o.models.get(spec.id) if spec.id else None
         if mod is not None:
-            layers.append(Layer(name=f"config models.{spec.id}", rank=RANK_CONFIG_MODEL,
-                                args=mod.args, env=tuple(mod.env.items())))
+            layers.append(
+                Layer(
+                    name=f"config models.{spec.id}",
+                    rank=RANK_CONFIG_MODEL,
+                    args=mod.args,
+                    env=tuple(mod.env.items()),
+                )
+            )
     return Success(layers)
 
 
@@ -246,5 +303,8 @@ def with_port(plan: LaunchPlan, port: int) -> Result[LaunchPlan, EngineError]:
         return Failure(PlanError("the plan's args have no --port to move"))
     args[last + 1] = str(port)
     resolved = resolve_endpoint(plan.spec.kind, args, plan.env)
-    return resolved.map(lambda r: msgspec.structs.replace(
-        plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key))
+    return resolved.map(
+        lambda r: msgspec.structs.replace(
+            plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key
+        )
+    )

@@ -17,8 +17,9 @@ from exedra_engine.ports import HostFiles
 from exedra_engine.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 
 
-def plan(spec: ModelSpec, hw: Hardware | None,
-         constraints: Constraints = Constraints()) -> Result[LaunchPlan, EngineError]:
+def plan(
+    spec: ModelSpec, hw: Hardware | None, constraints: Constraints = Constraints()
+) -> Result[LaunchPlan, EngineError]:
     """Plan a launch: read the model's header and the ports in use, then plan purely.
 
     A missing model file is not an error here (dry runs in CI plan without the weights):
@@ -28,15 +29,23 @@ def plan(spec: ModelSpec, hw: Hardware | None,
     return plan_explained(spec, hw, constraints).map(lambda e: e.plan)
 
 
-def plan_explained(spec: ModelSpec, hw: Hardware | None,
-                   constraints: Constraints = Constraints(),
-                   files: HostFiles | None = None) -> Result[Explained, EngineError]:
+def plan_explained(
+    spec: ModelSpec,
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    files: HostFiles | None = None,
+) -> Result[Explained, EngineError]:
     """`plan`, with the provenance of every argv option and env variable."""
     model = model_facts(spec)
     if isinstance(model, Failure):
         return model
-    return explain_launch(spec, hw, constraints, model=model.unwrap(),
-                          ports_in_use=read_ports_in_use(files or LocalHost()))
+    return explain_launch(
+        spec,
+        hw,
+        constraints,
+        model=model.unwrap(),
+        ports_in_use=read_ports_in_use(files or LocalHost()),
+    )
 
 
 def model_facts(spec: ModelSpec) -> Result[ModelInfo | None, EngineError]:

@@ -36,8 +36,11 @@ def snapshot(files: HostFiles, proc: HostProcess) -> HostSnapshot:
         cgroup_cpu_max=files.read_text(f"{cgroup}/cpu.max") if cgroup else None,
         meminfo=files.read_text("/proc/meminfo"),
         cgroup_memory_max=files.read_text(f"{cgroup}/memory.max") if cgroup else None,
-        drm=tuple(_drm_node(files, name) for name in files.list_dir(DRM) or ()
-                  if name.startswith("renderD")),
+        drm=tuple(
+            _drm_node(files, name)
+            for name in files.list_dir(DRM) or ()
+            if name.startswith("renderD")
+        ),
         executors=tuple(e for e in (_executor(files, proc, k) for k in supported_kinds()) if e),
     )
 
@@ -54,15 +57,18 @@ def _drm_node(files: HostFiles, render: str) -> DrmNode:
     dev = f"{DRM}/{render}/device"
     cards = tuple(e for e in files.list_dir(f"{dev}/drm") or () if e.startswith("card"))
     tiles = tuple(t for t in files.list_dir(dev) or () if t.startswith("tile"))
-    lmem = next((v for c in cards
-                 if (v := files.read_text(f"{DRM}/{c}/lmem_total_bytes")) is not None), None)
+    lmem = next(
+        (v for c in cards if (v := files.read_text(f"{DRM}/{c}/lmem_total_bytes")) is not None),
+        None,
+    )
     return DrmNode(
         render=render,
         device_drm=files.list_dir(f"{dev}/drm") or (),
         driver_link=files.read_link(f"{dev}/driver"),
         amdgpu_vram_total=files.read_text(f"{dev}/mem_info_vram_total"),
-        xe_tile_vram=tuple(v for t in tiles
-                           if (v := files.read_text(f"{dev}/{t}/physical_vram_size_bytes"))),
+        xe_tile_vram=tuple(
+            v for t in tiles if (v := files.read_text(f"{dev}/{t}/physical_vram_size_bytes"))
+        ),
         i915_lmem_total=lmem,
     )
 
@@ -75,7 +81,6 @@ def _executor(files: HostFiles, proc: HostProcess, kind: Kind) -> ExecutorFile |
             real_dir = posixpath.dirname(files.real_path(candidate))
             libs: list[str] = []
             for rel in _LIB_DIRS:
-                libs.extend(files.list_dir(posixpath.normpath(posixpath.join(real_dir, rel)))
-                            or ())
+                libs.extend(files.list_dir(posixpath.normpath(posixpath.join(real_dir, rel))) or ())
             return ExecutorFile(kind=kind, path=candidate, libs=tuple(sorted(set(libs))))
     return None

@@ -207,8 +207,22 @@ def write_tiny_whisper(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
     out = Path(path)
     with open(out, "wb") as fh:
         fh.write(struct.pack("<I", _GGML_MAGIC))
-        fh.write(struct.pack("<11i", WHISPER_VOCAB, n_audio_ctx, n_state, n_head, 1,
-                             n_text_ctx, n_state, n_head, 1, n_mels, f16))
+        fh.write(
+            struct.pack(
+                "<11i",
+                WHISPER_VOCAB,
+                n_audio_ctx,
+                n_state,
+                n_head,
+                1,
+                n_text_ctx,
+                n_state,
+                n_head,
+                1,
+                n_mels,
+                f16,
+            )
+        )
         n_fft = 201
         fh.write(struct.pack("<ii", n_mels, n_fft))
         fh.write(np.abs(rng.standard_normal(n_mels * n_fft) * 0.01).astype("<f4").tobytes())
@@ -262,8 +276,9 @@ def write_tiny_whisper(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
     return out
 
 
-def write_wav(path: str | os.PathLike[str], *, seconds: float = 1.0, rate: int = 16_000,
-              hz: float = 440.0) -> Path:
+def write_wav(
+    path: str | os.PathLike[str], *, seconds: float = 1.0, rate: int = 16_000, hz: float = 440.0
+) -> Path:
     """Write a mono 16-bit WAV tone, the input whisper-server's /inference takes."""
     import math
     import struct
@@ -271,8 +286,9 @@ def write_wav(path: str | os.PathLike[str], *, seconds: float = 1.0, rate: int =
 
     out = Path(path)
     n = int(seconds * rate)
-    frames = b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * hz * i / rate)))
-                      for i in range(n))
+    frames = b"".join(
+        struct.pack("<h", int(8000 * math.sin(2 * math.pi * hz * i / rate))) for i in range(n)
+    )
     with wave.open(str(out), "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)

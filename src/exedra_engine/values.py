@@ -93,16 +93,18 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Model-recommended flags, the lowest layer."""
 
 
-class Override(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
-               forbid_unknown_fields=True):
+class Override(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True
+):
     """One launch customization layer."""
 
     args: tuple[str, ...] = ()
     env: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-class Config(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
-             forbid_unknown_fields=True):
+class Config(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True
+):
     """Launch overrides, lowest priority first: env for every executor, engines by executor
     kind, models by model id. Args are executor-specific, so there is no global args layer."""
 
@@ -180,8 +182,10 @@ class LaunchPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     def __repr__(self) -> str:
         key = "<redacted>" if self.api_key else ""
         env = tuple(_redact_env(e) for e in self.env)
-        return (f"LaunchPlan(command={self.command!r}, args={self.args!r}, env={env!r}, "
-                f"host={self.host!r}, port={self.port!r}, api_key={key!r}, ready={self.ready!r})")
+        return (
+            f"LaunchPlan(command={self.command!r}, args={self.args!r}, env={env!r}, "
+            f"host={self.host!r}, port={self.port!r}, api_key={key!r}, ready={self.ready!r})"
+        )
 
 
 def _redact_env(item: str) -> str:
