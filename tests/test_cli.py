@@ -1,0 +1,174 @@
+"""The command line: readable text, JSON for machines, exit 2 with one line on bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from exedra_engine import LaunchPlan
+from tests.conftest import FAKE, HOSTS
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "exedra_engine", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
+
+
+def plan_args(model: Path, *extra: str) -> list[str]:
+    return [
+        "plan",
+        "--model",
+        str(model),
+        "--kind",
+        "llama",
+        "--id",
+        "tiny",
+        "--no-config",
+        "--executor",
+        str(FAKE),
+        *extra,
+    ]
+
+
+def test_version_and_help() -> None:
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.startswith("exedra-engine ")
+    r = run("--help")
+    for cmd in ("probe", "inspect", "config", "plan", "launch", "demo"):
+        assert cmd in r.stdout
+    r = run("plan", "--help")
+    assert "--explain" in r.stdout and "--api-key-env" in r.stdout
+
+
+def test_probe_json_and_text() -> None:
+    r = run("probe", "--json")
+    data = json.loads(r.stdout)
+    assert data["cpu"]["threads"] >= 1 and isinstance(data["gpus"], list)
+    assert "threads" in run("probe").stdout
+
+
+def test_inspect(tiny_llama: Path, tmp_path: Path) -> None:
+    r = run("inspect", str(tiny_llama), "--json")
+    assert json.loads(r.stdout)["architecture"] == "llama"
+    assert "exedra-tiny" in run("inspect", str(tiny_llama)).stdout
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"nope")
+    r = run("inspect", str(bad))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and str(bad) in r.stderr
+
+
+def test_config_redacts_secrets(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("env: {HF_TOKEN: hf_abc, OMP_NUM_THREADS: '2'}\n")
+    r = run("config", str(tmp_path), "--json")
+    assert json.loads(r.stdout)["env"] == {"HF_TOKEN": "<redacted>", "OMP_NUM_THREADS": "2"}
+    assert "hf_abc" in run("config", str(tmp_path), "--show-secrets").stdout
+    (tmp_path / "b.yaml").write_text("env: [x]\n")
+    r = run("config", str(tmp_path))
+    assert r.returncode == 2 and "b.yaml:1: $.env: must be a mapping" in r.stderr
+
+
+def test_plan_json_is_a_plan_and_keys_stay_hidden(tiny_llama: Path) -> None:
+    r = run(
+        *plan_args(tiny_llama, "--api-key-env", "MY_KEY", "--json"), env={"MY_KEY": "cli-secret-1"}
+    )
+    assert r.returncode == 0, r.stderr
+    plan = msgspec.json.decode(r.stdout, type=LaunchPlan)
+    assert plan.api_key == "<redacted>" and "cli-secret-1" not in r.stdout
+    assert plan.model is not None and plan.model.name == "exedra-tiny"
+    r = run(
+        *plan_args(tiny_llama, "--api-key-env", "MY_KEY", "--json", "--show-secrets"),
+        env={"MY_KEY": "cli-secret-1"},
+    )
+    assert msgspec.json.decode(r.stdout, type=LaunchPlan).api_key == "cli-secret-1"
+
+
+def test_plan_is_deterministic(tiny_llama: Path) -> None:
+    a = run(*plan_args(tiny_llama, "--json", "--port", "9999"))
+    b = run(*plan_args(tiny_llama, "--json", "--port", "9999"))
+    assert a.stdout == b.stdout and a.returncode == 0
+
+
+def test_explain_shows_layers(tiny_llama: Path, tmp_path: Path) -> None:
+    (tmp_path / "o.yaml").write_text("models:\n  tiny:\n    args: [--ctx-size, '128']\n")
+    r = run(
+        *[a for a in plan_args(tiny_llama) if a != "--no-config"],
+        "--config",
+        str(tmp_path),
+        "--ctx",
+        "64",
+        "--explain",
+        "--arg=--temp",
+        "--arg",
+        "0.1",
+    )
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("  arg  --ctx-size 128"))
+    assert "config models.tiny" in line
+    assert "overrode engine: --ctx-size 64" in r.stdout
+    assert any("--temp 0.1" in ln and "caller" in ln for ln in r.stdout.splitlines())
+    data = json.loads(run(*plan_args(tiny_llama, "--explain", "--json")).stdout)
+    assert {s["layer"] for s in data["sources"]} == {"engine"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--kind", "vllm"], "invalid choice: 'vllm'"),
+        (["--port", "abc"], "invalid int value"),
+        (["--arg=--ctx-size"], "caller: flag --ctx-size needs a value"),
+        (["--env", "NOEQUALS"], "caller env: entry 1 is not KEY=VALUE"),
+        (["--api-key-env", "UNSET_VAR_X"], "variable UNSET_VAR_X is not set"),
+        (["--capability", "asr"], "'asr' cannot be served by llama-server"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tiny_llama: Path, extra: list[str], needle: str) -> None:
+    r = run(*plan_args(tiny_llama), *extra)
+    assert r.returncode == 2
+    assert needle in r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_plan_without_executor_installed(tiny_llama: Path) -> None:
+    r = run(
+        "plan",
+        "--model",
+        str(tiny_llama),
+        "--kind",
+        "transcribe",
+        "--no-config",
+        env={"PATH": str(HOSTS / "none")},
+    )
+    assert r.returncode == 2 and "whisper-server (kind transcribe) is not installed" in r.stderr
+
+
+def test_launch_runs_until_sigterm(tiny_llama: Path) -> None:
+    import signal
+    import time
+
+    launch = ["launch", *plan_args(tiny_llama, "--json")[1:]]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "exedra_engine", *launch],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "FAKE_MODE": "ok"},
+    )
+    assert p.stdout is not None
+    ready = json.loads(p.stdout.readline())
+    assert ready["url"].startswith("http://127.0.0.1:")
+    time.sleep(0.1)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=20)
+    assert p.returncode == 0, err
+    assert "stopped   exit 0 after stop()" in err
