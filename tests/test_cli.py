@@ -18,6 +18,7 @@ from tests.conftest import FAKE, HOSTS
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "exedra_engine", *args],
+        check=False,
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
