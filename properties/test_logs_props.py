@@ -1,0 +1,55 @@
+"""No API key in what the library writes: forwarded log lines, the tail in error messages,
+and reprs (issue 5: 6, the launcher's side)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+from hypothesis import given
+from hypothesis import strategies as st
+
+from exedra_engine.launcher import _LogPump
+from properties.strategies import keys
+
+
+class Collect(trio.abc.SendStream):
+    def __init__(self) -> None:
+        self.data = b""
+
+    async def send_all(self, data: Any) -> None:
+        self.data += bytes(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+@given(
+    st.lists(keys, min_size=1, max_size=3),
+    st.lists(st.text(st.characters(blacklist_characters="\n"), max_size=40), max_size=8),
+    st.integers(1, 50),
+)
+def test_log_lines_never_carry_a_key(ks: list[str], words: list[str], chunk: int) -> None:
+    lines = [f"{w} {ks[i % len(ks)]} {w}" for i, w in enumerate(words)] + [f"key={ks[0]}"]
+    raw = ("\n".join(lines) + "\n").encode()
+
+    async def main() -> tuple[bytes, tuple[str, ...]]:
+        sink = Collect()
+        pump = _LogPump(sink, tuple(ks))
+        send, recv = trio.testing.memory_stream_one_way_pair()
+        async with trio.open_nursery() as n:
+            n.start_soon(pump.read, recv)
+            n.start_soon(pump.write)
+            for i in range(0, len(raw), chunk):
+                await send.send_all(raw[i : i + chunk])
+            await send.aclose()
+        return sink.data, tuple(pump.tail)
+
+    data, tail = trio.run(main)
+    for k in ks:
+        assert k.encode() not in data
+        assert not any(k in line for line in tail)
+    assert data.count(b"\n") == len(lines)
