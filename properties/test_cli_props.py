@@ -62,6 +62,8 @@ def test_random_argv(argv: list[str]) -> None:
     assert "Traceback" not in err
     if code == 2:
         assert err.count("\n") == 1 and err.startswith("exedra-engine")
+    else:
+        assert out.strip()
 
 
 @given(st.lists(tokens, max_size=6), st.sampled_from(["llama", "transcribe"]))

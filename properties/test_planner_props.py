@@ -234,7 +234,7 @@ def test_the_strategies_reach_the_interesting_cases(what: str) -> None:
     # The properties are only as good as their inputs: each case must be reachable.
     def reached(req: Any) -> bool:
         p = _plans(req)
-        spec, con = req
+        con = req[1]
         if p is None:
             return False
         if what == "=form over a config layer":
