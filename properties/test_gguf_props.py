@@ -141,3 +141,25 @@ def test_mutations_give_a_typed_error_or_a_result(m: dict[str, Any], data: st.Da
 @given(st.binary(max_size=512))
 def test_random_bytes_after_a_valid_magic(tail: bytes) -> None:
     _safe(b"GGUF\x03\x00\x00\x00" + tail)
+
+
+@settings(max_examples=scaled(100))
+@given(st.lists(st.integers(0, 300), min_size=500, max_size=1500), st.data())
+def test_long_string_arrays_against_gguf_reader(lengths: list[int], data: st.DataObject) -> None:
+    # Enough strings to go through the regex runs, with long ones (>=256) breaking them.
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "v.gguf"
+        w = gguf.GGUFWriter(str(p), "llama")
+        w.add_array("tokenizer.ggml.tokens", [b"x" * n if n else b"" for n in lengths])
+        w.add_uint32("general.file_type", 7)
+        w.add_uint32("llama.block_count", len(lengths))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        raw = p.read_bytes()
+        got = inspect(p).unwrap()
+    assert (got.quant, got.blocks) == ("Q8_0", len(lengths))
+    cut = data.draw(st.integers(0, len(raw) - 1))
+    facts = _safe(raw[:cut])
+    assert facts is None or facts.blocks == len(lengths)

@@ -9,7 +9,9 @@ FAKE_MODE chooses the behaviour:
   ignore-term  like ok, but ignore SIGTERM
   flood        like ok, and write FAKE_LINES log lines as fast as possible first
   fork         like ok, with a grandchild in the same process group
-FAKE_READY_FILE, if set, receives the CLOCK_MONOTONIC instant /health first answered 200.
+FAKE_READY_FILE, if set, receives the CLOCK_MONOTONIC instant /health turned 200, and
+FAKE_EXIT_FILE the instant the process is about to exit after SIGTERM (both comparable with
+time.monotonic() in other processes of this machine).
 Standard library only, so it runs under whatever python3 is on PATH.
 """
 
@@ -20,7 +22,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 
@@ -34,7 +35,6 @@ def main() -> None:
             port = int(args[i + 1])
     mode = os.environ.get("FAKE_MODE", "ok")
     delay = float(os.environ.get("FAKE_DELAY", "0"))
-    start = time.monotonic()
     ready_after = float(os.environ.get("FAKE_READY_AFTER", "0"))
     ready_file = os.environ.get("FAKE_READY_FILE")
     print(f"fake executor: mode {mode}, pid {os.getpid()}", file=sys.stderr, flush=True)
@@ -54,15 +54,14 @@ def main() -> None:
         sys.stderr.flush()
     if mode == "fork":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
-    recorded = threading.Event()
+    ready_at = time.monotonic() + ready_after
+    if ready_file:
+        with open(ready_file, "w") as f:
+            f.write(repr(ready_at))
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            ready = time.monotonic() - start >= ready_after
-            if ready and ready_file and not recorded.is_set():
-                recorded.set()
-                with open(ready_file, "w") as f:
-                    f.write(repr(time.monotonic()))
+            ready = time.monotonic() >= ready_at
             body = b'{"status":"ok"}' if ready else b'{"error":"Loading model"}'
             self.send_response(200 if ready else 503)
             self.send_header("Content-Length", str(len(body)))
@@ -74,8 +73,16 @@ def main() -> None:
 
     server = http.server.ThreadingHTTPServer((host, port), Handler)
     print(f"fake executor: listening on http://{host}:{port}", file=sys.stderr, flush=True)
+    exit_file = os.environ.get("FAKE_EXIT_FILE")
+
+    def on_term(*_: object) -> None:
+        if exit_file:
+            with open(exit_file, "w") as f:
+                f.write(repr(time.monotonic()))
+        os._exit(0)
+
     if mode != "ignore-term":
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        signal.signal(signal.SIGTERM, on_term)
     server.serve_forever()
 
 

@@ -266,3 +266,31 @@ def test_tiny_model_is_small_and_deterministic(tmp_path: Path) -> None:
     b = write_tiny_llama(tmp_path / "b.gguf").read_bytes()
     assert a == b
     assert len(a) < 300_000
+
+
+def _array_then_file_type(lengths: list[int]) -> bytes:
+    strings = b"".join(gstr(bytes([65 + i % 26]) * n) for i, n in enumerate(lengths))
+    arr = kv(b"tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, len(lengths)) + strings)
+    return header(kvs=ARCH + arr + kv(b"general.file_type", 4, struct.pack("<I", 15)))
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [
+        [5] * 2000,  # runs of short strings, skipped by the regex
+        [0, 255, 256, 300, 1, 7] * 300,  # long strings break runs; empty strings are valid
+        [300] * 600,  # no run ever matches
+        [3] * 511 + [256] + [3] * 1024,  # a long string just after a full run
+    ],
+)
+def test_long_string_arrays_are_skipped_exactly(lengths: list[int]) -> None:
+    facts = parse(_array_then_file_type(lengths))
+    assert isinstance(facts, Success), facts
+    assert facts.unwrap().file_type == 15
+
+
+def test_truncated_inside_a_long_string_array() -> None:
+    data = _array_then_file_type([7] * 3000)
+    # Past the point where the count alone rules the array out, so the walk itself must stop.
+    for cut in (30_000, 40_000, 44_000, len(data) - 20):
+        assert "truncated" in err(data[:cut])

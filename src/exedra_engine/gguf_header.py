@@ -10,7 +10,10 @@ used, so a hostile header cannot make it allocate or loop beyond the file's size
 
 from __future__ import annotations
 
+import functools
+import re
 import struct
+from itertools import repeat
 from typing import BinaryIO, Final
 
 import msgspec
@@ -21,7 +24,7 @@ from exedra_engine.errors import NotGGUF
 MAGIC: Final = b"GGUF"
 SUPPORTED_VERSIONS: Final = (2, 3)
 
-# Reads start small (a header whose fields come first costs one 64 KiB read) and double up to
+# Reads start small (a header whose fields come first costs one 64 KiB read) and grow 8x up to
 # 4 MiB while a long vocabulary is walked.
 _FIRST_CHUNK: Final = 1 << 16
 _MAX_CHUNK: Final = 1 << 22
@@ -103,7 +106,7 @@ class _Cursor:
         self.pos = 0
         self.src.seek(self.base + len(rest))
         more = self.src.read(max(n, self.chunk) - len(rest))
-        self.chunk = min(self.chunk * 2, _MAX_CHUNK)
+        self.chunk = min(self.chunk * 8, _MAX_CHUNK)
         self.buf = rest + more
         if len(self.buf) < n:  # the file shrank under us
             raise _Truncated(self.base + len(self.buf), what)
@@ -149,29 +152,56 @@ class _Cursor:
         self.buf = b""
 
     def skip_strings(self, count: int, what: str) -> None:
-        # The hot loop for 150k-token vocabularies: walk length prefixes inside the buffer and
-        # let struct.error mark the buffer's end, so the loop body stays two statements.
-        # A string that runs past the buffer becomes a seek; lengths are checked against the
-        # file size whenever the walk leaves the buffer, so a hostile length allocates nothing.
+        # The hot loop for 150k-token vocabularies. Inside the buffer, runs of _RUN strings
+        # shorter than 256 bytes (nearly every token and merge) are skipped by one regex
+        # match in C (see _short_strings); anything else — a long string, the buffer's end —
+        # is walked one length prefix at a time. A string that runs past the buffer becomes a
+        # seek; lengths are checked against the file size whenever the walk leaves the buffer,
+        # so a hostile length allocates nothing.
         unpack = _U64.unpack_from
+        run = _short_strings() if count >= _RUN else None
         while count:
             self._fill(8, what)
-            buf, pos, done = self.buf, self.pos, count
-            try:
-                for done in range(count):  # noqa: B007 - `done` is read after a break-out
+            buf, pos = self.buf, self.pos
+            end = len(buf)
+            while count and pos + 8 <= end:
+                if run is not None and count >= _RUN and (m := run.match(buf, pos)):
+                    pos = m.end()
+                    count -= _RUN
+                    continue
+                for _ in repeat(None, min(count, _RUN)):
+                    if pos + 8 > end:
+                        break
                     (n,) = unpack(buf, pos)
                     pos += 8 + n
-                done = count
-            except struct.error:
-                pass
-            count -= done
-            if pos > len(buf):
+                    count -= 1
+                    if pos > end:
+                        break
+            if pos > end:
                 target = self.base + pos
                 if target > self.size:
                     raise _Truncated(self.size, what)
                 self.base, self.pos, self.buf = target, 0, b""
             else:
                 self.pos = pos
+
+
+_RUN: Final = 512
+
+
+@functools.cache
+def _short_strings() -> re.Pattern[bytes]:
+    """Matches exactly _RUN consecutive GGUF strings of fewer than 256 bytes each.
+
+    A string is a little-endian u64 length and that many bytes; below 256 the length is
+    one byte L and seven zero bytes, so one alternation branch per L ("L, 7 zeros, L bytes")
+    recognises it. Compiled on first use (~3 ms), when a long string array is first skipped.
+    """
+    branches = b"|".join(
+        re.escape(bytes([n]) + b"\0" * 7) + (b".{%d}" % n if n else b"") for n in range(256)
+    )
+    # Possessive: a run that fails is retried string by string, never backtracked into.
+    return re.compile(b"(?s)(?:" + branches + b"){%d}+" % _RUN)
 
 
 def parse_gguf_header(src: BinaryIO, size: int) -> Result[HeaderFacts, NotGGUF]:

@@ -1,0 +1,625 @@
+#!/usr/bin/env python3
+"""Benchmarks, each measured side by side with its reference in this one run.
+
+    python bench/run.py [--json FILE] [--quick] [--only N[,N...]]
+
+These machines are shared and noisy: every figure is a median (or a percentile) of
+several runs, reported as a ratio to a reference measured in the same process run, and
+compared with the goal of issue #6. Nothing here is a pass/fail test; the closing column
+says whether the goal was met on this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+import tracemalloc
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+FAKE = ROOT / "tests" / "fake_executor.py"
+HOSTS = ROOT / "tests" / "fixtures" / "hosts"
+
+
+class Row:
+    def __init__(
+        self,
+        n: int,
+        what: str,
+        ours: str,
+        ref: str,
+        figure: str,
+        goal: str,
+        met: bool,
+        data: dict[str, Any],
+    ) -> None:
+        self.n, self.what, self.ours, self.ref = n, what, ours, ref
+        self.figure, self.goal, self.met, self.data = figure, goal, met, data
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def ms(x: float) -> str:
+    return f"{x * 1e3:.2f} ms"
+
+
+def us(x: float) -> str:
+    return f"{x * 1e6:.1f} µs"
+
+
+def timed(fn: Callable[[], object], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+# 1 ---------------------------------------------------------------------------------------
+def bench_inspect(tmp: Path, quick: bool) -> list[Row]:
+    import gguf
+
+    from exedra_engine import inspect
+    from exedra_engine.testmodels import write_header_model
+
+    rows = []
+    big = write_header_model(tmp / "h152k.gguf", vocab=151_936, file_type_after_vocab=True)
+    ours = timed(lambda: inspect(big).unwrap(), 15)
+    tracemalloc.start()
+    inspect(big).unwrap()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    ref = timed(lambda: gguf.GGUFReader(str(big)), 1 if quick else 3)
+    tracemalloc.start()
+    gguf.GGUFReader(str(big))
+    _, ref_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    ratio = med(ref) / med(ours)
+    rows.append(
+        Row(
+            1,
+            f"inspect, 152k vocab, file_type after it ({big.stat().st_size >> 20} MB)",
+            f"{ms(med(ours))}, peak {peak / 2**20:.1f} MB",
+            f"GGUFReader {med(ref):.2f} s, peak {ref_peak / 2**20:.0f} MB",
+            f"{ratio:.0f}x faster",
+            ">=300x, <=16 MB",
+            ratio >= 300 and peak <= 16 << 20,
+            {
+                "ours_s": med(ours),
+                "ref_s": med(ref),
+                "ratio": ratio,
+                "peak_bytes": peak,
+                "ref_peak_bytes": ref_peak,
+            },
+        )
+    )
+    m32 = write_header_model(
+        tmp / "h32k.gguf", vocab=32_000, merges=0, architecture="llama", file_type_after_vocab=True
+    )
+    ours32 = timed(lambda: inspect(m32).unwrap(), 30)
+    ref32 = timed(lambda: gguf.GGUFReader(str(m32)), 3)
+    r32 = med(ref32) / med(ours32)
+    rows.append(
+        Row(
+            1,
+            "inspect, 32k vocab, no merges, file_type after it",
+            ms(med(ours32)),
+            f"GGUFReader {ms(med(ref32))}",
+            f"{r32:.0f}x faster",
+            "(reported)",
+            True,
+            {"ours_s": med(ours32), "ref_s": med(ref32), "ratio": r32},
+        )
+    )
+    early = write_header_model(tmp / "early.gguf", vocab=151_936, file_type_after_vocab=False)
+    oe = timed(lambda: inspect(early).unwrap(), 200)
+    rows.append(
+        Row(
+            1,
+            "inspect, 152k vocab, every field before it",
+            us(med(oe)),
+            "-",
+            us(med(oe)),
+            "well under 1 ms",
+            med(oe) < 1e-3,
+            {"ours_s": med(oe)},
+        )
+    )
+    return rows
+
+
+# 2 ---------------------------------------------------------------------------------------
+def bench_plan() -> list[Row]:
+    from exedra_engine import (
+        CPU,
+        Config,
+        Constraints,
+        ExecutorInfo,
+        Hardware,
+        Kind,
+        ModelSpec,
+        Override,
+        plan_launch,
+    )
+
+    spec = ModelSpec(
+        id="qwen",
+        path="/m/qwen.gguf",
+        kind=Kind.LLAMA,
+        capabilities=("llm",),
+        run_args=(
+            "--temp",
+            "0.7",
+            "--top-k",
+            "40",
+            "--top-p",
+            "0.9",
+            "--min-p",
+            "0.05",
+            "--repeat-penalty",
+            "1.1",
+            "--ctx-size",
+            "8192",
+        ),
+    )
+    cfg = Config(
+        env={"OMP_NUM_THREADS": "8", "GGML_VK_VISIBLE_DEVICES": "0"},
+        engines={
+            Kind.LLAMA: Override(
+                args=(
+                    "--flash-attn",
+                    "on",
+                    "--batch-size",
+                    "1024",
+                    "--ubatch-size",
+                    "512",
+                    "--cache-type-k",
+                    "q8_0",
+                ),
+                env={"LLAMA_ARG_MLOCK": "0"},
+            )
+        },
+        models={"qwen": Override(args=("--ctx-size", "16384", "--parallel", "2", "--jinja"))},
+    )
+    con = Constraints(
+        api_key="secret",
+        ctx=4096,
+        threads=8,
+        overrides=cfg,
+        extra_args=("--seed", "42", "--metrics"),
+        extra_env=("TZ=UTC",),
+    )
+    hw = Hardware(
+        cpu=CPU(threads=8, ram=1 << 35),
+        executors=(
+            ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server", backends=("cpu", "vulkan")),
+        ),
+    )
+    p = plan_launch(spec, hw, con).unwrap()
+    layers = [
+        dict(zip(a[::2], a[1::2], strict=False))
+        for a in (
+            spec.run_args,
+            p.args[:14],
+            cfg.engines[Kind.LLAMA].args,
+            cfg.models["qwen"].args,
+            con.extra_args,
+        )
+    ]
+
+    def bare() -> dict[str, str]:
+        out: dict[str, str] = {}
+        for layer in layers:
+            out.update(layer)
+        env = {**cfg.env, **cfg.engines[Kind.LLAMA].env, "TZ": "UTC"}
+        return {**out, **env}
+
+    n = 2000
+    ours = [t / n for t in timeit.repeat(lambda: plan_launch(spec, hw, con), number=n, repeat=7)]
+    ref = [t / (n * 10) for t in timeit.repeat(bare, number=n * 10, repeat=7)]
+    ratio = med(ours) / med(ref)
+    return [
+        Row(
+            2,
+            f"pure planning, 5 layers, {len(p.args)} argv tokens",
+            us(med(ours)),
+            f"bare dict merge {us(med(ref))}",
+            f"{ratio:.0f}x the bare merge",
+            "<=25 µs, <=5x",
+            med(ours) <= 25e-6 and ratio <= 5,
+            {"ours_s": med(ours), "ref_s": med(ref), "ratio": ratio, "argv_tokens": len(p.args)},
+        )
+    ]
+
+
+# 3 and 5 ---------------------------------------------------------------------------------
+def _fake_hw() -> Any:
+    from exedra_engine import CPU, ExecutorInfo, Hardware, Kind
+
+    return Hardware(cpu=CPU(threads=2), executors=(ExecutorInfo(kind=Kind.LLAMA, path=str(FAKE)),))
+
+
+def _fake_plan(port_base: int) -> Any:
+    from exedra_engine import Constraints, Kind, ModelSpec, plan
+
+    return plan(
+        ModelSpec(id="f", path="/nonexistent.gguf", kind=Kind.LLAMA),
+        _fake_hw(),
+        Constraints(port_base=port_base),
+    ).unwrap()
+
+
+def _poll_fixed(url: str, interval: float, deadline: float) -> float:
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return time.monotonic()
+        except OSError:
+            pass
+        time.sleep(interval)
+    raise TimeoutError(url)
+
+
+def bench_readiness(tmp: Path, quick: bool) -> list[Row]:
+    import trio
+
+    from exedra_engine import open_instance
+
+    n = 8 if quick else 25
+    ours: list[float] = []
+    rf = tmp / "ready"
+
+    async def one(i: int) -> None:
+        env = {"FAKE_READY_AFTER": str(0.15 + 0.037 * (i % 7)), "FAKE_READY_FILE": str(rf)}
+        os.environ.update(env)
+        async with open_instance(_fake_plan(25000)) as inst:
+            t = time.monotonic()
+            ours.append(t - float(rf.read_text()))
+            del inst
+
+    for i in range(n):
+        trio.run(one, i)
+    refs: dict[str, list[float]] = {}
+    for label, interval in (("250 ms", 0.25), ("1 s", 1.0)):
+        lat = []
+        for i in range(max(4, n // 3)):
+            os.environ["FAKE_READY_AFTER"] = str(0.15 + 0.037 * (i % 7))
+            port = _free_port()
+            proc = subprocess.Popen(
+                [str(FAKE), "--port", str(port)], env=os.environ.copy(), stderr=subprocess.DEVNULL
+            )
+            try:
+                t = _poll_fixed(f"http://127.0.0.1:{port}/health", interval, time.monotonic() + 10)
+                lat.append(t - float(rf.read_text()))
+            finally:
+                proc.terminate()
+                proc.wait()
+        refs[label] = lat
+    for k in ("FAKE_READY_AFTER", "FAKE_READY_FILE"):
+        os.environ.pop(k, None)
+    p50, p99 = med(ours), pct(ours, 0.99)
+    ref_txt = ", ".join(f"{k} poller p50 {ms(med(v))}" for k, v in refs.items())
+    return [
+        Row(
+            3,
+            f"readiness detection, fake executor ({n} launches)",
+            f"p50 {ms(p50)}, p99 {ms(p99)}",
+            ref_txt,
+            f"{med(refs['250 ms']) / p50:.0f}x sooner than 250 ms polling",
+            "<=5 ms p50, <=20 ms p99",
+            p50 <= 5e-3 and p99 <= 20e-3,
+            {"p50_s": p50, "p99_s": p99, **{f"ref_{k}_p50_s": med(v) for k, v in refs.items()}},
+        )
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bench_stop(tmp: Path, quick: bool) -> list[Row]:
+    import trio
+
+    from exedra_engine import launch
+
+    n = 8 if quick else 25
+    after_exit: list[float] = []
+    ef = tmp / "exit"
+
+    async def graceful() -> None:
+        os.environ["FAKE_EXIT_FILE"] = str(ef)
+        async with trio.open_nursery() as nursery:
+            inst = (await launch(nursery, _fake_plan(25100))).unwrap()
+            await trio.sleep(0.06)
+            await inst.stop()
+            after_exit.append(time.monotonic() - float(ef.read_text()))
+
+    for _ in range(n):
+        trio.run(graceful)
+    os.environ.pop("FAKE_EXIT_FILE", None)
+    late: list[float] = []
+    timeout = 0.2
+
+    async def stubborn() -> None:
+        os.environ["FAKE_MODE"] = "ignore-term"
+        async with trio.open_nursery() as nursery:
+            inst = (await launch(nursery, _fake_plan(25200))).unwrap()
+            await trio.sleep(0.06)
+            t = time.monotonic()
+            await inst.stop(timeout)
+            late.append(time.monotonic() - t - timeout)
+
+    for _ in range(max(4, n // 3)):
+        trio.run(stubborn)
+    os.environ.pop("FAKE_MODE", None)
+    return [
+        Row(
+            5,
+            "stop: process exit to stop() returning",
+            f"p50 {ms(med(after_exit))}",
+            "-",
+            ms(med(after_exit)),
+            "<=5 ms p50",
+            med(after_exit) <= 5e-3,
+            {"p50_s": med(after_exit)},
+        ),
+        Row(
+            5,
+            "stop: SIGTERM ignored, deadline to exit observed",
+            f"max {ms(max(late))}",
+            "-",
+            ms(max(late)),
+            "SIGKILL within 20 ms",
+            max(late) <= 20e-3,
+            {"max_s": max(late), "p50_s": med(late)},
+        ),
+    ]
+
+
+# 4 ---------------------------------------------------------------------------------------
+def bench_launch_real(tmp: Path, quick: bool) -> list[Row]:
+    import trio
+
+    from exedra_engine import (
+        CPU,
+        Constraints,
+        ExecutorInfo,
+        Hardware,
+        Kind,
+        ModelSpec,
+        open_instance,
+        plan,
+    )
+    from exedra_engine.testmodels import write_tiny_llama
+
+    binary = ROOT / ".cache" / "executors" / "bin" / "llama-server"
+    if not os.access(binary, os.X_OK):
+        return [
+            Row(
+                4,
+                "launch-to-ready, real llama-server",
+                "not installed",
+                "-",
+                "-",
+                "<=1.1x",
+                False,
+                {},
+            )
+        ]
+    model = write_tiny_llama(tmp / "tiny.gguf")
+    hw = Hardware(cpu=CPU(threads=2), executors=(ExecutorInfo(kind=Kind.LLAMA, path=str(binary)),))
+    p = plan(
+        ModelSpec(id="t", path=str(model), kind=Kind.LLAMA), hw, Constraints(port_base=25300)
+    ).unwrap()
+    n = 8 if quick else 25
+    ours: list[float] = []
+
+    async def one() -> None:
+        t = time.monotonic()
+        async with open_instance(p):
+            ours.append(time.monotonic() - t)
+
+    ref: list[float] = []
+
+    def direct() -> None:
+        port = _free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_")}
+        t = time.monotonic()
+        proc = subprocess.Popen(
+            [
+                str(binary),
+                "--model",
+                str(model),
+                "--port",
+                str(port),
+                "--no-webui",
+                "--n-gpu-layers",
+                "0",
+            ],
+            env=env,
+            stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+            ref.append(time.monotonic() - t)
+        finally:
+            time.sleep(0.06)
+            proc.terminate()
+            proc.wait()
+
+    for _ in range(n):  # interleaved, so drift hits both alike
+        trio.run(one)
+        direct()
+    ratio = med(ours) / med(ref)
+    return [
+        Row(
+            4,
+            "launch-to-ready, real llama-server, tiny model",
+            ms(med(ours)),
+            f"binary + tight /health loop {ms(med(ref))}",
+            f"{ratio:.2f}x",
+            "<=1.1x",
+            ratio <= 1.1,
+            {"ours_s": med(ours), "ref_s": med(ref), "ratio": ratio},
+        )
+    ]
+
+
+# 6 ---------------------------------------------------------------------------------------
+def bench_cli(tmp: Path, quick: bool) -> list[Row]:
+    exe = ROOT / ".venv" / "bin" / "exedra-engine"
+    cmd = [
+        str(exe) if exe.exists() else "exedra-engine",
+        "plan",
+        "--model",
+        str(tmp / "absent.gguf"),
+        "--kind",
+        "llama",
+        "--no-config",
+        "--executor",
+        "/usr/bin/true",
+        "--json",
+    ]
+    n = 6 if quick else 15
+    ours, ref = [], []
+    for _ in range(n):
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        ref.append(time.perf_counter() - t)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, exedra_engine; "
+            "print(sorted(m for m in ('trio', 'numpy', 'gguf') if m in sys.modules))",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    extra = med(ours) - med(ref)
+    return [
+        Row(
+            6,
+            "CLI cold start: plan --json",
+            ms(med(ours)),
+            f"python -c pass {ms(med(ref))}",
+            f"+{ms(extra)}",
+            "<=100 ms more; imports no trio/numpy/gguf",
+            extra <= 0.1 and probe == "[]",
+            {"ours_s": med(ours), "ref_s": med(ref), "extra_s": extra, "heavy_imports": probe},
+        )
+    ]
+
+
+# 7 ---------------------------------------------------------------------------------------
+def bench_probe() -> list[Row]:
+    from exedra_engine import probe
+    from exedra_engine.host import LocalHost
+
+    h = LocalHost(str(HOSTS / "four-gpus"), path_env="/usr/bin", affinity=8)
+    assert len(probe(h).unwrap().gpus) == 4
+    t = [x / 50 for x in timeit.repeat(lambda: probe(h), number=50, repeat=9)]
+    return [
+        Row(
+            7,
+            "probe, fixture tree with 4 GPUs",
+            us(med(t)),
+            "-",
+            us(med(t)),
+            "<=2 ms",
+            med(t) <= 2e-3,
+            {"ours_s": med(t)},
+        )
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--only", help="comma-separated row numbers")
+    a = ap.parse_args()
+    only = {int(x) for x in a.only.split(",")} if a.only else set(range(1, 8))
+    os.environ["PATH"] = f"{ROOT / '.cache' / 'executors' / 'bin'}:{os.environ['PATH']}"
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        steps: list[tuple[int, Callable[[], list[Row]]]] = [
+            (1, lambda: bench_inspect(tmp, a.quick)),
+            (2, bench_plan),
+            (3, lambda: bench_readiness(tmp, a.quick)),
+            (4, lambda: bench_launch_real(tmp, a.quick)),
+            (5, lambda: bench_stop(tmp, a.quick)),
+            (6, lambda: bench_cli(tmp, a.quick)),
+            (7, bench_probe),
+        ]
+        for n, step in steps:
+            if n in only:
+                rows.extend(step())
+    w = max(len(r.what) for r in rows)
+    print(
+        f"{'#':<2} {'benchmark':<{w}}  {'ours':<28} {'reference':<44} {'figure':<30} "
+        f"{'goal':<26} met"
+    )
+    for r in rows:
+        print(
+            f"{r.n:<2} {r.what:<{w}}  {r.ours:<28} {r.ref:<44} {r.figure:<30} {r.goal:<26} "
+            f"{'yes' if r.met else 'NO'}"
+        )
+    if a.json:
+        Path(a.json).write_text(
+            json.dumps(
+                [
+                    {
+                        "row": r.n,
+                        "what": r.what,
+                        "figure": r.figure,
+                        "goal": r.goal,
+                        "met": r.met,
+                        **r.data,
+                    }
+                    for r in rows
+                ],
+                indent=2,
+            )
+            + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
