@@ -59,6 +59,7 @@ class FlagTable:
                 self._by_name.setdefault(n, (f, True))
             for e in f.env:
                 self._by_env.setdefault(e, f)
+        self._env_names = frozenset(self._by_env)
 
     def lookup(self, token: str) -> tuple[Flag, bool] | None:
         """The flag a token names and whether it is a negation, or None."""
@@ -71,7 +72,12 @@ class FlagTable:
     @property
     def env_names(self) -> frozenset[str]:
         """Every environment variable the executor reads for a flag."""
-        return frozenset(self._by_env)
+        return self._env_names
+
+    @property
+    def reads_api_key_env(self) -> bool:
+        """Whether the executor reads ``LLAMA_API_KEY`` (llama-server does)."""
+        return "LLAMA_API_KEY" in self._env_names
 
     def split(self, argv: Sequence[str], where: str) -> Result[tuple[Item, ...], PlanError]:
         """Cut `argv` into items. ``--flag=value`` of a known flag becomes ``--flag value``,
@@ -79,23 +85,26 @@ class FlagTable:
 
         `where` names the argv in errors ("caller args", "config models.qwen.args").
         """
+        get = self._by_name.get
         items: list[Item] = []
+        append = items.append
+        n = len(argv)
         i = 0
-        while i < len(argv):
+        while i < n:
             tok = argv[i]
             i += 1
-            hit = self.lookup(tok)
+            hit = get(tok)
             inline: str | None = None
-            if hit is None and tok.startswith("-") and "=" in tok:
-                name, _, inline = tok.partition("=")
-                hit = self.lookup(name)
-                if hit is None:
-                    inline = None
-                else:
-                    tok = name
             if hit is None:
-                items.append(Item(tokens=(tok,)))
-                continue
+                if tok[:1] != "-" or "=" not in tok:
+                    append(Item(tokens=(tok,)))
+                    continue
+                name, _, inline = tok.partition("=")
+                hit = get(name)
+                if hit is None:
+                    append(Item(tokens=(tok,)))
+                    continue
+                tok = name
             flag, negated = hit
             nargs = 0 if negated else flag.nargs
             if inline is not None:
@@ -104,13 +113,15 @@ class FlagTable:
                         PlanError(f"{where}: flag {tok} takes {nargs} values, not '{tok}=...'")
                     )
                 values: tuple[str, ...] = (inline,)
+            elif nargs == 0:
+                values = ()
             else:
-                if i + nargs > len(argv):
+                if i + nargs > n:
                     need = "a value" if nargs == 1 else f"{nargs} values"
                     return Failure(PlanError(f"{where}: flag {tok} needs {need}"))
                 values = tuple(argv[i : i + nargs])
                 i += nargs
-            items.append(Item(tokens=(tok, *values), key=flag.key, values=values, negated=negated))
+            append(Item(tokens=(tok, *values), key=flag.key, values=values, negated=negated))
         return Success(tuple(items))
 
 

@@ -58,79 +58,85 @@ class Merged(msgspec.Struct, frozen=True, kw_only=True):
     sources: tuple[Source, ...]
 
 
-class _Arg(msgspec.Struct, frozen=True):
-    layer: Layer
-    item: Item
+def merge_layers(
+    table: FlagTable, layers: Sequence[Layer], *, explain: bool = True
+) -> Result[Merged, PlanError]:
+    """Merge `layers` (in any order; ranks decide) for the executor of `table`.
 
-
-def merge_layers(table: FlagTable, layers: Sequence[Layer]) -> Result[Merged, PlanError]:
-    """Merge `layers` (in any order; ranks decide) for the executor of `table`."""
-    ordered = sorted(layers, key=lambda lay: lay.rank)
-    args: list[_Arg] = []
+    With `explain` off the sources are not built (the planner's fast path).
+    """
+    ordered = sorted(layers, key=_rank)
+    args: list[tuple[Layer, Item]] = []
     for layer in ordered:
-        split = table.split(layer.args, layer.name)
-        if isinstance(split, Failure):
-            return split
-        args.extend(_Arg(layer, it) for it in split.unwrap())
+        if layer.args:
+            split = table.split(layer.args, layer.name)
+            if isinstance(split, Failure):
+                return split
+            args.extend((layer, it) for it in split.unwrap())
 
     env_val: dict[str, str] = {}
     env_layer: dict[str, Layer] = {}
     env_over: dict[str, list[str]] = {}
     for layer in ordered:
         for name, value in layer.env:
-            if name in env_layer:
+            if explain and name in env_layer:
                 env_over.setdefault(name, []).append(
                     f"{env_layer[name].name}: {name}={env_val[name]}"
                 )
             env_val[name], env_layer[name] = value, layer
 
-    winner: dict[str, int] = {}
-    for i, a in enumerate(args):
-        if a.item.key is not None:
-            winner[a.item.key] = i
+    flags = table.flags
+    seen: dict[str, list[int]] = {}
+    for i, (_, it) in enumerate(args):
+        if it.key is not None:
+            seen.setdefault(it.key, []).append(i)
     dropped: set[str] = set()
     arg_over: dict[str, list[str]] = {}
-    for key, i in winner.items():
-        flag = table.flags[key]
-        if flag.repeatable:
+    for key, where in seen.items():
+        flag = flags[key]
+        if flag.repeatable or not flag.env:
             continue
         names = [e for e in flag.env if e in env_layer]
         if not names:
             continue
         top = max(names, key=lambda e: env_layer[e].rank)
-        if env_layer[top].rank > args[i].layer.rank:
+        if env_layer[top].rank > args[where[-1]][0].rank:
             dropped.add(key)
-            env_over.setdefault(top, []).extend(
-                f"{a.layer.name}: {' '.join(a.item.tokens)}" for a in args if a.item.key == key
-            )
+            if explain:
+                env_over.setdefault(top, []).extend(_said(args[j]) for j in where)
         else:
             for e in names:
-                arg_over.setdefault(key, []).append(f"{env_layer[e].name}: {e}={env_val[e]}")
+                if explain:
+                    arg_over.setdefault(key, []).append(f"{env_layer[e].name}: {e}={env_val[e]}")
                 env_over.pop(e, None)
-                env_val.pop(e)
-                env_layer.pop(e)
+                del env_val[e], env_layer[e]
 
     out_args: list[str] = []
     sources: list[Source] = []
     keys: list[str] = []
     key_layers: list[str] = []
-    for i, a in enumerate(args):
-        k = a.item.key
-        if k == API_KEY_FLAG and API_KEY_ENV in table.env_names:
-            keys.extend(v for v in a.item.values[0].split(",") if v)
-            key_layers.append(a.layer.name)
-            continue
-        if k is not None and not table.flags[k].repeatable and (winner[k] != i or k in dropped):
-            continue
+    moves_keys = table.reads_api_key_env
+    for i, (layer, it) in enumerate(args):
+        k = it.key
         overrode: tuple[str, ...] = ()
-        if k is not None and not table.flags[k].repeatable:
-            overrode = tuple(
-                f"{b.layer.name}: {' '.join(b.item.tokens)}" for b in args[:i] if b.item.key == k
-            ) + tuple(arg_over.get(k, ()))
-        out_args.extend(a.item.tokens)
-        sources.append(
-            Source(what="arg", text=" ".join(a.item.tokens), layer=a.layer.name, overrode=overrode)
-        )
+        if k is not None:
+            if k == API_KEY_FLAG and moves_keys:
+                keys.extend(v for v in it.values[0].split(",") if v)
+                key_layers.append(layer.name)
+                continue
+            if not flags[k].repeatable:
+                where = seen[k]
+                if where[-1] != i or k in dropped:
+                    continue
+                if explain:
+                    overrode = tuple(_said(args[j]) for j in where[:-1]) + tuple(
+                        arg_over.get(k, ())
+                    )
+        out_args.extend(it.tokens)
+        if explain:
+            sources.append(
+                Source(what="arg", text=" ".join(it.tokens), layer=layer.name, overrode=overrode)
+            )
 
     if keys:
         prior = [k for k in env_val.get(API_KEY_ENV, "").split(",") if k]
@@ -139,22 +145,32 @@ def merge_layers(table: FlagTable, layers: Sequence[Layer]) -> Result[Merged, Pl
         env_val[API_KEY_ENV] = ",".join(prior + keys)
         env_layer[API_KEY_ENV] = Layer(name=" + ".join(dict.fromkeys(key_layers)), rank=-1)
 
-    for name in sorted(env_val):
-        sources.append(
+    names = sorted(env_val)
+    if explain:
+        sources.extend(
             Source(
                 what="env",
                 text=f"{name}={env_val[name]}",
                 layer=env_layer[name].name,
                 overrode=tuple(env_over.get(name, ())),
             )
+            for name in names
         )
     return Success(
         Merged(
             args=tuple(out_args),
-            env=tuple(f"{n}={env_val[n]}" for n in sorted(env_val)),
+            env=tuple(f"{n}={env_val[n]}" for n in names),
             sources=tuple(sources),
         )
     )
+
+
+def _rank(layer: Layer) -> int:
+    return layer.rank
+
+
+def _said(entry: tuple[Layer, Item]) -> str:
+    return f"{entry[0].name}: {' '.join(entry[1].tokens)}"
 
 
 def parse_env(items: Sequence[str], where: str) -> Result[tuple[tuple[str, str], ...], PlanError]:

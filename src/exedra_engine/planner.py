@@ -71,9 +71,7 @@ def plan_launch(
     nothing that needs the header is checked). `ports_in_use` are ports the scan skips and
     an explicit port must not be in.
     """
-    return explain_launch(spec, hw, constraints, model=model, ports_in_use=ports_in_use).map(
-        lambda e: e.plan
-    )
+    return _plan(spec, hw, constraints, model, ports_in_use, explain=False).map(lambda e: e.plan)
 
 
 def explain_launch(
@@ -85,6 +83,18 @@ def explain_launch(
     ports_in_use: Set[int] = frozenset(),
 ) -> Result[Explained, EngineError]:
     """`plan_launch`, plus which layer set each argv option and env variable."""
+    return _plan(spec, hw, constraints, model, ports_in_use, explain=True)
+
+
+def _plan(
+    spec: ModelSpec,
+    hw: Hardware | None,
+    constraints: Constraints,
+    model: ModelInfo | None,
+    ports_in_use: Set[int],
+    *,
+    explain: bool,
+) -> Result[Explained, EngineError]:
     if hw is None:
         return Failure(NoHardware("hardware snapshot is None: call probe() first"))
     exe = hw.executor(spec.kind)
@@ -103,7 +113,7 @@ def explain_launch(
     engine_port = port.unwrap()
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
     merged = _layers(spec, constraints, engine_port, cpu_only).bind(
-        lambda layers: merge_layers(TABLES[spec.kind], layers)
+        lambda layers: merge_layers(TABLES[spec.kind], layers, explain=explain)
     )
     if isinstance(merged, Failure):
         return merged
@@ -114,6 +124,8 @@ def explain_launch(
     r = resolved.unwrap()
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
+        if not explain:  # the error names the layer that chose the port: explain once more
+            return _plan(spec, hw, constraints, model, ports_in_use, explain=True)
         return Failure(PortInUse(f"port {r.port} is already in use ({_port_origin(m, r)})"))
     plan = LaunchPlan(
         spec=spec,
@@ -165,10 +177,14 @@ def ready_path(kind: Kind, merged: Merged) -> str:
             (e.partition("=")[2] for e in merged.env if e.startswith("LLAMA_ARG_API_PREFIX=")), ""
         )
     args = merged.args
-    for i, tok in enumerate(args[:-1]):
-        hit = TABLES[kind].lookup(tok)
-        if hit is not None and hit[0].key == prefix_flag:
+    lookup = TABLES[kind].lookup
+    i = 0
+    while i < len(args):
+        hit = lookup(args[i])
+        nargs = 0 if hit is None or hit[1] else hit[0].nargs
+        if hit is not None and hit[0].key == prefix_flag and i + 1 < len(args):
             prefix = args[i + 1]
+        i += 1 + nargs
     return prefix.rstrip("/") + "/health"
 
 
