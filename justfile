@@ -29,7 +29,7 @@ typecheck:
 
 # the documentation site, strict: a broken reference fails
 docs:
-    mkdocs build --strict --site-dir .cache/site
+    NO_MKDOCS_2_WARNING=1 mkdocs build --strict --site-dir .cache/site
 
 # sdist and wheel, installed into a fresh venv and smoke-tested
 build:

@@ -192,6 +192,11 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--executor", metavar="PATH", help="executor binary to plan with instead of the one on PATH"
     )
+    g.add_argument(
+        "--no-port-check",
+        action="store_true",
+        help="plan as if every port were free (a dry run for another machine)",
+    )
     g = p.add_argument_group("output")
     g.add_argument("--json", action="store_true", help="print JSON")
     g.add_argument("--show-secrets", action="store_true", help="print API keys unredacted")
@@ -248,7 +253,7 @@ def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constra
 
 
 def _planned(a: argparse.Namespace) -> Result[Explained, EngineError]:
-    return _request(a).bind(lambda r: plan_explained(*r))
+    return _request(a).bind(lambda r: plan_explained(*r, check_ports=not a.no_port_check))
 
 
 def shown_plan(plan: LaunchPlan, show_secrets: bool) -> LaunchPlan:

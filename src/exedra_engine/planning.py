@@ -34,18 +34,19 @@ def plan_explained(
     hw: Hardware | None,
     constraints: Constraints = Constraints(),
     files: HostFiles | None = None,
+    *,
+    check_ports: bool = True,
 ) -> Result[Explained, EngineError]:
-    """`plan`, with the provenance of every argv option and env variable."""
+    """`plan`, with the provenance of every argv option and env variable.
+
+    Without `check_ports` the plan is made as if every port were free: a dry run for another
+    machine, independent of what listens here.
+    """
     model = model_facts(spec)
     if isinstance(model, Failure):
         return model
-    return explain_launch(
-        spec,
-        hw,
-        constraints,
-        model=model.unwrap(),
-        ports_in_use=read_ports_in_use(files or LocalHost()),
-    )
+    in_use = read_ports_in_use(files or LocalHost()) if check_ports else frozenset()
+    return explain_launch(spec, hw, constraints, model=model.unwrap(), ports_in_use=in_use)
 
 
 def model_facts(spec: ModelSpec) -> Result[ModelInfo | None, EngineError]:
