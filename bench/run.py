@@ -334,6 +334,16 @@ def bench_readiness(tmp: Path, quick: bool) -> list[Row]:
     ]
 
 
+def _raw_health(port: int) -> bool:
+    """GET /health over a bare socket: the cheapest poll there is."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return s.recv(64).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -464,13 +474,8 @@ def bench_launch_real(tmp: Path, quick: bool) -> list[Row]:
             stdout=subprocess.DEVNULL,
         )
         try:
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
+            while not _raw_health(port):
+                pass  # a tight loop, as the reference asks
             ref.append(time.monotonic() - t)
         finally:
             time.sleep(0.06)

@@ -49,10 +49,16 @@ fetch_sdist() {
 # build SRC TARGET EXTRA_CMAKE_FLAGS... -> copies the target into $bin
 build() {
   local src=$1 target=$2; shift 2
+  local blog=$cache/build-$target.log
   tools
-  "$cmake" -S "$src" -B "$src/build" -G Ninja -DCMAKE_MAKE_PROGRAM="$ninja" \
-    -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF "$@" >&2
-  "$cmake" --build "$src/build" --target "$target" -j "$(nproc)" >&2
+  # The compiler's output goes to a log, shown only when the build fails.
+  if ! { "$cmake" -S "$src" -B "$src/build" -G Ninja -DCMAKE_MAKE_PROGRAM="$ninja" \
+           -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF "$@" &&
+         "$cmake" --build "$src/build" --target "$target" -j "$(nproc)"; } >"$blog" 2>&1; then
+    tail -n 60 "$blog" >&2
+    log "building $target failed; the whole log is $blog"
+    return 1
+  fi
   install -m 0755 "$src/build/bin/$target" "$bin/$target.tmp"
   mv "$bin/$target.tmp" "$bin/$target"
 }

@@ -364,3 +364,16 @@ trio.run(main)
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not alive(child)
+
+
+async def test_missing_executor_binary_is_a_launch_error(tmp_path: Path) -> None:
+    from exedra_engine import CPU, ExecutorInfo, LaunchError
+
+    hw = Hardware(
+        cpu=CPU(threads=1),
+        executors=(ExecutorInfo(kind=Kind.LLAMA, path=str(tmp_path / "gone" / "llama-server")),),
+    )
+    async with trio.open_nursery() as n:
+        r = await launch(n, fake_plan(hw))
+    assert isinstance(r, Failure) and isinstance(r.failure(), LaunchError)
+    assert str(tmp_path / "gone" / "llama-server") in str(r.failure())

@@ -307,3 +307,26 @@ def test_with_port_moves_only_scanned_ports() -> None:
     moved = with_port(p, 18090).unwrap()
     assert (moved.port, moved.args[moved.args.index("--port") + 1]) == (18090, "18090")
     assert isinstance(with_port(plan(port=9000), 9001), Failure)
+
+
+def test_on_off_pairs_are_one_setting() -> None:
+    # The engine layer says --no-webui (ui=False); a caller's --ui turns it back on, once.
+    p = plan(extra_args=("--ui",))
+    assert "--ui" in p.args and "--no-webui" not in p.args
+    cfg = Config(engines={Kind.LLAMA: Override(args=("-nkvo",))})
+    spec = msgspec.structs.replace(SPEC, run_args=("--kv-offload",))
+    p = plan(spec, overrides=cfg)
+    assert "-nkvo" in p.args and "--kv-offload" not in p.args
+
+
+def test_repeatable_flags_accumulate_across_layers() -> None:
+    cfg = Config(
+        engines={Kind.LLAMA: Override(args=("--lora", "b.gguf"))},
+        models={"qwen": Override(args=("--override-kv", "x=int:1"))},
+    )
+    spec = msgspec.structs.replace(SPEC, run_args=("--lora", "a.gguf", "--override-kv", "y=int:2"))
+    p = plan(spec, overrides=cfg, extra_args=("--lora", "c.gguf"))
+    loras = [p.args[i + 1] for i, a in enumerate(p.args) if a == "--lora"]
+    kvs = [p.args[i + 1] for i, a in enumerate(p.args) if a == "--override-kv"]
+    assert loras == ["a.gguf", "b.gguf", "c.gguf"]
+    assert kvs == ["y=int:2", "x=int:1"]

@@ -77,6 +77,14 @@ def resolve_endpoint(
     strings). Failures: `NoEndpoint` when nothing names a port or the host is a Unix
     socket; `PlanError` for a value the executor would refuse (naming the flag or variable).
     """
+    try:
+        return Success(resolve(kind, args, env))
+    except EngineError as e:
+        return Failure(e)
+
+
+def resolve(kind: Kind, args: Sequence[str], env: Mapping[str, str] | Sequence[str]) -> Resolved:
+    """`resolve_endpoint`, raising the `EngineError` instead of returning it."""
     table = TABLES[kind]
     envmap = env if isinstance(env, Mapping) else env_dict(env)
     host: str | None = None
@@ -88,9 +96,7 @@ def resolve_endpoint(
         if "LLAMA_ARG_PORT" in envmap:
             port = stoi(envmap["LLAMA_ARG_PORT"])
             if port is None:
-                return Failure(
-                    PlanError(f"LLAMA_ARG_PORT={envmap['LLAMA_ARG_PORT']!r} is not a port number")
-                )
+                raise PlanError(f"LLAMA_ARG_PORT={envmap['LLAMA_ARG_PORT']!r} is not a port number")
         keys.extend(k for k in envmap.get("LLAMA_API_KEY", "").split(",") if k)
     i = 0
     while i < len(args):
@@ -99,39 +105,35 @@ def resolve_endpoint(
         if hit is None:
             name = tok.partition("=")[0]
             if "=" in tok and table.lookup(name) is not None:
-                return Failure(
-                    PlanError(
-                        f"{table.binary} does not accept {name}=...; pass {name} and its value "
-                        "as two arguments"
-                    )
+                raise PlanError(
+                    f"{table.binary} does not accept {name}=...; pass {name} and its value "
+                    "as two arguments"
                 )
             i += 1
             continue
         flag, negated = hit
         nargs = 0 if negated else flag.nargs
         if nargs and i + nargs >= len(args):
-            return Failure(PlanError(f"{table.binary}: flag {tok} needs a value"))
+            raise PlanError(f"{table.binary}: flag {tok} needs a value")
         value = args[i + 1] if nargs else ""
         if flag.key == "--host":
             host = value
         elif flag.key == "--port":
             port = stoi(value)
             if port is None:
-                return Failure(PlanError(f"{tok} {value!r} is not a port number"))
+                raise PlanError(f"{tok} {value!r} is not a port number")
         elif flag.key == "--api-key":
             keys.extend(k for k in value.split(",") if k)
         i += 1 + nargs
     if port is None:
-        return Failure(
-            NoEndpoint(
-                f"{table.binary}: args and env set no listen port (--port"
-                + (" or LLAMA_ARG_PORT)" if kind is Kind.LLAMA else ")")
-            )
+        raise NoEndpoint(
+            f"{table.binary}: args and env set no listen port (--port"
+            + (" or LLAMA_ARG_PORT)" if kind is Kind.LLAMA else ")")
         )
     if not 0 < port < 65536:
-        return Failure(PlanError(f"port {port} is outside 1-65535"))
+        raise PlanError(f"port {port} is outside 1-65535")
     if host is None or host == "":
         host = DEFAULT_HOST
     if kind is Kind.LLAMA and host.endswith(".sock"):
-        return Failure(NoEndpoint(f"--host {host!r} is a Unix socket; only TCP is supported"))
-    return Success(Resolved(host=host, port=port, api_keys=tuple(keys)))
+        raise NoEndpoint(f"--host {host!r} is a Unix socket; only TCP is supported")
+    return Resolved(host=host, port=port, api_keys=tuple(keys))

@@ -80,8 +80,17 @@ class FlagTable:
         return "LLAMA_API_KEY" in self._env_names
 
     def split(self, argv: Sequence[str], where: str) -> Result[tuple[Item, ...], PlanError]:
-        """Cut `argv` into items. ``--flag=value`` of a known flag becomes ``--flag value``,
-        the only form these executors accept; unknown tokens pass through one by one.
+        """`split_items` as a Result."""
+        try:
+            return Success(self.split_items(argv, where))
+        except PlanError as e:
+            return Failure(e)
+
+    def split_items(self, argv: Sequence[str], where: str) -> tuple[Item, ...]:
+        """Cut `argv` into items, raising `PlanError`.
+
+        ``--flag=value`` of a known flag becomes ``--flag value``, the only form these
+        executors accept; unknown tokens pass through one by one.
 
         `where` names the argv in errors ("caller args", "config models.qwen.args").
         """
@@ -109,20 +118,18 @@ class FlagTable:
             nargs = 0 if negated else flag.nargs
             if inline is not None:
                 if nargs != 1:
-                    return Failure(
-                        PlanError(f"{where}: flag {tok} takes {nargs} values, not '{tok}=...'")
-                    )
+                    raise PlanError(f"{where}: flag {tok} takes {nargs} values, not '{tok}=...'")
                 values: tuple[str, ...] = (inline,)
             elif nargs == 0:
                 values = ()
             else:
                 if i + nargs > n:
                     need = "a value" if nargs == 1 else f"{nargs} values"
-                    return Failure(PlanError(f"{where}: flag {tok} needs {need}"))
+                    raise PlanError(f"{where}: flag {tok} needs {need}")
                 values = tuple(argv[i : i + nargs])
                 i += nargs
             append(Item(tokens=(tok, *values), key=flag.key, values=values, negated=negated))
-        return Success(tuple(items))
+        return tuple(items)
 
 
 # Options whose handler appends rather than replaces (llama.cpp common/arg.cpp push_back).

@@ -17,7 +17,7 @@ Rules, per flag table (`exedra_engine.flags`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final, Literal
 
 import msgspec
@@ -65,14 +65,19 @@ def merge_layers(
 
     With `explain` off the sources are not built (the planner's fast path).
     """
+    try:
+        return Success(merge(table, layers, explain=explain))
+    except PlanError as e:
+        return Failure(e)
+
+
+def merge(table: FlagTable, layers: Sequence[Layer], *, explain: bool = True) -> Merged:
+    """`merge_layers`, raising the `PlanError` instead of returning it."""
     ordered = sorted(layers, key=_rank)
     args: list[tuple[Layer, Item]] = []
     for layer in ordered:
         if layer.args:
-            split = table.split(layer.args, layer.name)
-            if isinstance(split, Failure):
-                return split
-            args.extend((layer, it) for it in split.unwrap())
+            args.extend((layer, it) for it in table.split_items(layer.args, layer.name))
 
     env_val: dict[str, str] = {}
     env_layer: dict[str, Layer] = {}
@@ -156,12 +161,10 @@ def merge_layers(
             )
             for name in names
         )
-    return Success(
-        Merged(
-            args=tuple(out_args),
-            env=tuple(f"{n}={env_val[n]}" for n in names),
-            sources=tuple(sources),
-        )
+    return Merged(
+        args=tuple(out_args),
+        env=tuple(f"{n}={env_val[n]}" for n in names),
+        sources=tuple(sources),
     )
 
 
@@ -175,16 +178,19 @@ def _said(entry: tuple[Layer, Item]) -> str:
 
 def parse_env(items: Sequence[str], where: str) -> Result[tuple[tuple[str, str], ...], PlanError]:
     """KEY=VALUE strings as pairs; an item without a name or ``=`` is an error naming it."""
+    try:
+        return Success(env_items(items, where))
+    except PlanError as e:
+        return Failure(e)
+
+
+def env_items(items: Sequence[str], where: str) -> tuple[tuple[str, str], ...]:
+    """`parse_env`, raising the `PlanError` instead of returning it."""
     out: list[tuple[str, str]] = []
     for i, item in enumerate(items, 1):
         name, sep, value = item.partition("=")
         if not sep or not name:
             # The entry itself is not shown: a mistyped one may be a bare secret.
-            return Failure(PlanError(f"{where}: entry {i} is not KEY=VALUE"))
+            raise PlanError(f"{where}: entry {i} is not KEY=VALUE")
         out.append((name, value))
-    return Success(tuple(out))
-
-
-def env_pairs(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """A mapping as pairs, in its own order."""
-    return tuple(env.items())
+    return tuple(out)
