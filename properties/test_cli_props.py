@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 from typing import Any
 
 import msgspec
@@ -79,11 +80,14 @@ def test_random_argv_around_a_valid_request(argv: list[str], kind: str) -> None:
         "/usr/bin/true",
         "--json",
     ]
-    code, out, err = run([*base, *argv])
+    full = [*base, *argv]
+    code, out, err = run(full)
     assert code in (0, 2), (code, err)
     assert "Traceback" not in err
     if code == 0 and "-h" not in argv and "--explain" not in argv:
         plan: Any = msgspec.json.decode(out, type=LaunchPlan)
-        assert plan.command == "/usr/bin/true"
+        # The last --executor given wins, as argparse reads it.
+        executors = [t for prev, t in itertools.pairwise(full) if prev == "--executor"]
+        assert plan.command == executors[-1]
     elif code == 2:
         assert err.count("\n") == 1

@@ -57,17 +57,11 @@ def test_highest_layer_wins_exactly_once(layer_inputs: Any) -> None:
     merged = merge_layers(TABLE, build(layer_inputs)).unwrap()
     envmap = dict(e.split("=", 1) for e in merged.env)
     got = effective(merged.args, envmap)
-    # The oracle: walk layers low to high; within a layer env first, then argv (a tie goes
-    # to the flag, as in the executor).
+    # The oracle: what each layer alone would set, applied low to high (within a layer the
+    # flag beats the variable, as in the executor).
     want: dict[str, object] = {}
     for a, e in layer_inputs:
-        for name, value in e.items():
-            flag = TABLE.flag_for_env(name)
-            if flag is not None and not flag.repeatable:
-                want[flag.key] = ("env", value)
-        for key, values, negated in canonical(a):
-            if key is not None and not TABLE.flags[key].repeatable:
-                want[key] = (values, negated)
+        want.update(effective(a, e))
     assert got == want
     # Exactly once: one argv occurrence or one variable per setting, never both.
     keys_in_argv = [

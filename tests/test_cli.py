@@ -173,3 +173,11 @@ def test_launch_runs_until_sigterm(tiny_llama: Path) -> None:
     _, err = p.communicate(timeout=20)
     assert p.returncode == 0, err
     assert "stopped   exit 0 after stop()" in err
+
+
+def test_errors_stay_on_one_line_whatever_the_input(tiny_llama: Path) -> None:
+    # Found by the soak run: argparse echoed an argument containing a newline.
+    r = run(*plan_args(tiny_llama), "\nsecond line")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "\\nsecond line" in r.stderr
+    r = run(*plan_args(tiny_llama), "--arg=--host")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1

@@ -35,11 +35,16 @@ PROG = "exedra-engine"
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        # argparse quotes the offending argument as given; one line whatever it contains.
+        self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _fail(err: EngineError, code: int = 2) -> int:
-    print(f"{PROG}: error: {err}", file=sys.stderr)
+    print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
     return code
 
 

@@ -484,6 +484,7 @@ async def open_instance(
             raised = started.failure()
         else:
             inst = started.unwrap()
+            inst.stop_timeout = stop_timeout
             try:
                 yield inst
             except BaseException as e:
