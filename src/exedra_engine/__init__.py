@@ -15,7 +15,7 @@ first use of `launch`, `open_instance` or `Instance`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from exedra_engine._version import __version__
 from exedra_engine.config import config_from_yaml, merge_configs
@@ -119,14 +119,15 @@ __all__ = [
 _LAZY = frozenset({"ExitReason", "Instance", "launch", "open_instance"})
 
 
-def __getattr__(name: str) -> Any:
-    # The launcher needs trio (~40 ms to import); planning-only users never pay for it.
-    if name in _LAZY:
-        import importlib
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which see the imports above: a typo in an attribute name
+    # must stay a type error, not become Any.
+    def __getattr__(name: str) -> object:
+        # The launcher needs trio (~40 ms to import); planning-only users never pay for it.
+        if name in _LAZY:
+            import importlib
 
-        _launch = importlib.import_module("exedra_engine.launcher")
-
-        value = getattr(_launch, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'exedra_engine' has no attribute {name!r}")
+            value = getattr(importlib.import_module("exedra_engine.launcher"), name)
+            globals()[name] = value
+            return value
+        raise AttributeError(f"module 'exedra_engine' has no attribute {name!r}")
