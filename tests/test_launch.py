@@ -34,6 +34,7 @@ from exedra_engine import (
     plan,
     plan_launch,
 )
+from tests.conftest import FAKE
 
 pytestmark = pytest.mark.executor
 
@@ -335,12 +336,19 @@ async def test_logs_to_a_text_stream(fake_hw: Hardware, monkeypatch: pytest.Monk
     assert "fake executor: listening" in out.getvalue()
 
 
-def test_killed_parent_leaves_no_executor(fake_hw: Hardware, tmp_path: Path) -> None:
+@pytest.mark.parametrize("via", ["setpriv", "pre-exec hook"])
+def test_killed_parent_leaves_no_executor(fake_hw: Hardware, tmp_path: Path, via: str) -> None:
+    from exedra_engine.launcher import _setpriv
+
+    assert _setpriv() is not None, "setpriv (util-linux) is part of this machine's base system"
     script = tmp_path / "parent.py"
     plan_json = msgspec.json.encode(fake_plan(fake_hw)).decode()
+    without = "exedra_engine.launcher._setpriv = lambda: None" if via != "setpriv" else ""
     script.write_text(f"""
 import sys, trio, msgspec
+import exedra_engine.launcher
 from exedra_engine import launch, LaunchPlan
+{without}
 async def main():
     p = msgspec.json.decode({plan_json!r}, type=LaunchPlan)
     async with trio.open_nursery() as n:
@@ -358,6 +366,8 @@ trio.run(main)
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
     assert alive(child)
+    cmdline = psutil.Process(child).cmdline()
+    assert str(FAKE) in cmdline and not any("setpriv" in a for a in cmdline)
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 1.0
