@@ -56,6 +56,8 @@ class Merged(msgspec.Struct, frozen=True, kw_only=True):
     args: tuple[str, ...]
     env: tuple[str, ...]
     sources: tuple[Source, ...]
+    settings: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+    """The values of the non-repeatable known flags left in `args`, by canonical key."""
 
 
 def merge_layers(
@@ -117,6 +119,7 @@ def merge(table: FlagTable, layers: Sequence[Layer], *, explain: bool = True) ->
                 del env_val[e], env_layer[e]
 
     out_args: list[str] = []
+    settings: dict[str, tuple[str, ...]] = {}
     sources: list[Source] = []
     keys: list[str] = []
     key_layers: list[str] = []
@@ -133,6 +136,7 @@ def merge(table: FlagTable, layers: Sequence[Layer], *, explain: bool = True) ->
                 where = seen[k]
                 if where[-1] != i or k in dropped:
                     continue
+                settings[k] = it.values
                 if explain:
                     overrode = tuple(_said(args[j]) for j in where[:-1]) + tuple(
                         arg_over.get(k, ())
@@ -165,6 +169,7 @@ def merge(table: FlagTable, layers: Sequence[Layer], *, explain: bool = True) ->
         args=tuple(out_args),
         env=tuple(f"{n}={env_val[n]}" for n in names),
         sources=tuple(sources),
+        settings=settings,
     )
 
 

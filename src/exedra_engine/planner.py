@@ -164,21 +164,16 @@ def engine_args(spec: ModelSpec, c: Constraints, port: int, cpu_only: bool) -> t
 def ready_path(kind: Kind, merged: Merged) -> str:
     """The readiness path, under llama-server's --api-prefix or whisper-server's
     --request-path when the merged argv sets one."""
-    prefix_flag = "--api-prefix" if kind is Kind.LLAMA else "--request-path"
-    prefix = ""
-    if kind is Kind.LLAMA:
+    flag = merged.settings.get("--api-prefix" if kind is Kind.LLAMA else "--request-path")
+    if flag:
+        prefix = flag[0]
+    elif kind is Kind.LLAMA:
+        # The merge keeps one form of a setting: the variable only when no flag won.
         prefix = next(
             (e.partition("=")[2] for e in merged.env if e.startswith("LLAMA_ARG_API_PREFIX=")), ""
         )
-    args = merged.args
-    lookup = TABLES[kind].lookup
-    i = 0
-    while i < len(args):
-        hit = lookup(args[i])
-        nargs = 0 if hit is None or hit[1] else hit[0].nargs
-        if hit is not None and hit[0].key == prefix_flag and i + 1 < len(args):
-            prefix = args[i + 1]
-        i += 1 + nargs
+    else:
+        prefix = ""
     return prefix.rstrip("/") + "/health"
 
 
