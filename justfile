@@ -15,7 +15,7 @@ test *args: lint typecheck
 soak *args:
     HYPOTHESIS_PROFILE=soak python -m pytest -q properties "$@"
 
-# benchmarks against their references, side by side: `just bench --json FILE` writes JSON
+# benchmarks against their references, side by side; --json writes .cache/bench/<commit>.json
 bench *args:
     python bench/run.py "$@"
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Benchmarks, each measured side by side with its reference in this one run.
 
-    python bench/run.py [--json FILE] [--quick] [--only N[,N...]]
+    python bench/run.py [--json [FILE]] [--quick] [--only N[,N...]]
+
+--json alone writes .cache/bench/<commit>.json, to compare commits.
 
 These machines are shared and noisy: every figure is a median (or a percentile) of
 several runs, reported as a ratio to a reference measured in the same process run, and
@@ -574,7 +576,13 @@ def bench_probe() -> list[Row]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument(
+        "--json",
+        metavar="FILE",
+        nargs="?",
+        const="",
+        help="also write the rows as JSON (default: .cache/bench/<commit>.json)",
+    )
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--only", help="comma-separated row numbers")
     a = ap.parse_args()
@@ -605,7 +613,18 @@ def main() -> int:
             f"{r.n:<2} {r.what:<{w}}  {r.ours:<28} {r.ref:<44} {r.figure:<30} {r.goal:<26} "
             f"{'yes' if r.met else 'NO'}"
         )
-    if a.json:
+    if a.json is not None:
+        if not a.json:
+            commit = subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+            a.json = str(ROOT / ".cache" / "bench" / f"{commit or 'unknown'}.json")
+            Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        print(f"\nwrote {a.json}")
         Path(a.json).write_text(
             json.dumps(
                 [
