@@ -7,7 +7,7 @@ import os
 
 from returns.result import Failure, Result, Success
 
-from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
+from exedra_engine.errors import EngineError, NotGGUF
 from exedra_engine.host import LocalHost
 from exedra_engine.kinds import Kind
 from exedra_engine.model_info import inspect
@@ -59,8 +59,6 @@ def model_facts(spec: ModelSpec) -> Result[ModelInfo | None, EngineError]:
     err = info.failure()
     if spec.kind is Kind.TRANSCRIBE and isinstance(err, NotGGUF):
         return Success(None)  # whisper models are ggml .bin files, not GGUF
-    if isinstance(err, ModelUnreadable | NotGGUF):
-        return Failure(err)
     return Failure(err)
 
 
