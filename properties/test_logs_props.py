@@ -58,3 +58,18 @@ def test_log_lines_never_carry_a_key(ks: list[str], words: list[str], chunk: int
         assert k.encode() not in data
         assert not any(k in line for line in tail)
     assert data.count(b"\n") == len(lines)
+
+
+def test_a_key_inside_another_leaves_no_part_behind() -> None:
+    async def main() -> bytes:
+        sink = Collect()
+        pump = _LogPump(sink, ("sk-abc", "sk-abcdef"))
+        send, recv = trio.testing.memory_stream_one_way_pair()
+        async with trio.open_nursery() as n:
+            n.start_soon(pump.read, recv)
+            n.start_soon(pump.write)
+            await send.send_all(b"keys sk-abcdef and sk-abc\n")
+            await send.aclose()
+        return sink.data
+
+    assert trio.run(main) == b"keys <redacted> and <redacted>\n"

@@ -49,6 +49,7 @@ from exedra_engine.host import LocalHost
 from exedra_engine.kinds import Kind
 from exedra_engine.planner import with_port
 from exedra_engine.planning import read_ports_in_use
+from exedra_engine.redact import redact_bytes
 from exedra_engine.values import Endpoint, LaunchPlan, connect_host
 
 PORT_RETRIES: Final = 3
@@ -162,11 +163,6 @@ class _LogPump:
         self.line_seen = trio.Event()
         self._send, self._recv = trio.open_memory_channel[bytes](_LOG_QUEUE)
 
-    def _redact(self, line: bytes) -> bytes:
-        for s in self.secrets:
-            line = line.replace(s.encode(), b"<redacted>")
-        return line
-
     async def read(self, stream: trio.abc.ReceiveStream) -> None:
         buf = b""
         async with self._send:
@@ -188,7 +184,7 @@ class _LogPump:
                 self._line(buf + b"\n")
 
     def _line(self, raw: bytes) -> None:
-        line = self._redact(raw)
+        line = redact_bytes(raw, self.secrets)
         self.tail.append(line.decode("utf-8", errors="replace").rstrip("\n"))
         self.line_seen.set()
         if self.logs is None:

@@ -55,7 +55,8 @@ def _cgroup_dir(files: HostFiles) -> str | None:
 
 def _drm_node(files: HostFiles, render: str) -> DrmNode:
     dev = f"{DRM}/{render}/device"
-    cards = tuple(e for e in files.list_dir(f"{dev}/drm") or () if e.startswith("card"))
+    device_drm = files.list_dir(f"{dev}/drm") or ()
+    cards = tuple(e for e in device_drm if e.startswith("card"))
     tiles = tuple(t for t in files.list_dir(dev) or () if t.startswith("tile"))
     lmem = next(
         (v for c in cards if (v := files.read_text(f"{DRM}/{c}/lmem_total_bytes")) is not None),
@@ -63,7 +64,7 @@ def _drm_node(files: HostFiles, render: str) -> DrmNode:
     )
     return DrmNode(
         render=render,
-        device_drm=files.list_dir(f"{dev}/drm") or (),
+        device_drm=device_drm,
         driver_link=files.read_link(f"{dev}/driver"),
         amdgpu_vram_total=files.read_text(f"{dev}/mem_info_vram_total"),
         xe_tile_vram=tuple(

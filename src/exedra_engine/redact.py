@@ -26,6 +26,18 @@ def redact_env(item: str, secrets: Iterable[str] = ()) -> str:
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
     """`text` with every occurrence of each secret replaced."""
-    for s in sorted((s for s in secrets if s), key=len, reverse=True):
+    for s in _longest_first(secrets):
         text = text.replace(s, REDACTED)
     return text
+
+
+def redact_bytes(data: bytes, secrets: Iterable[str]) -> bytes:
+    """`redact_text` for raw output, which need not be valid UTF-8."""
+    for s in _longest_first(secrets):
+        data = data.replace(s.encode(), REDACTED.encode())
+    return data
+
+
+def _longest_first(secrets: Iterable[str]) -> list[str]:
+    # A key that contains another must go first, or the other's replacement leaves its rest.
+    return sorted((s for s in secrets if s), key=len, reverse=True)

@@ -11,6 +11,7 @@ import ipaddress
 import msgspec
 
 from exedra_engine.kinds import Kind
+from exedra_engine.redact import redact_env
 
 
 class CPU(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -181,16 +182,11 @@ class LaunchPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     def __repr__(self) -> str:
         key = "<redacted>" if self.api_key else ""
-        env = tuple(_redact_env(e) for e in self.env)
+        env = tuple(redact_env(e, (self.api_key,)) for e in self.env)
         return (
             f"LaunchPlan(command={self.command!r}, args={self.args!r}, env={env!r}, "
             f"host={self.host!r}, port={self.port!r}, api_key={key!r}, ready={self.ready!r})"
         )
-
-
-def _redact_env(item: str) -> str:
-    name, sep, _ = item.partition("=")
-    return f"{name}=<redacted>" if sep and "KEY" in name.upper() else item
 
 
 def connect_host(host: str) -> str:
