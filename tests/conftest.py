@@ -54,15 +54,39 @@ def host(name: str, path: str = "/usr/local/bin:/usr/bin", affinity: int = 8) ->
 
 
 def _executor(name: str) -> str:
-    """The real executor binary; its absence is a failure, never a skip (see ./dev test)."""
-    cache = ROOT / ".cache" / "executors" / "bin" / name
-    found = str(cache) if os.access(cache, os.X_OK) else shutil.which(name)
+    """The real executor binary; its absence is a failure, never a skip (see ./dev test).
+
+    ./dev puts the directory that scripts/install-executors.sh printed first on PATH and in
+    EXEDRA_EXECUTORS_BIN (the builds live in the user cache, ~/.cache/exedra-engine/executors).
+    """
+    bin_dir = os.environ.get("EXEDRA_EXECUTORS_BIN")
+    cached = Path(bin_dir) / name if bin_dir else None
+    found = str(cached) if cached and os.access(cached, os.X_OK) else shutil.which(name)
     if not found:
         pytest.fail(
             f"{name} is not installed: run ./dev test (or scripts/install-executors.sh)",
             pytrace=False,
         )
     return found
+
+
+def _real_model() -> Path:
+    """Gemma 3 270M Q4_K_M from the user cache (scripts/fetch_model.py); missing is a failure."""
+    env = os.environ.get("EXEDRA_TEST_MODEL")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = Path(env) if env else cache / "exedra-engine" / "models" / "gemma-3-270m-q4_k_m.gguf"
+    if not path.is_file():
+        pytest.fail(
+            f"the real model {path} is missing: run ./dev test (or scripts/fetch_model.py)",
+            pytrace=False,
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_model() -> Path:
+    """Gemma 3 270M Q4_K_M (241 MiB), which takes seconds to load: a real load time."""
+    return _real_model()
 
 
 @pytest.fixture(scope="session")
