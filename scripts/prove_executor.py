@@ -12,6 +12,7 @@ Also imported by tests/test_portability.py, which runs the binaries under qemu's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shlex
@@ -133,10 +134,8 @@ def prove(kind: str, binary: str, *, wrap: list[str] | None = None, timeout: flo
                         ready = time.monotonic() - t0
                         # Which CPU plugin ggml loaded: the one mapped into the process (the log
                         # says so only at a higher verbosity). Under qemu-user it is qemu's pid.
-                        try:
+                        with contextlib.suppress(OSError):
                             mapped = Path(f"/proc/{proc.pid}/maps").read_text()
-                        except OSError:
-                            pass
                         break
                 except OSError:
                     pass
