@@ -445,6 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except EngineError as e:
+        # An expected run-time failure (an executor that never became ready, say): one line.
+        return _fail(e, 1)
     return code
 
 

@@ -23,15 +23,14 @@ def run_launch(plan: LaunchPlan, a: argparse.Namespace) -> int:
 
 
 async def _main(plan: LaunchPlan, a: argparse.Namespace) -> int:
-    from exedra_engine.cli import shown_plan
+    from exedra_engine.cli import _fail, shown_plan
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             started = await launch(nursery, plan, sys.stderr.buffer, ready_timeout=a.ready_timeout)
             if not isinstance(started.value_or(None), Instance):
                 err: EngineError = started.failure()
-                print(f"exedra-engine: error: {err}", file=sys.stderr)
-                return 1
+                return _fail(err, 1)
             inst: Instance = started.unwrap()
             if a.json:
                 body = {

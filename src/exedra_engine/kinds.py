@@ -23,6 +23,11 @@ _ORDER = (Kind.LLAMA, Kind.TRANSCRIBE)
 BINARIES: dict[Kind, str] = {Kind.LLAMA: "llama-server", Kind.TRANSCRIBE: "whisper-server"}
 """The executable name of each family, as found on PATH."""
 
+TIME_WAIT_BLOCKS_BIND: dict[Kind, bool] = {Kind.LLAMA: False, Kind.TRANSCRIBE: True}
+"""Whether a port with sockets in TIME_WAIT is unusable for the family's server, checked with
+the binaries: llama-server binds with SO_REUSEADDR and restarts on such a port at once;
+whisper-server binds without it and fails with "address in use" until TIME_WAIT ends."""
+
 
 def supported_kinds() -> tuple[Kind, ...]:
     """Every executor family, in a stable order."""

@@ -41,6 +41,7 @@ import msgspec
 import trio
 from returns.result import Failure, Result, Success
 
+from exedra_engine import readiness
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.endpoint import Resolved, env_dict, resolve_endpoint
 from exedra_engine.errors import EngineError, LaunchError, NotReady
@@ -254,6 +255,8 @@ class Instance:
         self._exit: ExitReason | None = None
         self.started_at = time.monotonic()
         self.ready_at: float | None = None
+        self.ready_connections = 0
+        """TCP connections the readiness poll opened (one, unless the executor closed it)."""
         self.stop_timeout = STOP_TIMEOUT
         """The grace period used when the owning nursery is cancelled under a running child."""
 
@@ -331,10 +334,33 @@ class Instance:
                     if self._process.returncode is None:
                         self._signal(signal.SIGKILL)
                         await self._process.wait()
+            with trio.CancelScope(shield=True):
+                await self._reap_group()
             code = self._process.returncode
             assert code is not None
             self._exit = ExitReason(returncode=code, requested=self._stop_requested)
             self._exited.set()
+
+    async def _reap_group(self) -> None:
+        """Wait until no process of the executor's group is left (a forked helper can outlive
+        the leader by a millisecond or for ever): TERM, then KILL at the stop deadline."""
+        pgid = self._process.pid
+        if not _group_alive(pgid):
+            return
+        if not self._stop_requested:
+            self._signal(signal.SIGTERM)
+        deadline = trio.current_time() + self.stop_timeout
+        killed = False
+        delay = 0.0005
+        while _group_alive(pgid):
+            if not killed and trio.current_time() >= deadline:
+                self._signal(signal.SIGKILL)
+                killed = True
+                deadline = trio.current_time() + 1.0
+            elif killed and trio.current_time() >= deadline:
+                return  # unkillable (D state) or a zombie nobody reaps: stop waiting
+            await trio.sleep(delay)
+            delay = min(delay * 2, 0.02)
 
     def __repr__(self) -> str:
         state = "running" if self._exit is None else self._exit.describe()
@@ -358,7 +384,7 @@ async def launch(
         if isinstance(result, Success) or not attempt.port_scanned:
             return result
         err = result.failure()
-        in_use = read_ports_in_use(LocalHost())
+        in_use = read_ports_in_use(LocalHost(), attempt.spec.kind)
         if not (isinstance(err, _NotReadyDetail) and err.lost_port and attempt.port in in_use):
             return result
         nxt = next((p for p in range(attempt.port + 1, 65536) if p not in in_use), None)
@@ -435,14 +461,23 @@ async def _abort(inst: Instance) -> None:
 
 
 async def _until_ready(inst: Instance, r: Resolved, timeout: float) -> NotReady | None:
-    host = connect_host(r.host)
+    path = inst.plan.ready
+    poller = _Poller(connect_host(r.host), r.port, path)
+    try:
+        return await _poll(inst, r, timeout, poller)
+    finally:
+        inst.ready_connections = poller.connections
+        await poller.close()
+
+
+async def _poll(inst: Instance, r: Resolved, timeout: float, poller: _Poller) -> NotReady | None:
     path = inst.plan.ready
     with trio.move_on_after(timeout) as scope:
         interval = _POLL_FIRST
         while True:
             if inst._exited.is_set():
                 return _exited_early(inst)
-            if await _probe(host, r.port, path):
+            if await poller.ready():
                 return None
             seen = inst._pump.new_line_event()
             with trio.move_on_after(interval):
@@ -463,40 +498,88 @@ async def _until_ready(inst: Instance, r: Resolved, timeout: float) -> NotReady 
     )
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_SIGILL_HINT = (
+    ": this binary was built for CPU instructions this machine lacks; rebuild it with "
+    "ggml's runtime CPU dispatch (GGML_BACKEND_DL=ON, GGML_CPU_ALL_VARIANTS=ON), as "
+    "scripts/install-executors.sh does"
+)
+
+
 def _exited_early(inst: Instance) -> NotReady:
     reason = inst.exit_reason
     assert reason is not None
+    hint = _SIGILL_HINT if reason.signal == signal.SIGILL else ""
     tail = "\n".join(inst.log_tail[-8:])
     # Whether another process took the port is decided by the caller from the ports in use,
     # not from the executor's wording.
     return _NotReadyDetail(
-        f"{inst.plan.command} exited before it was ready ({reason.describe()})"
+        f"{inst.plan.command} exited before it was ready ({reason.describe()}){hint}"
         + (f"; last log lines:\n{tail}" if tail else ""),
         lost_port=True,
     )
 
 
-async def _probe(host: str, port: int, path: str) -> bool:
-    request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n").encode()
-    with trio.move_on_after(_PROBE_TIMEOUT):
-        try:
-            stream = await trio.open_tcp_stream(host, port)
-        except OSError:
-            return False
-        async with stream:
+class _Poller:
+    """Asks the ready path on one keep-alive connection, reconnecting only when the
+    executor refused or closed it (`readiness` holds the bytes of it)."""
+
+    def __init__(self, host: str, port: int, path: str) -> None:
+        self.host = host
+        self.port = port
+        self.request = readiness.request(host, port, path)
+        self.stream: trio.SocketStream | None = None
+        self.buf = b""
+        self.connections = 0
+
+    async def ready(self) -> bool:
+        """One poll: True on 200; refused, 503, a timeout or a reset are "not yet"."""
+        with trio.move_on_after(_PROBE_TIMEOUT):
             try:
-                await stream.send_all(request)
-                head = b""
-                while b"\r\n" not in head and len(head) < 1024:
-                    chunk = await stream.receive_some(1024)
-                    if not chunk:
-                        break
-                    head += chunk
-            except (OSError, trio.BrokenResourceError):
+                return await self._ask()
+            except (
+                OSError,
+                trio.BrokenResourceError,
+                trio.ClosedResourceError,
+                readiness.Malformed,
+            ):
+                await self.close()
                 return False
-        parts = head.split(b" ", 2)
-        return len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1] == b"200"
-    return False
+        await self.close()  # a half-read answer is lost with its connection
+        return False
+
+    async def _ask(self) -> bool:
+        if self.stream is None:
+            self.connections += 1
+            self.stream = await trio.open_tcp_stream(self.host, self.port)
+            self.buf = b""
+        await self.stream.send_all(self.request)
+        while True:
+            answer = readiness.parse(self.buf)
+            if answer is not None:
+                self.buf = self.buf[answer.consumed :]
+                if not answer.keep_alive:
+                    await self.close()
+                return answer.status == 200
+            chunk = await self.stream.receive_some(65536)
+            if not chunk:
+                raise trio.BrokenResourceError("closed by the executor")
+            self.buf += chunk
+
+    async def close(self) -> None:
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
 
 
 @asynccontextmanager

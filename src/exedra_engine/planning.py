@@ -9,7 +9,7 @@ from returns.result import Failure, Result, Success
 
 from exedra_engine.errors import EngineError, NotGGUF
 from exedra_engine.host import LocalHost
-from exedra_engine.kinds import Kind
+from exedra_engine.kinds import TIME_WAIT_BLOCKS_BIND, Kind
 from exedra_engine.model_info import inspect
 from exedra_engine.netstat import ports_in_use
 from exedra_engine.planner import Explained, explain_launch
@@ -45,7 +45,7 @@ def plan_explained(
     model = model_facts(spec)
     if isinstance(model, Failure):
         return model
-    in_use = read_ports_in_use(files or LocalHost()) if check_ports else frozenset()
+    in_use = read_ports_in_use(files or LocalHost(), spec.kind) if check_ports else frozenset()
     return explain_launch(spec, hw, constraints, model=model.unwrap(), ports_in_use=in_use)
 
 
@@ -62,6 +62,9 @@ def model_facts(spec: ModelSpec) -> Result[ModelInfo | None, EngineError]:
     return Failure(err)
 
 
-def read_ports_in_use(files: HostFiles) -> frozenset[int]:
-    """Ports held by TCP sockets in this network namespace."""
-    return ports_in_use(*(files.read_text(p) or "" for p in ("/proc/net/tcp", "/proc/net/tcp6")))
+def read_ports_in_use(files: HostFiles, kind: Kind) -> frozenset[int]:
+    """Ports the `kind` executor could not bind in this network namespace."""
+    return ports_in_use(
+        *(files.read_text(p) or "" for p in ("/proc/net/tcp", "/proc/net/tcp6")),
+        time_wait=TIME_WAIT_BLOCKS_BIND[kind],
+    )

@@ -1,0 +1,81 @@
+"""The readiness request and the reading of its answer, as bytes. Pure: no socket here.
+
+The launcher keeps one HTTP/1.1 keep-alive connection to the executor while it loads and
+asks the ready path again on it, so a load that takes a minute costs a handful of
+connections, not thousands of sockets left in TIME_WAIT on the server's port.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+MAX_HEAD: Final = 16 * 1024
+"""A response head longer than this is not an executor's: the connection is dropped."""
+
+
+class Answer(msgspec.Struct, frozen=True, kw_only=True):
+    """One complete response read from the front of a buffer."""
+
+    status: int
+    consumed: int
+    """How many bytes of the buffer the response took (head and body)."""
+    keep_alive: bool
+    """Whether the connection may carry the next request."""
+
+
+class Malformed(ValueError):
+    """The bytes are not an HTTP/1.x response: drop the connection."""
+
+
+def host_header(host: str, port: int) -> str:
+    """The Host header value; an IPv6 literal goes in brackets (RFC 9110 §7.2)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def request(host: str, port: int, path: str) -> bytes:
+    """A GET of `path` that asks to keep the connection open."""
+    return (
+        f"GET {path} HTTP/1.1\r\nHost: {host_header(host, port)}\r\n"
+        "Connection: keep-alive\r\nAccept: */*\r\n\r\n"
+    ).encode("ascii")
+
+
+def parse(buf: bytes) -> Answer | None:
+    """The first response in `buf`, or None while more bytes are needed.
+
+    Raises `Malformed` for anything that is not an HTTP/1.x response with a known length;
+    a body without Content-Length (or chunked) makes the connection single-use.
+    """
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        if len(buf) > MAX_HEAD:
+            raise Malformed("response head too long")
+        return None
+    lines = buf[:end].split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise Malformed(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    status = int(parts[1])
+    length: int | None = None
+    keep = parts[0] == b"HTTP/1.1"
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        value = value.strip().lower()
+        if name == b"content-length":
+            if not value.isdigit():
+                raise Malformed("bad Content-Length")
+            length = int(value)
+        elif name == b"connection":
+            keep = value == b"keep-alive" if not keep else value != b"close"
+        elif name == b"transfer-encoding":
+            keep = False
+    body = end + 4
+    if length is None:
+        # No length: the body runs to the end of the connection; the status is all we need.
+        return Answer(status=status, consumed=len(buf), keep_alive=False)
+    if len(buf) < body + length:
+        return None
+    return Answer(status=status, consumed=body + length, keep_alive=keep)
