@@ -44,6 +44,9 @@ def main() -> None:
         while True:
             time.sleep(3600)
     time.sleep(delay)
+    if mode == "sigill":
+        # What a binary built for instructions this CPU lacks does on its first kernel.
+        os.kill(os.getpid(), signal.SIGILL)
     if mode == "die":
         print("error: cannot load model (fake)", file=sys.stderr, flush=True)
         sys.exit(3)
@@ -60,6 +63,9 @@ def main() -> None:
             f.write(repr(ready_at))
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        # HTTP/1.1 keeps connections open, as llama-server does; FAKE_HTTP10 closes each.
+        protocol_version = "HTTP/1.0" if os.environ.get("FAKE_HTTP10") else "HTTP/1.1"
+
         def do_GET(self) -> None:
             ready = time.monotonic() >= ready_at
             body = b'{"status":"ok"}' if ready else b'{"error":"Loading model"}'

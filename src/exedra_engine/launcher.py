@@ -559,8 +559,9 @@ class _Poller:
 
     async def _ask(self) -> bool:
         if self.stream is None:
-            self.connections += 1
             self.stream = await trio.open_tcp_stream(self.host, self.port)
+            # Refused attempts leave no socket behind; established ones end in TIME_WAIT.
+            self.connections += 1
             self.buf = b""
         await self.stream.send_all(self.request)
         while True:
