@@ -91,7 +91,14 @@ def _died(code: int) -> str:
     return f"exited with status {code}"
 
 
-def prove(kind: str, binary: str, *, wrap: list[str] | None = None, timeout: float = 60.0) -> Proof:
+def prove(
+    kind: str,
+    binary: str,
+    *,
+    wrap: list[str] | None = None,
+    timeout: float = 60.0,
+    model: str | None = None,
+) -> Proof:
     """Start BINARY (under WRAP, e.g. qemu) on a tiny model and make it answer one request."""
     from exedra_engine.testmodels import write_tiny_llama, write_tiny_whisper, write_wav
 
@@ -99,11 +106,13 @@ def prove(kind: str, binary: str, *, wrap: list[str] | None = None, timeout: flo
         d = Path(tmp)
         port = _free_port()
         if kind == "llama":
-            model = write_tiny_llama(d / "tiny.gguf")
+            # Q8_0 weights: the load runs the int8 kernels (VNNI, AMX) where a plugin built for
+            # instructions the CPU lacks dies; an F32 model passes on such a binary.
+            model = Path(model) if model else write_tiny_llama(d / "tiny.gguf", quantized=True)
             args = ["-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "256"]
             args += ["-t", "1", "-np", "1"]
         elif kind == "whisper":
-            model = write_tiny_whisper(d / "tiny-whisper.bin")
+            model = Path(model) if model else write_tiny_whisper(d / "tiny-whisper.bin")
             args = ["-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", "1"]
         else:
             raise ValueError(f"unknown kind {kind!r}")
@@ -180,8 +189,9 @@ def main() -> int:
     ap.add_argument("binary")
     ap.add_argument("--wrap", default="", help="a command to run the binary under (qemu)")
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--model", help="a model to load instead of the generated tiny one")
     a = ap.parse_args()
-    p = prove(a.kind, a.binary, wrap=shlex.split(a.wrap), timeout=a.timeout)
+    p = prove(a.kind, a.binary, wrap=shlex.split(a.wrap), timeout=a.timeout, model=a.model)
     if p.ok:
         print(p.line())
         return 0

@@ -58,8 +58,14 @@ def _vocab() -> tuple[list[bytes], list[float], list[int]]:
     return tokens, scores, types
 
 
-def write_tiny_llama(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
+def write_tiny_llama(
+    path: str | os.PathLike[str], *, seed: int = 7, quantized: bool = False
+) -> Path:
     """Write a loadable 2-block, width-32 llama model (~200 KB) and return its path.
+
+    ``quantized=True`` stores the blocks' q/k/v and gate/up projections as Q8_0, so that a load
+    runs the CPU's int8 dot-product kernels (AVX-VNNI, AVX-512 VNNI, AMX) that an all-F32 model
+    never reaches: a binary built for instructions the CPU lacks dies there.
 
     The weights make every generated token a normal word piece: the blocks' output
     projections are zero, so the final hidden state is the token embedding, whose first
@@ -83,7 +89,7 @@ def write_tiny_llama(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
     w.add_head_count_kv(n_head)
     w.add_rope_dimension_count(n_embd // n_head)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
     w.add_token_scores(scores)
@@ -98,6 +104,15 @@ def write_tiny_llama(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
     def f32(*shape: int, scale: float = 0.2) -> Any:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
+    def weight(name: str, a: Any) -> None:
+        if not quantized:
+            w.add_tensor(name, a)
+            return
+        from gguf.quants import quantize
+
+        q = quantize(a, gguf.GGMLQuantizationType.Q8_0)
+        w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
     embd = f32(n_vocab, n_embd, scale=0.1)
     embd[:, 0] = 1.0
     w.add_tensor("token_embd.weight", embd)
@@ -111,13 +126,13 @@ def write_tiny_llama(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
     for i in range(TINY_BLOCKS):
         p = f"blk.{i}."
         w.add_tensor(p + "attn_norm.weight", np.ones(n_embd, dtype=np.float32))
-        w.add_tensor(p + "attn_q.weight", f32(n_embd, n_embd))
-        w.add_tensor(p + "attn_k.weight", f32(n_embd, n_embd))
-        w.add_tensor(p + "attn_v.weight", f32(n_embd, n_embd))
+        weight(p + "attn_q.weight", f32(n_embd, n_embd))
+        weight(p + "attn_k.weight", f32(n_embd, n_embd))
+        weight(p + "attn_v.weight", f32(n_embd, n_embd))
         w.add_tensor(p + "attn_output.weight", np.zeros((n_embd, n_embd), dtype=np.float32))
         w.add_tensor(p + "ffn_norm.weight", np.ones(n_embd, dtype=np.float32))
-        w.add_tensor(p + "ffn_gate.weight", f32(n_ff, n_embd))
-        w.add_tensor(p + "ffn_up.weight", f32(n_ff, n_embd))
+        weight(p + "ffn_gate.weight", f32(n_ff, n_embd))
+        weight(p + "ffn_up.weight", f32(n_ff, n_embd))
         w.add_tensor(p + "ffn_down.weight", np.zeros((n_embd, n_ff), dtype=np.float32))
     _finish(w)
     return out
