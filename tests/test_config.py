@@ -44,7 +44,7 @@ def test_full_document() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("env: [", "a.yaml:1: invalid YAML"),
+        ("env: [", "a.yaml:2: invalid YAML"),
         (
             "env:\n  A: 1\n",
             "a.yaml:2: $.env.A: an environment value must be a string, not a number"

@@ -25,8 +25,8 @@ Merging is associative and the empty config is its identity.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import yaml
 from returns.result import Failure, Result, Success
@@ -53,6 +53,21 @@ _TYPE_NAMES = {
     "tag:yaml.org,2002:pairs": "pairs",
 }
 _MAX_NODES = 100_000
+_MAX_DEPTH = 32
+"""The schema nests four levels deep; deeper documents are refused while they are parsed."""
+_SCALAR_TAGS = frozenset(
+    {_STR, _NULL, "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+     "tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"}
+)  # fmt: skip
+_SHAPE_TAGS: dict[type[yaml.Node], frozenset[str]] = {
+    yaml.ScalarNode: _SCALAR_TAGS,
+    yaml.MappingNode: frozenset({_MAP, "tag:yaml.org,2002:set"}),
+    yaml.SequenceNode: frozenset({_SEQ, "tag:yaml.org,2002:omap", "tag:yaml.org,2002:pairs"}),
+}
+_SHAPE_NAMES = {yaml.ScalarNode: "a scalar", yaml.MappingNode: "a mapping",
+                yaml.SequenceNode: "a sequence"}  # fmt: skip
+# libyaml's parser when PyYAML was built with it (much faster); the pure-Python one otherwise.
+_Parser: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 T = TypeVar("T")
 
@@ -75,22 +90,30 @@ class _Walk:
             raise _Bad(node, path, f"document has more than {_MAX_NODES} nodes")
         if node.tag not in _TYPE_NAMES and node.tag != _STR:
             raise _Bad(node, path, f"unsupported YAML tag {node.tag}")
+        if node.tag not in _SHAPE_TAGS[type(node)]:
+            raise _Bad(node, path, f"tag {node.tag} does not fit {_SHAPE_NAMES[type(node)]}")
 
     def string(self, node: yaml.Node, path: str, what: str) -> str:
         self._visit(node, path)
         if node.tag != _STR or not isinstance(node, yaml.ScalarNode):
-            hint = " (quote it to make it a string)" if isinstance(node, yaml.ScalarNode) else ""
-            raise _Bad(node, path, f"{what} must be a string, not {_TYPE_NAMES[node.tag]}{hint}")
+            scalar = isinstance(node, yaml.ScalarNode)
+            hint = " (quote it to make it a string)" if scalar else ""
+            found = _TYPE_NAMES.get(node.tag, "a string") if scalar else _SHAPE_NAMES[type(node)]
+            raise _Bad(node, path, f"{what} must be a string, not {found}{hint}")
         value = str(node.value)
         if "\0" in value:
             raise _Bad(node, path, f"{what} contains a NUL character")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Bad(node, path, f"{what} holds a lone surrogate (not valid text)") from None
         return value
 
     def mapping(
         self, node: yaml.Node, path: str, value: Callable[[yaml.Node, str, str], T], key_what: str
     ) -> dict[str, T]:
         self._visit(node, path)
-        if node.tag == _NULL:
+        if node.tag == _NULL and isinstance(node, yaml.ScalarNode):
             return {}
         if not isinstance(node, yaml.MappingNode) or node.tag != _MAP:
             raise _Bad(node, path, f"must be a mapping, not {_TYPE_NAMES.get(node.tag, node.tag)}")
@@ -109,7 +132,7 @@ class _Walk:
 
     def strings(self, node: yaml.Node, path: str) -> tuple[str, ...]:
         self._visit(node, path)
-        if node.tag == _NULL:
+        if node.tag == _NULL and isinstance(node, yaml.ScalarNode):
             return ()
         if not isinstance(node, yaml.SequenceNode) or node.tag != _SEQ:
             raise _Bad(node, path, f"must be a list of strings, not {_TYPE_NAMES.get(node.tag)}")
@@ -160,22 +183,135 @@ class _Walk:
         )
 
 
+def _next(loader: Any) -> Any:
+    return loader.get_event()
+
+
+def _compose(text: str) -> yaml.Node | None:
+    """The document's node tree, built from the parser's events under a budget.
+
+    PyYAML's own composer builds the whole tree, recursively, before anything can count it:
+    two million list items cost a gigabyte, and 500 nested brackets a RecursionError. Here
+    nodes are counted and depth is bounded as they are made.
+    """
+    loader: Any = _Parser(text)  # the stubs type events and marks loosely
+    try:
+        root: yaml.Node | None = None
+        anchors: dict[str, yaml.Node] = {}
+        stack: list[tuple[yaml.Node, list[object]]] = []
+        nodes = 0
+        documents = 0
+        while (event := _next(loader)) is not None:
+            node: yaml.Node | None = None
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise yaml.composer.ComposerError(
+                        None,
+                        None,
+                        "expected a single document, found another",
+                        event.start_mark,  # type: ignore[arg-type]
+                    )
+                continue
+            if isinstance(event, yaml.AliasEvent):
+                if event.anchor not in anchors:
+                    raise yaml.composer.ComposerError(
+                        None,
+                        None,
+                        f"found undefined alias {event.anchor!r}",
+                        event.start_mark,  # type: ignore[arg-type]
+                    )
+                node = anchors[event.anchor]
+            elif isinstance(event, yaml.ScalarEvent):
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+                node = yaml.ScalarNode(
+                    tag,
+                    event.value,
+                    event.start_mark,
+                    event.end_mark,
+                    style=event.style,  # type: ignore[arg-type]
+                )
+            elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+                seq = isinstance(event, yaml.SequenceStartEvent)
+                kind: type[yaml.Node] = yaml.SequenceNode if seq else yaml.MappingNode
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = loader.resolve(kind, None, event.implicit)
+                node = kind(tag, [], event.start_mark, None)  # type: ignore[arg-type]
+                if len(stack) >= _MAX_DEPTH:
+                    raise _Bad(node, "$", f"nested deeper than {_MAX_DEPTH} levels")
+            elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
+                done, items = stack.pop()
+                done.value = (
+                    list(zip(items[0::2], items[1::2], strict=True))
+                    if isinstance(done, yaml.MappingNode)
+                    else items
+                )
+                done.end_mark = event.end_mark
+                continue
+            else:
+                continue
+            nodes += 1
+            if nodes > _MAX_NODES:
+                raise _Bad(node, "$", f"document has more than {_MAX_NODES} nodes")
+            anchor = getattr(event, "anchor", None)
+            if anchor is not None and not isinstance(event, yaml.AliasEvent):
+                anchors[anchor] = node
+            if stack:
+                stack[-1][1].append(node)
+            else:
+                root = node
+            if isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+                stack.append((node, []))
+        return root
+    finally:
+        loader.dispose()
+
+
 def config_from_yaml(text: str, source: str) -> Result[Config, ConfigError]:
     """Parse one override document; `source` (a file name) prefixes every error."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = _compose(text)
+    except _Bad as e:
+        return Failure(ConfigError(f"{source}:{e.line}: {e}"))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{source}:{mark.line + 1}" if mark else source
         return Failure(ConfigError(f"{where}: invalid YAML: {e.problem or e.context}"))
-    except yaml.YAMLError as e:
-        return Failure(ConfigError(f"{source}: invalid YAML: {e}"))
+    except (yaml.YAMLError, ValueError) as e:  # ValueError: a character libyaml refuses
+        return Failure(ConfigError(f"{source}: invalid YAML: {_one_line(str(e))}"))
     if node is None:
         return Success(Config())
     try:
         return Success(_Walk().config(node))
     except _Bad as e:
         return Failure(ConfigError(f"{source}:{e.line}: {e}"))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def merge_all(configs: Sequence[Config]) -> Config:
+    """`merge_configs` over `configs` in order, in time linear in their total size (a
+    pairwise fold copies the growing env maps once per file)."""
+    env: dict[str, str] = {}
+    engines: dict[Kind, tuple[list[str], dict[str, str]]] = {}
+    models: dict[str, tuple[list[str], dict[str, str]]] = {}
+    for c in configs:
+        env.update(c.env)
+        for into, part in ((engines, c.engines), (models, c.models)):
+            for k, o in part.items():
+                args, e = into.setdefault(k, ([], {}))  # type: ignore[arg-type]
+                args.extend(o.args)
+                e.update(o.env)
+    return Config(
+        env=env,
+        engines={k: Override(args=tuple(a), env=e) for k, (a, e) in engines.items()},
+        models={k: Override(args=tuple(a), env=e) for k, (a, e) in models.items()},
+    )
 
 
 def merge_configs(lower: Config, upper: Config) -> Config:

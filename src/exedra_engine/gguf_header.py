@@ -31,6 +31,11 @@ _MAX_CHUNK: Final = 1 << 22
 _MAX_KEY: Final = 1 << 16
 _MAX_KEPT_STRING: Final = 1 << 20
 _MAX_KEPT_INTS: Final = 256
+# Real headers hold tens of key/values and vocabularies of at most a few hundred thousand
+# tokens; these caps bound the walk of a hostile header (a flood of 13-byte entries over a
+# sparse file) to well under a second, whatever the file's size.
+MAX_KV: Final = 1 << 16
+MAX_ARRAY_STRINGS: Final = 1 << 24
 
 # GGUF value types (gguf.constants.GGUFValueType)
 _STRING: Final = 8
@@ -233,14 +238,20 @@ def _parse(cur: _Cursor) -> HeaderFacts:
         raise _Malformed(f"unsupported GGUF version {version} (supported: 2, 3)")
     tensor_count = cur.u64("the tensor count")
     kv_count = cur.u64("the key/value count")
-    # Each key/value needs at least a length prefix, one key byte, a type and one value byte.
-    if kv_count > cur.remaining() // 14:
+    # Each key/value needs at least a length prefix, a type and one value byte (keys may be
+    # empty).
+    if kv_count > cur.remaining() // 13:
         raise _Malformed(f"key/value count {kv_count} cannot fit in {cur.size} bytes")
+    if kv_count > MAX_KV:
+        raise _Malformed(
+            f"key/value count {kv_count} is more than any model header holds (at most {MAX_KV})"
+        )
     if tensor_count > cur.remaining() // 24:
         raise _Malformed(f"tensor count {tensor_count} cannot fit in {cur.size} bytes")
 
     strings: dict[str, str] = {}
     ints: dict[str, int] = {}
+    overflow = False
     for i in range(kv_count):
         key = cur.string(_MAX_KEY, f"key {i}")
         vtype = cur.u32(f"the type of {key!r}")
@@ -248,9 +259,12 @@ def _parse(cur: _Cursor) -> HeaderFacts:
             if vtype != _STRING:
                 raise _Malformed(f"{key} has type {vtype}, expected a string")
             strings[key] = cur.string(_MAX_KEPT_STRING, key)
-        elif vtype in _INT_TYPES and _wanted_int(key) and len(ints) < _MAX_KEPT_INTS:
+        elif vtype in _INT_TYPES and _wanted_int(key, strings.get("general.architecture")):
             value = cur.fixed(vtype, key)
-            ints[key] = int(value)
+            if key in ints or len(ints) < _MAX_KEPT_INTS:
+                ints[key] = int(value)
+            else:
+                overflow = True
         else:
             _skip_value(cur, vtype, key)
         if _complete(strings, ints):
@@ -258,6 +272,13 @@ def _parse(cur: _Cursor) -> HeaderFacts:
     arch = strings.get("general.architecture")
     if arch is None:
         raise _Malformed("no general.architecture key")
+    if overflow and not {f"{arch}.block_count", f"{arch}.context_length"} <= ints.keys():
+        # The keys of the model's own architecture may be among those not kept: a zero
+        # here would be a wrong answer, not a missing one.
+        raise _Malformed(
+            f"more than {_MAX_KEPT_INTS} *.block_count/*.context_length keys before "
+            "general.architecture"
+        )
     return HeaderFacts(
         version=version,
         tensor_count=tensor_count,
@@ -269,8 +290,12 @@ def _parse(cur: _Cursor) -> HeaderFacts:
     )
 
 
-def _wanted_int(key: str) -> bool:
-    return key == "general.file_type" or key.endswith((".block_count", ".context_length"))
+def _wanted_int(key: str, arch: str | None) -> bool:
+    if key == "general.file_type":
+        return True
+    if arch is not None:  # once the architecture is known, only its own keys count
+        return key in (f"{arch}.block_count", f"{arch}.context_length")
+    return key.endswith((".block_count", ".context_length"))
 
 
 def _complete(strings: dict[str, str], ints: dict[str, int]) -> bool:
@@ -301,6 +326,11 @@ def _skip_value(cur: _Cursor, vtype: int, key: str) -> None:
         elif etype == _STRING:
             if count > cur.remaining() // 8:
                 raise _Malformed(f"array {key!r} of {count} strings cannot fit in the file")
+            if count > MAX_ARRAY_STRINGS:
+                raise _Malformed(
+                    f"array {key!r} of {count} strings is longer than any model's "
+                    f"(at most {MAX_ARRAY_STRINGS})"
+                )
             cur.skip_strings(count, key)
         elif etype == _ARRAY:
             raise _Malformed(f"nested arrays are not supported (key {key!r})")

@@ -21,6 +21,8 @@ def inspect(path: str | os.PathLike[str]) -> Result[ModelInfo, EngineError]:
     (anything that is not a well-formed GGUF header), each naming the path.
     """
     p = os.fspath(path)
+    if "\0" in p:
+        return Failure(ModelUnreadable(f"{p!r}: the path contains a NUL character"))
     try:
         # O_NONBLOCK: a FIFO given as a model path must not hang the caller.
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
