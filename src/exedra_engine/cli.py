@@ -4,13 +4,24 @@ Every command prints a short readable summary, or with ``--json`` the value as J
 Exit status: 0 success, 1 a failure at run time (the executor crashed or never became
 ready), 2 bad input (usage, config, model, plan), each with a one-line message on stderr.
 API keys are read from an environment variable (``--api-key-env``), never from argv, and
-are printed redacted unless ``--show-secrets``.
+are printed redacted unless ``--show-secrets``, in every output: where they stand (key flags,
+key variables, secret-named variables), never by searching text for them.
+
+Output never fails on what it prints: human text escapes control characters and lone
+surrogates (``\\x1b``, ``\\udcff``: a GGUF name cannot clear the terminal or forge a line);
+JSON writes lone surrogates (undecodable bytes of a path, as Python's ``surrogateescape`` holds
+them) as ``\\udcXX`` escapes, so the output is valid UTF-8 JSON under any locale. A failed
+write of stdout (a full disk, ``/dev/full``) is a one-line error with exit 1; a closed pipe
+exits 1 quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -24,10 +35,10 @@ from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE, STOP
 from exedra_engine.errors import EngineError
 from exedra_engine.kinds import Kind, supported_kinds
 from exedra_engine.model_info import inspect
-from exedra_engine.planner import Explained
+from exedra_engine.planner import Explained, layer_names
 from exedra_engine.planning import plan_explained
 from exedra_engine.probe import probe
-from exedra_engine.redact import REDACTED, redact_env, redact_text
+from exedra_engine.redact import redact_config, redact_env, redact_option, redact_plan, redact_said
 from exedra_engine.values import Constraints, ExecutorInfo, Hardware, LaunchPlan, ModelSpec
 
 PROG = "exedra-engine"
@@ -36,20 +47,47 @@ PROG = "exedra-engine"
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # argparse quotes the offending argument as given; one line whatever it contains.
-        self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
+        self.exit(2, f"{self.prog}: error: {shown(message)}\n")
+
+
+_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or (
+        f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    )
+
+
+def shown(text: str) -> str:
+    """`text` as one line of human output: control characters, bidi overrides and lone
+    surrogates written as backslash escapes (``\\x1b``, ``\\n``, ``\\udcff``)."""
+    return _UNSHOWN.sub(_escape, text)
 
 
 def _one_line(text: str) -> str:
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    return shown(text)
 
 
 def _fail(err: EngineError, code: int = 2) -> int:
-    print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
+    print(f"{PROG}: error: {shown(str(err))}", file=sys.stderr)
     return code
 
 
+def json_text(value: object) -> str:
+    """`value` as indented JSON text that any UTF-8 stream can write: a lone surrogate in a
+    string (a path's undecodable byte) is written as its ``\\udcXX`` escape."""
+    try:
+        return msgspec.json.format(msgspec.json.encode(value)).decode()
+    except UnicodeEncodeError:
+        text = json.dumps(msgspec.to_builtins(value), ensure_ascii=False, indent=2)
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _json(value: object) -> None:
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(value)).decode() + "\n")
+    sys.stdout.write(json_text(value) + "\n")
 
 
 def _size(n: int) -> str:
@@ -74,11 +112,14 @@ def cmd_probe(a: argparse.Namespace) -> int:
     if not hw.gpus:
         print("gpus       none (CPU-only host)")
     for g in hw.gpus:
-        print(f"gpu        {g.card}  driver {g.driver or 'unknown'}  VRAM {_size(g.vram)}")
+        driver = shown(g.driver or "unknown")
+        print(f"gpu        {shown(g.card)}  driver {driver}  VRAM {_size(g.vram)}")
     for k in supported_kinds():
         e = hw.executor(k)
         what = (
-            f"{e.path}  backends: {', '.join(e.backends) or 'built in'}" if e else "not installed"
+            f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
+            if e
+            else "not installed"
         )
         print(f"{k.value:<10} {what}")
     return 0
@@ -92,10 +133,10 @@ def cmd_inspect(a: argparse.Namespace) -> int:
     if a.json:
         _json(m)
         return 0
-    print(f"path          {m.path} ({_size(m.size)})")
-    print(f"architecture  {m.architecture}")
-    print(f"name          {m.name or '-'}")
-    print(f"quant         {m.quant or '-'}")
+    print(f"path          {shown(m.path)} ({_size(m.size)})")
+    print(f"architecture  {shown(m.architecture)}")
+    print(f"name          {shown(m.name or '-')}")
+    print(f"quant         {shown(m.quant or '-')}")
     print(f"blocks        {m.blocks}")
     print(f"context       {m.context}")
     return 0
@@ -107,28 +148,16 @@ def cmd_config(a: argparse.Namespace) -> int:
         return _fail(r.failure())
     cfg = r.unwrap()
     if not a.show_secrets:
-        cfg = msgspec.convert(_redact_config(msgspec.to_builtins(cfg)), type(cfg))
+        cfg = redact_config(cfg)
     if a.json:
         _json(cfg)
         return 0
     import yaml
 
     text = yaml.safe_dump(msgspec.to_builtins(cfg), sort_keys=False, default_flow_style=False)
-    print(f"# merged from {a.path or DEFAULT_CONFIG_PATH}")
+    print(f"# merged from {shown(os.fsdecode(a.path or DEFAULT_CONFIG_PATH))}")
     print(text.strip() if text.strip() != "{}" else "# (empty)")
     return 0
-
-
-def _redact_config(obj: object) -> object:
-    if isinstance(obj, dict):
-        out: dict[str, object] = {}
-        for k, v in obj.items():
-            if k == "env" and isinstance(v, dict):
-                out[k] = {n: redact_env(f"{n}={val}").partition("=")[2] for n, val in v.items()}
-            else:
-                out[k] = _redact_config(v)
-        return out
-    return obj
 
 
 # -- plan ---------------------------------------------------------------------------------
@@ -233,9 +262,15 @@ def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constra
         overrides = cfg.unwrap()
     key = ""
     if a.api_key_env:
-        if a.api_key_env not in os.environ:
-            return Failure(PlanError(f"--api-key-env: variable {a.api_key_env} is not set"))
-        key = os.environ[a.api_key_env]
+        key = os.environ.get(a.api_key_env, "")
+        if not key:
+            state = "empty" if a.api_key_env in os.environ else "not set"
+            return Failure(
+                PlanError(
+                    f"--api-key-env: variable {a.api_key_env} is {state}; "
+                    "plan without --api-key-env for an unauthenticated executor"
+                )
+            )
     return Success(
         (
             spec,
@@ -263,30 +298,14 @@ def _planned(a: argparse.Namespace) -> Result[Explained, EngineError]:
 
 def shown_plan(plan: LaunchPlan, show_secrets: bool) -> LaunchPlan:
     """The plan as printed: keys redacted unless asked for."""
-    if show_secrets:
-        return plan
-    keys = _secrets(plan)
-    return msgspec.structs.replace(
-        plan,
-        api_key=REDACTED if plan.api_key else "",
-        env=tuple(redact_env(e, keys) for e in plan.env),
-        args=tuple(redact_text(t, keys) for t in plan.args),
-    )
-
-
-def _secrets(plan: LaunchPlan) -> tuple[str, ...]:
-    from exedra_engine.endpoint import resolve_endpoint
-
-    r = resolve_endpoint(plan.spec.kind, plan.args, plan.env)
-    keys = r.unwrap().api_keys if not isinstance(r, Failure) else ()
-    return tuple(keys) + ((plan.api_key,) if plan.api_key else ())
+    return plan if show_secrets else redact_plan(plan)
 
 
 def print_plan(plan: LaunchPlan) -> None:
-    print(f"command   {plan.command}")
-    print("args      " + _argv_lines(plan.args))
+    print(f"command   {shown(plan.command)}")
+    print("args      " + _argv_lines([shown(t) for t in plan.args]))
     for i, e in enumerate(plan.env):
-        print(("env       " if i == 0 else "          ") + e)
+        print(("env       " if i == 0 else "          ") + shown(e))
     print(
         f"endpoint  {plan.url}  (ready: {plan.ready}"
         + (", scanned port" if plan.port_scanned else "")
@@ -296,7 +315,7 @@ def print_plan(plan: LaunchPlan) -> None:
     if plan.model is not None:
         m = plan.model
         print(
-            f"model     {m.architecture} {m.name or ''} {m.quant or ''}".rstrip()
+            f"model     {shown(m.architecture)} {shown(m.name)} {shown(m.quant)}".rstrip()
             + f", {m.blocks} blocks, context {m.context}"
         )
     else:
@@ -319,22 +338,20 @@ def cmd_plan(a: argparse.Namespace) -> int:
         return _fail(r.failure())
     e = r.unwrap()
     plan = shown_plan(e.plan, a.show_secrets)
-    keys = () if a.show_secrets else _secrets(e.plan)
+    names = layer_names(e.plan.spec)
+    sources = [
+        s
+        if a.show_secrets
+        else msgspec.structs.replace(
+            s,
+            text=redact_env(s.text) if s.what == "env" else redact_option(s.text),
+            overrode=tuple(redact_said(o, names) for o in s.overrode),
+        )
+        for s in e.sources
+    ]
     if a.json:
         if a.explain:
-            _json(
-                {
-                    "plan": plan,
-                    "sources": [
-                        msgspec.structs.replace(
-                            s,
-                            text=_shown_source(s.text, s.what, keys),
-                            overrode=tuple(redact_text(o, keys) for o in s.overrode),
-                        )
-                        for s in e.sources
-                    ],
-                }
-            )
+            _json({"plan": plan, "sources": sources})
         else:
             _json(plan)
         return 0
@@ -344,16 +361,11 @@ def cmd_plan(a: argparse.Namespace) -> int:
             "\nwhere each part came from (lowest layer first: run_args, engine, config env, "
             "config engines, config models, caller):"
         )
-        for s in e.sources:
-            text = _shown_source(s.text, s.what, keys)
-            print(f"  {s.what:<3}  {text:<40}  {s.layer}")
+        for s in sources:
+            print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
             for o in s.overrode:
-                print(f"  {'':<3}  {'':<40}    overrode {redact_text(o, keys)}")
+                print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
     return 0
-
-
-def _shown_source(text: str, what: str, keys: Sequence[str]) -> str:
-    return redact_env(text, keys) if what == "env" else redact_text(text, keys)
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
@@ -441,14 +453,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        _drop_stdout()
+        return 1
+    except OSError as e:
+        if not _is_stdout_error(e):
+            raise
+        _drop_stdout()
+        print(f"{PROG}: error: cannot write: {e.strerror or e}", file=sys.stderr)
         return 1
     except EngineError as e:
         # An expected run-time failure (an executor that never became ready, say): one line.
         return _fail(e, 1)
     return code
+
+
+def _is_stdout_error(e: OSError) -> bool:
+    # A write that failed for lack of room or a broken device: stdout (a full disk,
+    # /dev/full) is the file the CLI writes. Any other OSError is a bug to report.
+    return e.errno in _WRITE_ERRNOS
+
+
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _drop_stdout() -> None:
+    # Python flushes stdout again at exit; what could not be written is thrown away so that
+    # it does not fail a second time with "Exception ignored ...".
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's StringIO)
+        pass
 
 
 if __name__ == "__main__":

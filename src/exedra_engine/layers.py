@@ -13,6 +13,12 @@ Rules, per flag table (`exedra_engine.flags`):
   flag stays, as the executor itself prefers it.
 - API keys accumulate like llama-server's: every ``--api-key`` value moves into
   ``LLAMA_API_KEY`` (after the variable's own keys), so no key is ever visible in argv.
+- The caller's key (`merge`'s `required_key`) is never dropped: a layer's ``LLAMA_API_KEY``
+  adds keys to it, and an empty ``LLAMA_API_KEY`` that would switch authentication off is an
+  error naming the layer.
+- Every token and variable must reach the executor as it is: a NUL character, a lone
+  surrogate that no encoding can write, or an empty argument is an error naming the layer
+  and the position. So is a key flag (``--api-key``...) for an executor that has none.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from returns.result import Failure, Result, Success
 
 from exedra_engine.errors import PlanError
 from exedra_engine.flags import FlagTable, Item
+from exedra_engine.redact import KEY_FLAGS
 
 API_KEY_FLAG: Final = "--api-key"
 API_KEY_ENV: Final = "LLAMA_API_KEY"
@@ -61,23 +68,28 @@ class Merged(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def merge_layers(
-    table: FlagTable, layers: Sequence[Layer], *, explain: bool = True
+    table: FlagTable, layers: Sequence[Layer], *, explain: bool = True, required_key: str = ""
 ) -> Result[Merged, PlanError]:
     """Merge `layers` (in any order; ranks decide) for the executor of `table`.
 
-    With `explain` off the sources are not built (the planner's fast path).
+    With `explain` off the sources are not built (the planner's fast path). `required_key`
+    is the caller's API key, which the merged env keeps in ``LLAMA_API_KEY`` whatever the
+    layers say (see the module's rules).
     """
     try:
-        return Success(merge(table, layers, explain=explain))
+        return Success(merge(table, layers, explain=explain, required_key=required_key))
     except PlanError as e:
         return Failure(e)
 
 
-def merge(table: FlagTable, layers: Sequence[Layer], *, explain: bool = True) -> Merged:
+def merge(
+    table: FlagTable, layers: Sequence[Layer], *, explain: bool = True, required_key: str = ""
+) -> Merged:
     """`merge_layers`, raising the `PlanError` instead of returning it."""
     ordered = sorted(layers, key=_rank)
     args: list[tuple[Layer, Item]] = []
     for layer in ordered:
+        check_layer(table, layer)
         if layer.args:
             args.extend((layer, it) for it in table.split_items(layer.args, layer.name))
 
@@ -147,6 +159,9 @@ def merge(table: FlagTable, layers: Sequence[Layer], *, explain: bool = True) ->
                 Source(what="arg", text=" ".join(it.tokens), layer=layer.name, overrode=overrode)
             )
 
+    if required_key and moves_keys:
+        _keep_key(required_key, env_val, env_layer, env_over)
+
     if keys:
         prior = [k for k in env_val.get(API_KEY_ENV, "").split(",") if k]
         if API_KEY_ENV in env_layer:
@@ -171,6 +186,72 @@ def merge(table: FlagTable, layers: Sequence[Layer], *, explain: bool = True) ->
         sources=tuple(sources),
         settings=settings,
     )
+
+
+def _keep_key(
+    key: str, env_val: dict[str, str], env_layer: dict[str, Layer], env_over: dict[str, list[str]]
+) -> None:
+    # The caller's key travels in the lowest env layer (the engine's): a higher layer's value
+    # would replace it. Keep it first, so that the plan's `api_key` is the caller's.
+    top = env_layer.get(API_KEY_ENV)
+    if top is None:
+        return
+    theirs = [k for k in env_val[API_KEY_ENV].split(",") if k]
+    if key in theirs:
+        return
+    if not theirs:
+        raise PlanError(
+            f"{top.name} sets {API_KEY_ENV} to nothing, which would switch off the API key "
+            "the caller asked for; remove that variable, or plan without a key"
+        )
+    env_val[API_KEY_ENV] = ",".join([key, *theirs])
+    env_layer[API_KEY_ENV] = Layer(name=f"caller key + {top.name}", rank=top.rank)
+    over = env_over.get(API_KEY_ENV, [])
+    kept = next((o for o in over if o.endswith(f": {API_KEY_ENV}={key}")), None)
+    if kept is not None:  # the caller's key was kept, not replaced
+        over.remove(kept)
+
+
+def check_layer(table: FlagTable, layer: Layer) -> None:
+    """Raise `PlanError` for what cannot reach the executor as given (see the module's rules).
+    Positions count from 1; the offending text itself is not shown (it may be a key)."""
+    text = "".join(layer.args) + "".join(n + v for n, v in layer.env)
+    if text.isascii() and "\0" not in text and "" not in layer.args and not _keyish(layer.args):
+        return
+    for i, tok in enumerate(layer.args, 1):
+        what = unfit(tok) or ("is empty" if tok == "" else None)
+        if what:
+            raise PlanError(f"{layer.name} args: item {i} {what}")
+        name = tok.partition("=")[0]
+        if name in KEY_FLAGS and table.lookup(name) is None:
+            raise PlanError(
+                f"{layer.name} args: item {i} is {name}, but {table.binary} has no API key "
+                "option; put an authenticating proxy in front of it instead"
+            )
+    for i, (n, v) in enumerate(layer.env, 1):
+        what = unfit(n) or unfit(v)
+        if what:
+            raise PlanError(
+                f"{layer.name} env: entry {i} ({'name' if unfit(n) else 'value'}) {what}"
+            )
+
+
+def _keyish(args: Sequence[str]) -> bool:
+    return any(t[:2] == "--" and t.partition("=")[0] in KEY_FLAGS for t in args) or any(
+        t in KEY_FLAGS for t in args
+    )
+
+
+def unfit(text: str) -> str | None:
+    """Why `text` cannot be an argument or variable of a process, or None."""
+    if "\0" in text:
+        return "contains a NUL character"
+    try:
+        # What open_process does: os.fsencode, surrogateescape for undecodable bytes.
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate, which no encoding can write"
+    return None
 
 
 def _rank(layer: Layer) -> int:

@@ -30,7 +30,7 @@ from exedra_engine.errors import (
 )
 from exedra_engine.flags import TABLES
 from exedra_engine.kinds import BINARIES, Kind
-from exedra_engine.layers import API_KEY_ENV, Layer, Merged, Source, env_items, merge
+from exedra_engine.layers import API_KEY_ENV, Layer, Merged, Source, env_items, merge, unfit
 from exedra_engine.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 
 RANK_RUN_ARGS = 0
@@ -114,7 +114,9 @@ def _plan(
     engine_port = _choose_port(constraints, ports_in_use)
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
     layers = _layers(spec, constraints, engine_port, cpu_only)
-    m = merge(TABLES[spec.kind], layers, explain=explain)
+    m = merge(
+        TABLES[spec.kind], layers, explain=explain, required_key=_caller_key(spec, constraints)
+    )
     r = resolve(spec.kind, m.args, m.env)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
@@ -134,6 +136,11 @@ def _plan(
         port_scanned=scanned,
     )
     return Explained(plan=plan, sources=m.sources)
+
+
+def _caller_key(spec: ModelSpec, c: Constraints) -> str:
+    """The caller's key the merge must keep (kind transcribe refuses keys in `_check`)."""
+    return c.api_key if spec.kind is Kind.LLAMA else ""
 
 
 def engine_args(spec: ModelSpec, c: Constraints, port: int, cpu_only: bool) -> tuple[str, ...]:
@@ -208,9 +215,30 @@ def _check(spec: ModelSpec, c: Constraints, model: ModelInfo | None) -> None:
                 f"{spec.path}: a {model.architecture} GGUF model cannot be served by "
                 "whisper-server (kind transcribe), which loads ggml whisper models"
             )
-    for what, value in (("host", c.host), ("model path", spec.path), ("model id", spec.id)):
-        if "\0" in value:
-            raise PlanError(f"the {what} contains a NUL character")
+    if not spec.path:
+        raise PlanError("the model path is empty")
+    for what, value in (
+        ("host", c.host),
+        ("model path", spec.path),
+        ("model id", spec.id),
+        ("API key", c.api_key),
+    ):
+        why = unfit(value)
+        if why:
+            raise PlanError(f"the {what} {why}")
+    for what, n, top in (
+        ("ctx", c.ctx, _INT32_MAX),
+        ("threads", c.threads, _INT32_MAX),
+    ):
+        if not 0 <= n <= top:
+            raise PlanError(f"{what} {n} is outside 0-{top} (0: {_ZERO[what]})")
+
+
+_INT32_MAX = 2**31 - 1  # llama-server and whisper-server read these with std::stoi
+_ZERO = {
+    "ctx": "the executor's default",
+    "threads": "the executor's default",
+}
 
 
 def _choose_port(c: Constraints, in_use: Set[int]) -> int:
@@ -266,6 +294,15 @@ def _layers(spec: ModelSpec, c: Constraints, port: int, cpu_only: bool) -> list[
                 )
             )
     return layers
+
+
+def layer_names(spec: ModelSpec) -> tuple[str, ...]:
+    """The name of every layer `_layers` may build for `spec`, as sources and their
+    ``overrode`` entries spell them."""
+    names = ["run_args", "engine", "caller", "config env", f"config engines.{spec.kind.value}"]
+    if spec.id:
+        names.append(f"config models.{spec.id}")
+    return tuple(names)
 
 
 def _port_origin(m: Merged, r: Resolved) -> str:

@@ -1,11 +1,35 @@
-"""Keeping secrets out of what the library and its command line print. Pure."""
+"""Keeping secrets out of what the library and its command line print. Pure.
+
+Secrets are redacted where they stand, never by searching every string for every key (a
+one-character key ``1`` would otherwise turn ``127.0.0.1`` into ``<redacted>27.0.0.<redacted>``):
+
+- the value of a key flag (`SECRET_FLAGS`: ``--api-key``, ``--hf-token``), in both the
+  ``--flag value`` and the ``--flag=value`` forms;
+- the value of a variable whose name says it is a secret (`is_secret_name`: ``LLAMA_API_KEY``,
+  ``HF_TOKEN``, ``*_PASSWORD``...).
+
+Only free text that has no structure, an executor's log lines, is searched for the keys it
+may carry (`redact_text`, `redact_bytes`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+if TYPE_CHECKING:
+    from exedra_engine.values import Config, LaunchPlan, Override
 
 REDACTED = "<redacted>"
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+
+SECRET_FLAGS: Final = frozenset({"--api-key", "--hf-token", "-hft"})
+"""Flags whose value is a secret (llama-server's; whisper-server has none)."""
+
+KEY_FLAGS: Final = frozenset({*SECRET_FLAGS, "--api-key-file"})
+"""Flags that configure authentication: refused for an executor that has no such option."""
 
 
 def is_secret_name(name: str) -> bool:
@@ -15,17 +39,87 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact_env(item: str, secrets: Iterable[str] = ()) -> str:
-    """``NAME=VALUE`` with the value hidden when the name or the value is a secret."""
+    """``NAME=VALUE`` with the value hidden when the name says it is a secret.
+
+    `secrets` is accepted for compatibility and ignored: values are never searched.
+    """
+    del secrets
     name, sep, value = item.partition("=")
-    if not sep:
-        return redact_text(item, secrets)
-    if is_secret_name(name):
-        return f"{name}={REDACTED}" if value else item
-    return f"{name}={redact_text(value, secrets)}"
+    if sep and value and is_secret_name(name):
+        return f"{name}={REDACTED}"
+    return item
+
+
+def redact_args(args: Sequence[str]) -> tuple[str, ...]:
+    """`args` with the value of every key flag hidden (``--api-key K``, ``--api-key=K``)."""
+    out = list(args)
+    for i, tok in enumerate(args):  # decided on the originals: ``--api-key --api-key K``
+        if tok in SECRET_FLAGS:
+            if i + 1 < len(out):
+                out[i + 1] = REDACTED
+        elif tok[:1] == "-":
+            name, sep, value = tok.partition("=")
+            if sep and value and name in SECRET_FLAGS:
+                out[i] = f"{name}={REDACTED}"
+    return tuple(out)
+
+
+def redact_option(text: str) -> str:
+    """One argv option as `exedra_engine.layers.Source` shows it (its tokens joined by
+    spaces) with a key flag's value hidden."""
+    first, sep, _ = text.partition(" ")
+    name, eq, value = first.partition("=")
+    if name in SECRET_FLAGS:
+        if sep:
+            return f"{first} {REDACTED}" if not eq else f"{name}={REDACTED} {REDACTED}"
+        return f"{name}={REDACTED}" if eq and value else text
+    return text
+
+
+def redact_said(entry: str, layers: Collection[str]) -> str:
+    """An ``overrode`` entry (``layer: --flag value`` or ``layer: NAME=VALUE``) with its
+    secret value hidden. `layers` are the layer names that may open it; an entry that opens
+    with none of them is hidden whole rather than guessed at."""
+    for layer in sorted(layers, key=len, reverse=True):
+        if entry.startswith(layer + ": "):
+            what = entry[len(layer) + 2 :]
+            shown = redact_option(what) if what[:1] == "-" else redact_env(what)
+            return f"{layer}: {shown}"
+    return REDACTED
+
+
+def redact_plan(plan: LaunchPlan) -> LaunchPlan:
+    """The plan as it may be shown: the key, key variables and key flags hidden, in the
+    plan's own argv and env and in its copy of the spec's run_args."""
+    return msgspec.structs.replace(
+        plan,
+        spec=msgspec.structs.replace(plan.spec, run_args=redact_args(plan.spec.run_args)),
+        api_key=REDACTED if plan.api_key else "",
+        env=tuple(redact_env(e) for e in plan.env),
+        args=redact_args(plan.args),
+    )
+
+
+def redact_config(cfg: Config) -> Config:
+    """Override files as they may be shown: secret variables and key flags hidden."""
+
+    def env(m: dict[str, str]) -> dict[str, str]:
+        return {n: (REDACTED if v and is_secret_name(n) else v) for n, v in m.items()}
+
+    def over(o: Override) -> Override:
+        return msgspec.structs.replace(o, args=redact_args(o.args), env=env(o.env))
+
+    return msgspec.structs.replace(
+        cfg,
+        env=env(cfg.env),
+        engines={k: over(o) for k, o in cfg.engines.items()},
+        models={k: over(o) for k, o in cfg.models.items()},
+    )
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every occurrence of each secret replaced."""
+    """`text` with every occurrence of each secret replaced: for free text only (log lines),
+    where nothing says where a key stands."""
     for s in _longest_first(secrets):
         text = text.replace(s, REDACTED)
     return text

@@ -11,7 +11,7 @@ import ipaddress
 import msgspec
 
 from exedra_engine.kinds import Kind
-from exedra_engine.redact import redact_env
+from exedra_engine.redact import REDACTED, redact_args, redact_env
 
 
 class CPU(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -140,6 +140,14 @@ class Constraints(msgspec.Struct, frozen=True, kw_only=True):
     extra_env: tuple[str, ...] = ()
     """Caller environment as KEY=VALUE strings, the top layer."""
 
+    def __repr__(self) -> str:
+        # The key stays out of logs and tracebacks that print values.
+        fields = {f: getattr(self, f) for f in self.__struct_fields__}
+        fields["api_key"] = REDACTED if self.api_key else ""
+        fields["extra_args"] = redact_args(self.extra_args)
+        fields["extra_env"] = tuple(redact_env(e) for e in self.extra_env)
+        return "Constraints(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
+
 
 class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     """The address and API key of a ready instance."""
@@ -181,10 +189,10 @@ class LaunchPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return base_url(self.host, self.port)
 
     def __repr__(self) -> str:
-        key = "<redacted>" if self.api_key else ""
-        env = tuple(redact_env(e, (self.api_key,)) for e in self.env)
+        key = REDACTED if self.api_key else ""
+        env = tuple(redact_env(e) for e in self.env)
         return (
-            f"LaunchPlan(command={self.command!r}, args={self.args!r}, env={env!r}, "
+            f"LaunchPlan(command={self.command!r}, args={redact_args(self.args)!r}, env={env!r}, "
             f"host={self.host!r}, port={self.port!r}, api_key={key!r}, ready={self.ready!r})"
         )
 
