@@ -226,20 +226,16 @@ def _compose(text: str) -> yaml.Node | None:
                 tag = event.tag
                 if tag is None or tag == "!":
                     tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
-                node = yaml.ScalarNode(
-                    tag,
-                    event.value,
-                    event.start_mark,
-                    event.end_mark,
-                    style=event.style,  # type: ignore[arg-type]
-                )
+                marks: tuple[Any, Any] = (event.start_mark, event.end_mark)
+                node = yaml.ScalarNode(tag, event.value, *marks, style=event.style)
             elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
                 seq = isinstance(event, yaml.SequenceStartEvent)
                 kind: type[yaml.Node] = yaml.SequenceNode if seq else yaml.MappingNode
                 tag = event.tag
                 if tag is None or tag == "!":
                     tag = loader.resolve(kind, None, event.implicit)
-                node = kind(tag, [], event.start_mark, None)  # type: ignore[arg-type]
+                start: Any = event.start_mark
+                node = kind(tag, [], start, None)
                 if len(stack) >= _MAX_DEPTH:
                     raise _Bad(node, "$", f"nested deeper than {_MAX_DEPTH} levels")
             elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
