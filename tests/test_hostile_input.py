@@ -52,7 +52,8 @@ def test_a_huge_flat_list_fails_fast_and_small() -> None:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert "more than 100000 nodes" in msg
-    assert took < 5.0, took  # was 80 s (7.5 s with libyaml) before the budget moved
+    # ~0.7 s here, much slower under tracemalloc on a loaded machine; it was 80 s before
+    assert took < 20.0, took
     assert peak < 200 << 20, peak  # was 1.27 GiB
 
 
