@@ -75,7 +75,8 @@ def _multipart(field: str, name: str, data: bytes) -> tuple[bytes, str]:
         f'--{b}\r\nContent-Disposition: form-data; name="{field}"; filename="{name}"\r\n'
         "Content-Type: audio/wav\r\n\r\n"
     ).encode() + data
-    body += f'\r\n--{b}\r\nContent-Disposition: form-data; name="response_format"\r\n\r\njson'.encode()
+    field = 'Content-Disposition: form-data; name="response_format"'
+    body += f"\r\n--{b}\r\n{field}\r\n\r\njson".encode()
     body += f"\r\n--{b}--\r\n".encode()
     return body, f"multipart/form-data; boundary={b}"
 
