@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -53,10 +54,14 @@ def test_resolution_equals_the_model(inputs: Any) -> None:
 
 
 def _binary() -> str:
-    p = ROOT / ".cache" / "executors" / "bin" / "llama-server"
-    if not os.access(p, os.X_OK):
+    # ./dev puts the directory scripts/install-executors.sh printed in EXEDRA_EXECUTORS_BIN
+    # and first on PATH (the builds live in the user cache).
+    bin_dir = os.environ.get("EXEDRA_EXECUTORS_BIN")
+    p = Path(bin_dir) / "llama-server" if bin_dir else None
+    found = str(p) if p and os.access(p, os.X_OK) else shutil.which("llama-server")
+    if not found:
         pytest.fail("llama-server is not installed: run ./dev test", pytrace=False)
-    return str(p)
+    return found
 
 
 def _status(url: str, key: str | None) -> int:

@@ -75,8 +75,8 @@ def _multipart(field: str, name: str, data: bytes) -> tuple[bytes, str]:
         f'--{b}\r\nContent-Disposition: form-data; name="{field}"; filename="{name}"\r\n'
         "Content-Type: audio/wav\r\n\r\n"
     ).encode() + data
-    field = 'Content-Disposition: form-data; name="response_format"'
-    body += f"\r\n--{b}\r\n{field}\r\n\r\njson".encode()
+    fmt = 'Content-Disposition: form-data; name="response_format"'
+    body += f"\r\n--{b}\r\n{fmt}\r\n\r\njson".encode()
     body += f"\r\n--{b}--\r\n".encode()
     return body, f"multipart/form-data; boundary={b}"
 
