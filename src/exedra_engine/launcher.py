@@ -568,7 +568,11 @@ class _Poller:
             answer = readiness.parse(self.buf)
             if answer is not None:
                 self.buf = self.buf[answer.consumed :]
-                if not answer.keep_alive:
+                # llama-server marks every 503 while loading "Connection: close" but keeps
+                # answering on the socket (checked with the binary); closing on the header
+                # would cost a connection per poll, ~300 for a 5 s load. So the connection is
+                # dropped only when the executor really closes it, or the answer was unframed.
+                if not answer.framed:
                     await self.close()
                 return answer.status == 200
             chunk = await self.stream.receive_some(65536)

@@ -22,7 +22,9 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
     consumed: int
     """How many bytes of the buffer the response took (head and body)."""
     keep_alive: bool
-    """Whether the connection may carry the next request."""
+    """Whether the connection may carry the next request, by the headers."""
+    framed: bool = True
+    """Whether the body's length was known, so the next answer can be told apart."""
 
 
 class Malformed(ValueError):
@@ -75,7 +77,7 @@ def parse(buf: bytes) -> Answer | None:
     body = end + 4
     if length is None:
         # No length: the body runs to the end of the connection; the status is all we need.
-        return Answer(status=status, consumed=len(buf), keep_alive=False)
+        return Answer(status=status, consumed=len(buf), keep_alive=False, framed=False)
     if len(buf) < body + length:
         return None
     return Answer(status=status, consumed=body + length, keep_alive=keep)
