@@ -156,3 +156,17 @@ def test_cli_gives_one_line_not_a_traceback_when_launch_fails(
     assert len(errors) == 1, err
     assert err.splitlines()[-1] == errors[0]
     assert "SIGILL" in errors[0]
+
+
+@pytest.mark.slow
+async def test_the_executor_outlives_the_thread_that_started_it(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PR_SET_PDEATHSIG follows the forking thread; trio's idle cache threads exit after 10 s,
+    # which used to SIGKILL every executor 10 s after its start.
+    import trio
+
+    async with open_instance(_plan(fake_hw)) as inst:
+        await trio.sleep(11.5)
+        assert inst.exit_reason is None
+    assert inst.exit_reason is not None and inst.exit_reason.clean

@@ -41,7 +41,7 @@ import msgspec
 import trio
 from returns.result import Failure, Result, Success
 
-from exedra_engine import readiness
+from exedra_engine import readiness, spawn
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.endpoint import Resolved, env_dict, resolve_endpoint
 from exedra_engine.errors import EngineError, LaunchError, NotReady
@@ -244,7 +244,7 @@ class Instance:
     """One running executor process. Create it with `launch` or `open_instance`."""
 
     def __init__(
-        self, plan: LaunchPlan, resolved: Resolved, process: trio.Process, pump: _LogPump
+        self, plan: LaunchPlan, resolved: Resolved, process: spawn.Child, pump: _LogPump
     ) -> None:
         self._plan = plan
         self._resolved = resolved
@@ -417,14 +417,8 @@ async def _launch_once(
         return Failure(LaunchError(f"{plan.command}: cannot start: not an executable file"))
     prefix, setup = _death_signal()
     try:
-        process = await trio.lowlevel.open_process(
-            [*prefix, plan.command, *plan.args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=child_environment(plan),
-            start_new_session=True,
-            preexec_fn=setup,
+        process = await spawn.start(
+            [*prefix, plan.command, *plan.args], child_environment(plan), setup
         )
     except OSError as e:
         return Failure(LaunchError(f"{plan.command}: cannot start: {e.strerror or e}"))
