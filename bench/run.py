@@ -82,7 +82,7 @@ def bench_inspect(tmp: Path, quick: bool) -> list[Row]:
     import gguf
 
     from exedra_engine import inspect
-    from exedra_engine.testmodels import write_header_model
+    from exedra_engine.testing import write_header_model
 
     rows = []
     big = write_header_model(tmp / "h152k.gguf", vocab=151_936, file_type_after_vocab=True)
@@ -425,7 +425,7 @@ def bench_launch_real(tmp: Path, quick: bool) -> list[Row]:
         open_instance,
         plan,
     )
-    from exedra_engine.testmodels import write_tiny_llama
+    from exedra_engine.testing import write_tiny_llama
 
     binary = _executor("llama-server")
     if binary is None:
@@ -719,7 +719,7 @@ def bench_cli(tmp: Path, quick: bool) -> list[Row]:
 # 7 ---------------------------------------------------------------------------------------
 def bench_probe() -> list[Row]:
     from exedra_engine import probe
-    from exedra_engine.host import LocalHost
+    from exedra_engine._shell.host import LocalHost
 
     h = LocalHost(str(HOSTS / "four-gpus"), path_env="/usr/bin", affinity=8)
     assert len(probe(h).unwrap().gpus) == 4

@@ -131,6 +131,6 @@ def test_the_real_llama_server_agrees(tiny_model: Path, inputs: Any) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from exedra_engine.testmodels import write_tiny_llama
+    from exedra_engine.testing import write_tiny_llama
 
     return write_tiny_llama(tmp_path_factory.mktemp("m") / "tiny.gguf")

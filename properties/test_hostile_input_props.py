@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from returns.result import Failure, Success
 
 from exedra_engine import ConfigError, NotGGUF, inspect
-from exedra_engine.config import config_from_yaml
+from exedra_engine._core.config import config_from_yaml
 
 TAGS = st.sampled_from(
     ["", "!!str ", "!!null ", "!!map ", "!!seq ", "!!int ", "!!bool ", "!!binary ", "!x ", "! "]

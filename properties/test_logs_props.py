@@ -9,7 +9,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exedra_engine.launcher import _LogPump
+from exedra_engine._trio.launcher import _LogPump
 from properties.strategies import keys
 
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from returns.result import Failure, Success
 
 from exedra_engine import Kind, LaunchPlan, explain_launch, plan_launch
-from exedra_engine.endpoint import resolve_endpoint
-from exedra_engine.flags import TABLES
-from exedra_engine.layers import Layer, merge_layers
+from exedra_engine._core.endpoint import resolve_endpoint
+from exedra_engine._core.flags import TABLES
+from exedra_engine._core.layers import Layer, merge_layers
 from properties import executor_model
 from properties.strategies import HW, REPEATABLE, argv, env, keys, requests
 

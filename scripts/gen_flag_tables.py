@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate src/exedra_engine/_flagdata.py from the executors' real help texts.
+"""Generate src/exedra_engine/_core/_flagdata.py from the executors' real help texts.
 
     python scripts/gen_flag_tables.py [REFERENCE_DIR]   # default: ../shared/reference
     python scripts/gen_flag_tables.py --check            # exit 1 if the module is stale
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "src" / "exedra_engine" / "_flagdata.py"
+OUT = ROOT / "src" / "exedra_engine" / "_core" / "_flagdata.py"
 
 Row = tuple[tuple[str, ...], tuple[str, ...], int, tuple[str, ...]]
 

@@ -101,7 +101,7 @@ def prove(
     model: str | None = None,
 ) -> Proof:
     """Start BINARY (under WRAP, e.g. qemu) on a tiny model and make it answer one request."""
-    from exedra_engine.testmodels import write_tiny_llama, write_tiny_whisper, write_wav
+    from exedra_engine.testing import write_tiny_llama, write_tiny_whisper, write_wav
 
     with tempfile.TemporaryDirectory(prefix="exedra-prove-") as tmp:
         d = Path(tmp)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from exedra_engine import ExecutorInfo, Hardware, Kind
-from exedra_engine.host import LocalHost
-from exedra_engine.probe import probe
-from exedra_engine.testmodels import (
+from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.probe import probe
+from exedra_engine.testing import (
     write_header_model,
     write_tiny_llama,
     write_tiny_whisper,

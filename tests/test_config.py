@@ -8,7 +8,7 @@ import pytest
 from returns.result import Failure
 
 from exedra_engine import Config, ConfigError, Kind, Override, load_config
-from exedra_engine.config import config_from_yaml, merge_configs
+from exedra_engine._core.config import config_from_yaml, merge_configs
 
 FULL = """\
 env:
@@ -138,7 +138,7 @@ def test_missing_path_is_empty(tmp_path: Path) -> None:
 def test_default_path_is_used_for_none_and_empty(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import exedra_engine.config_files as cf
+    import exedra_engine._shell.load_config as cf
 
     (tmp_path / "x.yaml").write_text("env: {FROM_DEFAULT: 'yes'}\n")
     monkeypatch.setattr(cf, "DEFAULT_CONFIG_PATH", str(tmp_path))

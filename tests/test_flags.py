@@ -10,7 +10,7 @@ import pytest
 from returns.result import Failure
 
 from exedra_engine import Kind
-from exedra_engine.flags import TABLES
+from exedra_engine._core.flags import TABLES
 
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA, WHISPER = TABLES[Kind.LLAMA], TABLES[Kind.TRANSCRIBE]

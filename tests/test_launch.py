@@ -338,15 +338,15 @@ async def test_logs_to_a_text_stream(fake_hw: Hardware, monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize("via", ["setpriv", "pre-exec hook"])
 def test_killed_parent_leaves_no_executor(fake_hw: Hardware, tmp_path: Path, via: str) -> None:
-    from exedra_engine.launcher import _setpriv
+    from exedra_engine._trio.launcher import _setpriv
 
     assert _setpriv() is not None, "setpriv (util-linux) is part of this machine's base system"
     script = tmp_path / "parent.py"
     plan_json = msgspec.json.encode(fake_plan(fake_hw)).decode()
-    without = "exedra_engine.launcher._setpriv = lambda: None" if via != "setpriv" else ""
+    without = "exedra_engine._trio.launcher._setpriv = lambda: None" if via != "setpriv" else ""
     script.write_text(f"""
 import sys, trio, msgspec
-import exedra_engine.launcher
+import exedra_engine._trio.launcher
 from exedra_engine import launch, LaunchPlan
 {without}
 async def main():

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from exedra_engine import Constraints, Hardware, Kind, ModelSpec, NotReady, open_instance, readiness
-from exedra_engine.kinds import TIME_WAIT_BLOCKS_BIND
-from exedra_engine.netstat import ports_in_use
-from exedra_engine.planner import plan_launch
+from exedra_engine import Constraints, Hardware, Kind, ModelSpec, NotReady, open_instance
+from exedra_engine._core import readiness
+from exedra_engine._core.kinds import TIME_WAIT_BLOCKS_BIND
+from exedra_engine._core.netstat import ports_in_use
+from exedra_engine._core.planner import plan_launch
 
 # -- the request and the parser ------------------------------------------------------------
 

@@ -17,16 +17,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from exedra_engine._core.config import config_from_yaml, merge_configs
+from exedra_engine._core.endpoint import Resolved, resolve_endpoint
+from exedra_engine._core.hardware import HostSnapshot, hardware_from
+from exedra_engine._core.kinds import Kind, parse_kind, supported_kinds
+from exedra_engine._core.planner import Explained, explain_launch, plan_launch
+from exedra_engine._core.values import (
+    CPU,
+    GPU,
+    Config,
+    Constraints,
+    Endpoint,
+    ExecutorInfo,
+    Hardware,
+    LaunchPlan,
+    ModelInfo,
+    ModelSpec,
+    Override,
+)
+from exedra_engine._shell.inspect import inspect
+from exedra_engine._shell.load_config import load_config
+from exedra_engine._shell.plan import plan, plan_explained
+from exedra_engine._shell.probe import probe
 from exedra_engine._version import __version__
-from exedra_engine.config import config_from_yaml, merge_configs
-from exedra_engine.config_files import load_config
 from exedra_engine.constants import (
     DEFAULT_CONFIG_PATH,
     DEFAULT_HOST,
     DEFAULT_PORT_BASE,
     STOP_TIMEOUT,
 )
-from exedra_engine.endpoint import Resolved, resolve_endpoint
 from exedra_engine.errors import (
     ConfigError,
     EngineError,
@@ -41,28 +60,9 @@ from exedra_engine.errors import (
     PortInUse,
     UnsupportedKind,
 )
-from exedra_engine.hardware import HostSnapshot, hardware_from
-from exedra_engine.kinds import Kind, parse_kind, supported_kinds
-from exedra_engine.model_info import inspect
-from exedra_engine.planner import Explained, explain_launch, plan_launch
-from exedra_engine.planning import plan, plan_explained
-from exedra_engine.probe import probe
-from exedra_engine.values import (
-    CPU,
-    GPU,
-    Config,
-    Constraints,
-    Endpoint,
-    ExecutorInfo,
-    Hardware,
-    LaunchPlan,
-    ModelInfo,
-    ModelSpec,
-    Override,
-)
 
 if TYPE_CHECKING:
-    from exedra_engine.launcher import ExitReason, Instance, launch, open_instance
+    from exedra_engine._trio.launcher import ExitReason, Instance, launch, open_instance
 
 __all__ = [
     "CPU",
@@ -127,7 +127,7 @@ if not TYPE_CHECKING:
         if name in _LAZY:
             import importlib
 
-            value = getattr(importlib.import_module("exedra_engine.launcher"), name)
+            value = getattr(importlib.import_module("exedra_engine._trio.launcher"), name)
             globals()[name] = value
             return value
         raise AttributeError(f"module 'exedra_engine' has no attribute {name!r}")

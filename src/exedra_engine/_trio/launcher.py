@@ -41,17 +41,18 @@ import msgspec
 import trio
 from returns.result import Failure, Result, Success
 
-from exedra_engine import readiness, spawn
+from exedra_engine._core import readiness
+from exedra_engine._core.endpoint import Resolved, env_dict, resolve_endpoint
+from exedra_engine._core.flags import TABLES
+from exedra_engine._core.kinds import Kind
+from exedra_engine._core.planner import with_port
+from exedra_engine._core.redact import redact_bytes
+from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
+from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.plan import read_ports_in_use
+from exedra_engine._trio import spawn
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.endpoint import Resolved, env_dict, resolve_endpoint
 from exedra_engine.errors import EngineError, LaunchError, NotReady
-from exedra_engine.flags import TABLES
-from exedra_engine.host import LocalHost
-from exedra_engine.kinds import Kind
-from exedra_engine.planner import with_port
-from exedra_engine.planning import read_ports_in_use
-from exedra_engine.redact import redact_bytes
-from exedra_engine.values import Endpoint, LaunchPlan, connect_host
 
 PORT_RETRIES: Final = 3
 """How many times a scanned port lost to another process is re-planned."""

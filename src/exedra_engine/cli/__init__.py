@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import os
-import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -29,19 +27,31 @@ from typing import NoReturn
 import msgspec
 from returns.result import Failure, Result
 
+from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.planner import Explained, layer_names
+from exedra_engine._core.redact import (
+    redact_config,
+    redact_env,
+    redact_option,
+    redact_said,
+)
+from exedra_engine._core.values import Constraints, ExecutorInfo, Hardware, ModelSpec
+from exedra_engine._shell.inspect import inspect
+from exedra_engine._shell.load_config import load_config
+from exedra_engine._shell.plan import plan_explained
+from exedra_engine._shell.probe import probe
 from exedra_engine._version import __version__
-from exedra_engine.config_files import load_config
+from exedra_engine.cli.render import (
+    PROG,
+    fail,
+    print_json,
+    print_plan,
+    shown,
+    shown_plan,
+    size_text,
+)
 from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE, STOP_TIMEOUT
 from exedra_engine.errors import EngineError
-from exedra_engine.kinds import Kind, supported_kinds
-from exedra_engine.model_info import inspect
-from exedra_engine.planner import Explained, layer_names
-from exedra_engine.planning import plan_explained
-from exedra_engine.probe import probe
-from exedra_engine.redact import redact_config, redact_env, redact_option, redact_plan, redact_said
-from exedra_engine.values import Constraints, ExecutorInfo, Hardware, LaunchPlan, ModelSpec
-
-PROG = "exedra-engine"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,70 +60,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {shown(message)}\n")
 
 
-_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _escape(m: re.Match[str]) -> str:
-    c = m.group()
-    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or (
-        f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-    )
-
-
-def shown(text: str) -> str:
-    """`text` as one line of human output: control characters, bidi overrides and lone
-    surrogates written as backslash escapes (``\\x1b``, ``\\n``, ``\\udcff``)."""
-    return _UNSHOWN.sub(_escape, text)
-
-
-def _one_line(text: str) -> str:
-    return shown(text)
-
-
-def _fail(err: EngineError, code: int = 2) -> int:
-    print(f"{PROG}: error: {shown(str(err))}", file=sys.stderr)
-    return code
-
-
-def json_text(value: object) -> str:
-    """`value` as indented JSON text that any UTF-8 stream can write: a lone surrogate in a
-    string (a path's undecodable byte) is written as its ``\\udcXX`` escape."""
-    try:
-        return msgspec.json.format(msgspec.json.encode(value)).decode()
-    except UnicodeEncodeError:
-        text = json.dumps(msgspec.to_builtins(value), ensure_ascii=False, indent=2)
-        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def _json(value: object) -> None:
-    sys.stdout.write(json_text(value) + "\n")
-
-
-def _size(n: int) -> str:
-    if n <= 0:
-        return "unknown"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
-
-
 # -- probe, inspect, config -------------------------------------------------------------
 
 
 def cmd_probe(a: argparse.Namespace) -> int:
     hw = probe().unwrap()  # probe cannot fail: unknown facts read as 0
     if a.json:
-        _json(hw)
+        print_json(hw)
         return 0
-    print(f"cpu        {hw.cpu.threads} threads, {_size(hw.cpu.ram)} RAM")
+    print(f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM")
     if not hw.gpus:
         print("gpus       none (CPU-only host)")
     for g in hw.gpus:
         driver = shown(g.driver or "unknown")
-        print(f"gpu        {shown(g.card)}  driver {driver}  VRAM {_size(g.vram)}")
+        print(f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}")
     for k in supported_kinds():
         e = hw.executor(k)
         what = (
@@ -128,12 +88,12 @@ def cmd_probe(a: argparse.Namespace) -> int:
 def cmd_inspect(a: argparse.Namespace) -> int:
     r = inspect(a.path)
     if isinstance(r, Failure):
-        return _fail(r.failure())
+        return fail(r.failure())
     m = r.unwrap()
     if a.json:
-        _json(m)
+        print_json(m)
         return 0
-    print(f"path          {shown(m.path)} ({_size(m.size)})")
+    print(f"path          {shown(m.path)} ({size_text(m.size)})")
     print(f"architecture  {shown(m.architecture)}")
     print(f"name          {shown(m.name or '-')}")
     print(f"quant         {shown(m.quant or '-')}")
@@ -145,12 +105,12 @@ def cmd_inspect(a: argparse.Namespace) -> int:
 def cmd_config(a: argparse.Namespace) -> int:
     r = load_config(a.path)
     if isinstance(r, Failure):
-        return _fail(r.failure())
+        return fail(r.failure())
     cfg = r.unwrap()
     if not a.show_secrets:
         cfg = redact_config(cfg)
     if a.json:
-        _json(cfg)
+        print_json(cfg)
         return 0
     import yaml
 
@@ -296,46 +256,10 @@ def _planned(a: argparse.Namespace) -> Result[Explained, EngineError]:
     return _request(a).bind(lambda r: plan_explained(*r, check_ports=not a.no_port_check))
 
 
-def shown_plan(plan: LaunchPlan, show_secrets: bool) -> LaunchPlan:
-    """The plan as printed: keys redacted unless asked for."""
-    return plan if show_secrets else redact_plan(plan)
-
-
-def print_plan(plan: LaunchPlan) -> None:
-    print(f"command   {shown(plan.command)}")
-    print("args      " + _argv_lines([shown(t) for t in plan.args]))
-    for i, e in enumerate(plan.env):
-        print(("env       " if i == 0 else "          ") + shown(e))
-    print(
-        f"endpoint  {plan.url}  (ready: {plan.ready}"
-        + (", scanned port" if plan.port_scanned else "")
-        + ")"
-    )
-    print(f"api key   {'set' if plan.api_key else 'none (unauthenticated)'}")
-    if plan.model is not None:
-        m = plan.model
-        print(
-            f"model     {shown(m.architecture)} {shown(m.name)} {shown(m.quant)}".rstrip()
-            + f", {m.blocks} blocks, context {m.context}"
-        )
-    else:
-        print("model     header not read (file absent or not GGUF)")
-
-
-def _argv_lines(args: Sequence[str]) -> str:
-    lines: list[str] = []
-    for tok in args:
-        if (tok.startswith("-") and not tok.lstrip("-").replace(".", "").isdigit()) or not lines:
-            lines.append(tok)
-        else:
-            lines[-1] += " " + tok
-    return "\n          ".join(lines)
-
-
 def cmd_plan(a: argparse.Namespace) -> int:
     r = _planned(a)
     if isinstance(r, Failure):
-        return _fail(r.failure())
+        return fail(r.failure())
     e = r.unwrap()
     plan = shown_plan(e.plan, a.show_secrets)
     names = layer_names(e.plan.spec)
@@ -351,9 +275,9 @@ def cmd_plan(a: argparse.Namespace) -> int:
     ]
     if a.json:
         if a.explain:
-            _json({"plan": plan, "sources": sources})
+            print_json({"plan": plan, "sources": sources})
         else:
-            _json(plan)
+            print_json(plan)
         return 0
     print_plan(plan)
     if a.explain:
@@ -371,14 +295,14 @@ def cmd_plan(a: argparse.Namespace) -> int:
 def cmd_launch(a: argparse.Namespace) -> int:
     r = _planned(a)
     if isinstance(r, Failure):
-        return _fail(r.failure())
-    from exedra_engine.cli_launch import run_launch
+        return fail(r.failure())
+    from exedra_engine.cli.launch import run_launch
 
     return run_launch(r.unwrap().plan, a)
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
-    from exedra_engine.demo import run_demo
+    from exedra_engine.cli.demo import run_demo
 
     return run_demo(a)
 
@@ -467,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except EngineError as e:
         # An expected run-time failure (an executor that never became ready, say): one line.
-        return _fail(e, 1)
+        return fail(e, 1)
     return code
 
 

@@ -1,6 +1,6 @@
 """Layering: merge argv and env layers into one argv and one env, recording who set what.
 
-Rules, per flag table (`exedra_engine.flags`):
+Rules, per flag table (`exedra_engine._core.flags`):
 
 - A flag set by several layers appears once, with the highest layer's value, at the place
   that layer put it; spellings and ``--flag=value`` forms count as the same flag, and a
@@ -29,9 +29,9 @@ from typing import Final, Literal
 import msgspec
 from returns.result import Failure, Result, Success
 
+from exedra_engine._core.flags import FlagTable, Item
+from exedra_engine._core.redact import KEY_FLAGS
 from exedra_engine.errors import PlanError
-from exedra_engine.flags import FlagTable, Item
-from exedra_engine.redact import KEY_FLAGS
 
 API_KEY_FLAG: Final = "--api-key"
 API_KEY_ENV: Final = "LLAMA_API_KEY"

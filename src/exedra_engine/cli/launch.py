@@ -9,9 +9,9 @@ import sys
 import msgspec
 import trio
 
+from exedra_engine._core.values import LaunchPlan
+from exedra_engine._trio.launcher import Instance, launch
 from exedra_engine.errors import EngineError
-from exedra_engine.launcher import Instance, launch
-from exedra_engine.values import LaunchPlan
 
 
 def run_launch(plan: LaunchPlan, a: argparse.Namespace) -> int:
@@ -23,7 +23,8 @@ def run_launch(plan: LaunchPlan, a: argparse.Namespace) -> int:
 
 
 async def _main(plan: LaunchPlan, a: argparse.Namespace) -> int:
-    from exedra_engine.cli import _fail, shown_plan
+    from exedra_engine.cli.render import fail as _fail
+    from exedra_engine.cli.render import shown_plan
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:

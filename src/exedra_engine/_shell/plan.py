@@ -7,14 +7,14 @@ import os
 
 from returns.result import Failure, Result, Success
 
+from exedra_engine._core.kinds import TIME_WAIT_BLOCKS_BIND, Kind
+from exedra_engine._core.netstat import ports_in_use
+from exedra_engine._core.planner import Explained, explain_launch
+from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
+from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.inspect import inspect
+from exedra_engine._shell.ports import HostFiles
 from exedra_engine.errors import EngineError, NotGGUF
-from exedra_engine.host import LocalHost
-from exedra_engine.kinds import TIME_WAIT_BLOCKS_BIND, Kind
-from exedra_engine.model_info import inspect
-from exedra_engine.netstat import ports_in_use
-from exedra_engine.planner import Explained, explain_launch
-from exedra_engine.ports import HostFiles
-from exedra_engine.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 
 
 def plan(

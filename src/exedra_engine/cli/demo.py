@@ -22,13 +22,13 @@ import msgspec
 import trio
 from returns.result import Failure
 
+from exedra_engine._core.kinds import Kind
+from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
+from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.plan import plan
+from exedra_engine._shell.probe import probe
+from exedra_engine._trio.launcher import open_instance
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.host import LocalHost
-from exedra_engine.kinds import Kind
-from exedra_engine.launcher import open_instance
-from exedra_engine.planning import plan
-from exedra_engine.probe import probe
-from exedra_engine.values import Constraints, LaunchPlan, ModelSpec
 
 
 def _search_path() -> str:
@@ -59,7 +59,7 @@ def run_demo(a: argparse.Namespace) -> int:
     try:
         import gguf  # noqa: F401
 
-        from exedra_engine.testmodels import write_tiny_llama
+        from exedra_engine.testing import write_tiny_llama
     except ImportError:
         print(
             "exedra-engine: error: the demo writes its model with the gguf package: "
@@ -93,7 +93,7 @@ def run_demo(a: argparse.Namespace) -> int:
 
 
 async def _run(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) -> int:
-    from exedra_engine.cli import print_plan, shown_plan
+    from exedra_engine.cli.render import print_plan, shown_plan
 
     t = time.perf_counter()
     async with open_instance(p, ready_timeout=60) as inst:

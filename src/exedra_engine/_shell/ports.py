@@ -1,7 +1,7 @@
 """The effect ports: the small interfaces behind which every host read sits.
 
 The pure core never calls these; the shells (`probe`, `inspect`, `load_config`, `plan`) do,
-through an adapter. `LocalHost` in `exedra_engine.host` is the real one; tests root it at a
+through an adapter. `LocalHost` in `exedra_engine._shell.host` is the real one; tests root it at a
 fixture tree.
 """
 

@@ -6,12 +6,12 @@ import posixpath
 
 from returns.result import Result, Success
 
+from exedra_engine._core.hardware import DrmNode, ExecutorFile, HostSnapshot, hardware_from
+from exedra_engine._core.kinds import BINARIES, Kind, supported_kinds
+from exedra_engine._core.values import Hardware
+from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.ports import HostFiles, HostProcess
 from exedra_engine.errors import EngineError
-from exedra_engine.hardware import DrmNode, ExecutorFile, HostSnapshot, hardware_from
-from exedra_engine.host import LocalHost
-from exedra_engine.kinds import BINARIES, Kind, supported_kinds
-from exedra_engine.ports import HostFiles, HostProcess
-from exedra_engine.values import Hardware
 
 DRM = "/sys/class/drm"
 # Where GGML backend plugins sit relative to the directory of the executor's real binary.

@@ -8,10 +8,10 @@ import stat
 
 from returns.result import Failure, Result
 
+from exedra_engine._core.gguf_header import HeaderFacts, parse_gguf_header
+from exedra_engine._core.quant import quant_name
+from exedra_engine._core.values import ModelInfo
 from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
-from exedra_engine.gguf_header import HeaderFacts, parse_gguf_header
-from exedra_engine.quant import quant_name
-from exedra_engine.values import ModelInfo
 
 
 def inspect(path: str | os.PathLike[str]) -> Result[ModelInfo, EngineError]:

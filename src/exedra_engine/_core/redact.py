@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 if TYPE_CHECKING:
-    from exedra_engine.values import Config, LaunchPlan, Override
+    from exedra_engine._core.values import Config, LaunchPlan, Override
 
 REDACTED = "<redacted>"
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
@@ -65,7 +65,7 @@ def redact_args(args: Sequence[str]) -> tuple[str, ...]:
 
 
 def redact_option(text: str) -> str:
-    """One argv option as `exedra_engine.layers.Source` shows it (its tokens joined by
+    """One argv option as `exedra_engine._core.layers.Source` shows it (its tokens joined by
     spaces) with a key flag's value hidden."""
     first, sep, _ = text.partition(" ")
     name, eq, value = first.partition("=")

@@ -10,8 +10,8 @@ import ipaddress
 
 import msgspec
 
-from exedra_engine.kinds import Kind
-from exedra_engine.redact import REDACTED, redact_args, redact_env
+from exedra_engine._core.kinds import Kind
+from exedra_engine._core.redact import REDACTED, redact_args, redact_env
 
 
 class CPU(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -19,8 +19,12 @@ from collections.abc import Set
 import msgspec
 from returns.result import Failure, Result, Success
 
+from exedra_engine._core.endpoint import Resolved, resolve, resolve_endpoint
+from exedra_engine._core.flags import TABLES
+from exedra_engine._core.kinds import BINARIES, Kind
+from exedra_engine._core.layers import API_KEY_ENV, Layer, Merged, Source, env_items, merge, unfit
+from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE
-from exedra_engine.endpoint import Resolved, resolve, resolve_endpoint
 from exedra_engine.errors import (
     EngineError,
     ExecutorNotFound,
@@ -28,10 +32,6 @@ from exedra_engine.errors import (
     PlanError,
     PortInUse,
 )
-from exedra_engine.flags import TABLES
-from exedra_engine.kinds import BINARIES, Kind
-from exedra_engine.layers import API_KEY_ENV, Layer, Merged, Source, env_items, merge, unfit
-from exedra_engine.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 
 RANK_RUN_ARGS = 0
 RANK_ENGINE = 1

@@ -21,11 +21,11 @@ from collections.abc import Mapping, Sequence
 import msgspec
 from returns.result import Failure, Result, Success
 
+from exedra_engine._core.flags import TABLES
+from exedra_engine._core.kinds import Kind
+from exedra_engine._core.values import base_url
 from exedra_engine.constants import DEFAULT_HOST
 from exedra_engine.errors import EngineError, NoEndpoint, PlanError
-from exedra_engine.flags import TABLES
-from exedra_engine.kinds import Kind
-from exedra_engine.values import base_url
 
 _STOI = re.compile(r"[ \t\n\v\f\r]*([+-]?\d+)")
 _INT32 = 2**31

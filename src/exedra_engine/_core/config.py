@@ -31,9 +31,9 @@ from typing import Any, TypeVar
 import yaml
 from returns.result import Failure, Result, Success
 
+from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.values import Config, Override
 from exedra_engine.errors import ConfigError
-from exedra_engine.kinds import Kind, supported_kinds
-from exedra_engine.values import Config, Override
 
 _STR = "tag:yaml.org,2002:str"
 _NULL = "tag:yaml.org,2002:null"

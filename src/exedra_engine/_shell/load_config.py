@@ -7,10 +7,10 @@ import stat
 
 from returns.result import Failure, Result, Success
 
-from exedra_engine.config import config_from_yaml, merge_all
+from exedra_engine._core.config import config_from_yaml, merge_all
+from exedra_engine._core.values import Config
 from exedra_engine.constants import DEFAULT_CONFIG_PATH
 from exedra_engine.errors import ConfigError, EngineError
-from exedra_engine.values import Config
 
 _MAX_FILE = 4 << 20
 _ENDINGS = (".yaml", ".yml")
@@ -20,7 +20,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Result[Config, En
     """Load admin overrides from a directory or one YAML file.
 
     A directory contributes its ``*.yaml`` and ``*.yml`` files (hidden ones excepted) in
-    file-name order, a later file over an earlier one (see `exedra_engine.config`); a name
+    file-name order, a later file over an earlier one (see `exedra_engine._core.config`); a name
     whose ending differs only in case (``x.YAML``) is an error, not silently skipped. None or
     "" means `DEFAULT_CONFIG_PATH`. Only a path that does not exist is an empty config;
     anything else that cannot be read (a FIFO, a device, a path too long) is a `ConfigError`

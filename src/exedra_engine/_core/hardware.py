@@ -17,8 +17,8 @@ import re
 
 import msgspec
 
-from exedra_engine.kinds import Kind
-from exedra_engine.values import CPU, GPU, ExecutorInfo, Hardware
+from exedra_engine._core.kinds import Kind
+from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
 
 
 class DrmNode(msgspec.Struct, frozen=True, kw_only=True):

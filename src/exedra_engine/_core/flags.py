@@ -4,7 +4,7 @@ A table knows every spelling of a flag (``-c`` / ``--ctx-size``), its negations
 (``--no-webui`` unsets what ``--webui`` sets), how many values follow it, the environment
 variables the executor reads for it, and whether repeating it adds values (``--lora``) rather
 than replacing them. The data is generated from the executors' own help texts
-(`exedra_engine._flagdata`); this module turns argv into items against it.
+(`exedra_engine._core._flagdata`); this module turns argv into items against it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Final
 import msgspec
 from returns.result import Failure, Result, Success
 
-from exedra_engine import _flagdata
+from exedra_engine._core import _flagdata
+from exedra_engine._core.kinds import Kind
 from exedra_engine.errors import PlanError
-from exedra_engine.kinds import Kind
 
 
 class Flag(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,0 +1,2 @@
+"""The shells: gather facts through the ports (`exedra_engine._shell.ports`), then call the
+pure core."""

@@ -1,0 +1,1 @@
+"""The trio adapter: start, watch and stop executor processes."""

@@ -1,0 +1,99 @@
+"""What the command line prints: human text that any terminal shows safely, JSON that any
+UTF-8 stream can write, and plans with their keys redacted."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Sequence
+
+import msgspec
+
+from exedra_engine._core.redact import redact_plan
+from exedra_engine._core.values import LaunchPlan
+from exedra_engine.errors import EngineError
+
+PROG = "exedra-engine"
+
+
+_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or (
+        f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    )
+
+
+def shown(text: str) -> str:
+    """`text` as one line of human output: control characters, bidi overrides and lone
+    surrogates written as backslash escapes (``\\x1b``, ``\\n``, ``\\udcff``)."""
+    return _UNSHOWN.sub(_escape, text)
+
+
+def fail(err: EngineError, code: int = 2) -> int:
+    print(f"{PROG}: error: {shown(str(err))}", file=sys.stderr)
+    return code
+
+
+def json_text(value: object) -> str:
+    """`value` as indented JSON text that any UTF-8 stream can write: a lone surrogate in a
+    string (a path's undecodable byte) is written as its ``\\udcXX`` escape."""
+    try:
+        return msgspec.json.format(msgspec.json.encode(value)).decode()
+    except UnicodeEncodeError:
+        text = json.dumps(msgspec.to_builtins(value), ensure_ascii=False, indent=2)
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def print_json(value: object) -> None:
+    sys.stdout.write(json_text(value) + "\n")
+
+
+def size_text(n: int) -> str:
+    if n <= 0:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def shown_plan(plan: LaunchPlan, show_secrets: bool) -> LaunchPlan:
+    """The plan as printed: keys redacted unless asked for."""
+    return plan if show_secrets else redact_plan(plan)
+
+
+def print_plan(plan: LaunchPlan) -> None:
+    print(f"command   {shown(plan.command)}")
+    print("args      " + _argv_lines([shown(t) for t in plan.args]))
+    for i, e in enumerate(plan.env):
+        print(("env       " if i == 0 else "          ") + shown(e))
+    print(
+        f"endpoint  {plan.url}  (ready: {plan.ready}"
+        + (", scanned port" if plan.port_scanned else "")
+        + ")"
+    )
+    print(f"api key   {'set' if plan.api_key else 'none (unauthenticated)'}")
+    if plan.model is not None:
+        m = plan.model
+        print(
+            f"model     {shown(m.architecture)} {shown(m.name)} {shown(m.quant)}".rstrip()
+            + f", {m.blocks} blocks, context {m.context}"
+        )
+    else:
+        print("model     header not read (file absent or not GGUF)")
+
+
+def _argv_lines(args: Sequence[str]) -> str:
+    lines: list[str] = []
+    for tok in args:
+        if (tok.startswith("-") and not tok.lstrip("-").replace(".", "").isdigit()) or not lines:
+            lines.append(tok)
+        else:
+            lines[-1] += " " + tok
+    return "\n          ".join(lines)
