@@ -16,17 +16,18 @@ from returns.result import Failure, Success
 
 from exedra_engine import Kind, LaunchPlan, explain_launch, plan_launch
 from exedra_engine._core.endpoint import resolve_endpoint
-from exedra_engine._core.flags import TABLES
-from exedra_engine._core.layers import Layer, merge_layers
+from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.layers import Layer, merge
 from properties import executor_model
 from properties.strategies import HW, REPEATABLE, argv, env, keys, requests
 
-TABLE = TABLES[Kind.LLAMA]
+PROFILE = executor_profile(Kind.LLAMA)
+TABLE = PROFILE.flags
 
 
 def canonical(tokens: tuple[str, ...]) -> list[tuple[str | None, tuple[str, ...], bool]]:
     """(key, values, negated) per option, through the table: spellings and =forms folded."""
-    return [(i.key, i.values, i.negated) for i in TABLE.split(tokens, "t").unwrap()]
+    return [(i.key, i.values, i.negated) for i in TABLE.split_items(tokens, "t")]
 
 
 def effective(args: tuple[str, ...], envmap: dict[str, str]) -> dict[str, object]:
@@ -62,7 +63,7 @@ def build(layer_inputs: list[tuple[tuple[str, ...], dict[str, str]]]) -> list[La
 
 @given(layers_st)
 def test_highest_layer_wins_exactly_once(layer_inputs: Any) -> None:
-    merged = merge_layers(TABLE, build(layer_inputs)).unwrap()
+    merged = merge(PROFILE, build(layer_inputs))
     envmap = dict(e.split("=", 1) for e in merged.env)
     got = effective(merged.args, envmap)
     # The oracle: what each layer alone would set, applied low to high (within a layer the
@@ -89,14 +90,14 @@ def test_highest_layer_wins_exactly_once(layer_inputs: Any) -> None:
 def test_an_empty_layer_changes_nothing(layer_inputs: Any, at: int) -> None:
     layers = build(layer_inputs)
     with_empty = [*layers, Layer(name="empty", rank=at, args=(), env=())]
-    a = merge_layers(TABLE, layers).unwrap()
-    b = merge_layers(TABLE, sorted(with_empty, key=lambda x: x.rank)).unwrap()
+    a = merge(PROFILE, layers)
+    b = merge(PROFILE, sorted(with_empty, key=lambda x: x.rank))
     assert (a.args, a.env) == (b.args, b.env)
 
 
 @given(layers_st)
 def test_unknown_flags_keep_their_relative_order(layer_inputs: Any) -> None:
-    merged = merge_layers(TABLE, build(layer_inputs)).unwrap()
+    merged = merge(PROFILE, build(layer_inputs))
     tokens_in = [
         t for a, _ in layer_inputs for t in a if t in ("--frobnicate", "--experimental-x", "-zz")
     ]
@@ -207,7 +208,7 @@ def test_explain_names_the_layer_that_set_each_token(req: Any) -> None:
         env_inputs["config env"] = con.overrides.env
     for s in e.sources:
         if s.what == "arg" and s.layer in inputs:
-            layer_items = [i.tokens for i in TABLE.split(inputs[s.layer], "t").unwrap()]
+            layer_items = [i.tokens for i in TABLE.split_items(inputs[s.layer], "t")]
             assert tuple(s.text.split(" ")) in layer_items, (s, inputs[s.layer])
         if s.what == "env" and s.layer in env_inputs:
             name, value = s.text.split("=", 1)

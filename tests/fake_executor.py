@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A stand-in executor for faults a real one cannot be made to show on cue.
 
-Speaks llama-server's --host/--port (and ignores its other flags) and serves GET /health.
+Speaks llama-server's --host/--port, or sd-server's --listen-ip/--listen-port and SD_PORT
+(tests/test_profiles.py), ignores its other flags, and answers GET on any path like /health.
 FAKE_MODE chooses the behaviour:
   ok           bind after FAKE_DELAY s, answer 503 until FAKE_READY_AFTER s, then 200
   hang         never bind, never exit
@@ -29,10 +30,11 @@ def main() -> None:
     args = sys.argv[1:]
     host, port = "127.0.0.1", 8080
     for i, a in enumerate(args[:-1]):
-        if a == "--host":
+        if a in ("--host", "--listen-ip"):
             host = args[i + 1]
-        elif a == "--port":
+        elif a in ("--port", "--listen-port"):
             port = int(args[i + 1])
+    port = int(os.environ.get("SD_PORT", port)) if "--listen-port" not in args else port
     mode = os.environ.get("FAKE_MODE", "ok")
     delay = float(os.environ.get("FAKE_DELAY", "0"))
     ready_after = float(os.environ.get("FAKE_READY_AFTER", "0"))

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from returns.result import Failure
 
-from exedra_engine import Kind
-from exedra_engine._core.flags import TABLES
+from exedra_engine import Kind, PlanError
+from exedra_engine._core.executors import executor_profile
 
 ROOT = Path(__file__).resolve().parent.parent
-LLAMA, WHISPER = TABLES[Kind.LLAMA], TABLES[Kind.TRANSCRIBE]
+LLAMA, WHISPER = executor_profile(Kind.LLAMA).flags, executor_profile(Kind.TRANSCRIBE).flags
 
 
 def test_generated_tables_match_the_reference_help() -> None:
@@ -69,7 +69,7 @@ def test_whisper_table() -> None:
 
 
 def test_split_normalizes_and_keeps_unknown_tokens() -> None:
-    items = LLAMA.split(
+    items = LLAMA.split_items(
         [
             "--ctx-size=4096",
             "--frobnicate",
@@ -81,7 +81,7 @@ def test_split_normalizes_and_keeps_unknown_tokens() -> None:
             "9",
         ],
         "caller args",
-    ).unwrap()
+    )
     assert [i.tokens for i in items] == [
         ("--ctx-size", "4096"),
         ("--frobnicate",),
@@ -107,6 +107,5 @@ def test_split_normalizes_and_keeps_unknown_tokens() -> None:
     ],
 )
 def test_split_errors_name_the_layer_and_flag(argv: list[str], message: str) -> None:
-    r = LLAMA.split(argv, "config models.q.args")
-    assert isinstance(r, Failure)
-    assert message in str(r.failure())
+    with pytest.raises(PlanError, match=re.escape(message)):
+        LLAMA.split_items(argv, "config models.q.args")

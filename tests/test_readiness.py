@@ -9,7 +9,7 @@ import pytest
 
 from exedra_engine import Constraints, Hardware, Kind, ModelSpec, NotReady, open_instance
 from exedra_engine._core import readiness
-from exedra_engine._core.kinds import TIME_WAIT_BLOCKS_BIND
+from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.netstat import ports_in_use
 from exedra_engine._core.planner import plan_launch
 
@@ -93,7 +93,8 @@ def test_time_wait_counts_only_for_executors_it_blocks() -> None:
     assert ports_in_use(TCP) == {0x46A0}
     assert ports_in_use(TCP, time_wait=True) == {0x46A0, 0x46A1}
     # llama-server binds with SO_REUSEADDR; whisper-server does not (checked with the binaries).
-    assert TIME_WAIT_BLOCKS_BIND == {Kind.LLAMA: False, Kind.TRANSCRIBE: True}
+    assert not executor_profile(Kind.LLAMA).time_wait_blocks_bind
+    assert executor_profile(Kind.TRANSCRIBE).time_wait_blocks_bind
 
 
 # -- the launcher on the fake executor ------------------------------------------------------

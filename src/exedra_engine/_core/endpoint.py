@@ -1,15 +1,16 @@
 """Endpoint resolution: where an executor will listen, read from argv and env the way the
 executor itself reads them.
 
-Checked against the real llama-server (build 0.10434) and whisper-server 1.8.5:
+Driven by the executor's profile (`exedra_engine._core.executors`); the rules were checked
+against the real llama-server (build 0.10434) and whisper-server 1.8.5:
 
-- llama-server reads its environment first, then argv: a flag beats its variable, and the
+- The executor reads its environment first, then argv: a flag beats its variable, and the
   last of repeated flags wins. A variable it cannot parse is fatal even when a flag also
-  sets the option. Every API key counts: ``LLAMA_API_KEY`` and each ``--api-key``, comma lists
-  split, all accepted together.
+  sets the option. Every API key counts: the key variable's and each key flag's, lists
+  split at the profile's separator, all accepted together.
 - Ports are parsed like C++ ``std::stoi``: leading blanks and a sign, then digits; anything
   after the digits is ignored ("8092abc" is 8092), no digits is fatal.
-- whisper-server reads no variables and has no API key.
+- An executor whose profile names no variables (whisper-server) reads none.
 - Neither accepts ``--flag=value``.
 """
 
@@ -19,10 +20,11 @@ import re
 from collections.abc import Mapping, Sequence
 
 import msgspec
-from returns.result import Failure, Result, Success
+from returns.result import Result
 
-from exedra_engine._core.flags import TABLES
+from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.kinds import Kind
+from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import base_url
 from exedra_engine.constants import DEFAULT_HOST
 from exedra_engine.errors import EngineError, NoEndpoint, PlanError
@@ -77,63 +79,86 @@ def resolve_endpoint(
     strings). Failures: `NoEndpoint` when nothing names a port or the host is a Unix
     socket; `PlanError` for a value the executor would refuse (naming the flag or variable).
     """
-    try:
-        return Success(resolve(kind, args, env))
-    except EngineError as e:
-        return Failure(e)
+    return as_result(resolve, kind, args, env)
 
 
-def resolve(kind: Kind, args: Sequence[str], env: Mapping[str, str] | Sequence[str]) -> Resolved:
+def resolve(kind: str, args: Sequence[str], env: Mapping[str, str] | Sequence[str]) -> Resolved:
     """`resolve_endpoint`, raising the `EngineError` instead of returning it."""
-    table = TABLES[kind]
+    p = executor_profile(kind)
     envmap = env if isinstance(env, Mapping) else env_dict(env)
+    # The executor reads its environment first, then argv: a flag beats its variable.
+    host, port, keys = _from_env(p, envmap)
+    h, pt, k = _from_args(p, args)
+    host = h if h is not None else host
+    port = pt if pt is not None else port
+    return _endpoint(p, host, port, (*keys, *k))
+
+
+def _from_env(
+    p: ExecutorProfile, env: Mapping[str, str]
+) -> tuple[str | None, int | None, list[str]]:
+    host = env.get(p.host_env) if p.host_env else None
+    port = None
+    if p.port_env and p.port_env in env:
+        port = stoi(env[p.port_env])
+        if port is None:
+            raise PlanError(f"{p.port_env}={env[p.port_env]!r} is not a port number")
+    keys = _keys(p, env.get(p.key_env, "")) if p.key_env else []
+    return host, port, keys
+
+
+def _from_args(p: ExecutorProfile, args: Sequence[str]) -> tuple[str | None, int | None, list[str]]:
+    table = p.flags
     host: str | None = None
     port: int | None = None
     keys: list[str] = []
-    if kind is Kind.LLAMA:
-        if "LLAMA_ARG_HOST" in envmap:
-            host = envmap["LLAMA_ARG_HOST"]
-        if "LLAMA_ARG_PORT" in envmap:
-            port = stoi(envmap["LLAMA_ARG_PORT"])
-            if port is None:
-                raise PlanError(f"LLAMA_ARG_PORT={envmap['LLAMA_ARG_PORT']!r} is not a port number")
-        keys.extend(k for k in envmap.get("LLAMA_API_KEY", "").split(",") if k)
     i = 0
     while i < len(args):
         tok = args[i]
         hit = table.lookup(tok)
         if hit is None:
-            name = tok.partition("=")[0]
-            if "=" in tok and table.lookup(name) is not None:
-                raise PlanError(
-                    f"{table.binary} does not accept {name}=...; pass {name} and its value "
-                    "as two arguments"
-                )
+            _refuse_inline(p, tok)
             i += 1
             continue
         flag, negated = hit
         nargs = 0 if negated else flag.nargs
         if nargs and i + nargs >= len(args):
-            raise PlanError(f"{table.binary}: flag {tok} needs a value")
+            raise PlanError(f"{p.binary}: flag {tok} needs a value")
         value = args[i + 1] if nargs else ""
-        if flag.key == "--host":
+        if flag.key == p.host_flag:
             host = value
-        elif flag.key == "--port":
+        elif flag.key == p.port_flag:
             port = stoi(value)
             if port is None:
                 raise PlanError(f"{tok} {value!r} is not a port number")
-        elif flag.key == "--api-key":
-            keys.extend(k for k in value.split(",") if k)
+        elif flag.key == p.key_flag:
+            keys.extend(_keys(p, value))
         i += 1 + nargs
-    if port is None:
-        raise NoEndpoint(
-            f"{table.binary}: args and env set no listen port (--port"
-            + (" or LLAMA_ARG_PORT)" if kind is Kind.LLAMA else ")")
+    return host, port, keys
+
+
+def _refuse_inline(p: ExecutorProfile, tok: str) -> None:
+    name, eq, _ = tok.partition("=")
+    if eq and p.flags.lookup(name) is not None:
+        raise PlanError(
+            f"{p.binary} does not accept {name}=...; pass {name} and its value as two arguments"
         )
+
+
+def _keys(p: ExecutorProfile, value: str) -> list[str]:
+    return [k for k in value.split(p.key_separator) if k]
+
+
+def _endpoint(
+    p: ExecutorProfile, host: str | None, port: int | None, keys: tuple[str, ...]
+) -> Resolved:
+    if port is None:
+        via = f" or {p.port_env}" if p.port_env else ""
+        raise NoEndpoint(f"{p.binary}: args and env set no listen port ({p.port_flag}{via})")
     if not 0 < port < 65536:
         raise PlanError(f"port {port} is outside 1-65535")
-    if host is None or host == "":
+    if not host:
         host = DEFAULT_HOST
-    if kind is Kind.LLAMA and host.endswith(".sock"):
-        raise NoEndpoint(f"--host {host!r} is a Unix socket; only TCP is supported")
-    return Resolved(host=host, port=port, api_keys=tuple(keys))
+    if p.unix_socket_suffix and host.endswith(p.unix_socket_suffix):
+        raise NoEndpoint(f"{p.host_flag} {host!r} is a Unix socket; only TCP is supported")
+    return Resolved(host=host, port=port, api_keys=keys)

@@ -10,13 +10,9 @@ than replacing them. The data is generated from the executors' own help texts
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
 import msgspec
-from returns.result import Failure, Result, Success
 
-from exedra_engine._core import _flagdata
-from exedra_engine._core.kinds import Kind
 from exedra_engine.errors import PlanError
 
 
@@ -46,8 +42,7 @@ class Item(msgspec.Struct, frozen=True, kw_only=True):
 class FlagTable:
     """The flags of one executor."""
 
-    def __init__(self, kind: Kind, binary: str, flags: Sequence[Flag]) -> None:
-        self.kind = kind
+    def __init__(self, binary: str, flags: Sequence[Flag]) -> None:
         self.binary = binary
         self.flags: dict[str, Flag] = {f.key: f for f in flags}
         self._by_name: dict[str, tuple[Flag, bool]] = {}
@@ -73,18 +68,6 @@ class FlagTable:
     def env_names(self) -> frozenset[str]:
         """Every environment variable the executor reads for a flag."""
         return self._env_names
-
-    @property
-    def reads_api_key_env(self) -> bool:
-        """Whether the executor reads ``LLAMA_API_KEY`` (llama-server does)."""
-        return "LLAMA_API_KEY" in self._env_names
-
-    def split(self, argv: Sequence[str], where: str) -> Result[tuple[Item, ...], PlanError]:
-        """`split_items` as a Result."""
-        try:
-            return Success(self.split_items(argv, where))
-        except PlanError as e:
-            return Failure(e)
 
     def split_items(self, argv: Sequence[str], where: str) -> tuple[Item, ...]:
         """Cut `argv` into items, raising `PlanError`.
@@ -132,24 +115,6 @@ class FlagTable:
         return tuple(items)
 
 
-# Options whose handler appends rather than replaces (llama.cpp common/arg.cpp push_back).
-_LLAMA_REPEATABLE: Final = frozenset(
-    {
-        "--lora",
-        "--lora-scaled",
-        "--control-vector",
-        "--control-vector-scaled",
-        "--override-kv",
-        "--reverse-prompt",
-        "--logit-bias",
-        "--dry-sequence-breaker",
-        "--override-tensor",
-        "--override-tensor-draft",
-        "--api-key",
-    }
-)
-
-
 def _key(names: tuple[str, ...], negations: tuple[str, ...]) -> str:
     longs = [n for n in names if n.startswith("--")] or list(names)
     if not longs:
@@ -157,9 +122,12 @@ def _key(names: tuple[str, ...], negations: tuple[str, ...]) -> str:
     return longs[-1]
 
 
-def _table(
-    kind: Kind, binary: str, rows: tuple[_flagdata.Row, ...], repeatable: frozenset[str]
-) -> FlagTable:
+Row = tuple[tuple[str, ...], tuple[str, ...], int, tuple[str, ...]]
+"""One flag of a generated table: (names, negations, nargs, env)."""
+
+
+def table_from_rows(binary: str, rows: Sequence[Row], repeatable: frozenset[str]) -> FlagTable:
+    """The table of `binary` from its generated rows (see `exedra_engine._core._flagdata`)."""
     flags = []
     for names, negations, nargs, env in rows:
         key = _key(names, negations)
@@ -173,11 +141,4 @@ def _table(
                 repeatable=bool(repeatable & {key, *names}),
             )
         )
-    return FlagTable(kind, binary, flags)
-
-
-TABLES: Final[dict[Kind, FlagTable]] = {
-    Kind.LLAMA: _table(Kind.LLAMA, "llama-server", _flagdata.LLAMA, _LLAMA_REPEATABLE),
-    Kind.TRANSCRIBE: _table(Kind.TRANSCRIBE, "whisper-server", _flagdata.WHISPER, frozenset()),
-}
-"""The flag table of each executor kind."""
+    return FlagTable(binary, flags)

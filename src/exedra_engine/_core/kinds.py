@@ -17,21 +17,42 @@ class Kind(enum.StrEnum):
     TRANSCRIBE = "transcribe"
     """whisper.cpp's ``whisper-server``."""
 
+    @classmethod
+    def _missing_(cls, value: object) -> Kind | None:
+        # A kind registered after a decoder cached the members (msgspec does) is found here.
+        member = cls._value2member_map_.get(value)
+        return member if isinstance(member, Kind) else None
 
-_ORDER = (Kind.LLAMA, Kind.TRANSCRIBE)
 
-BINARIES: dict[Kind, str] = {Kind.LLAMA: "llama-server", Kind.TRANSCRIBE: "whisper-server"}
-"""The executable name of each family, as found on PATH."""
+_ORDER: list[Kind] = [Kind.LLAMA, Kind.TRANSCRIBE]
 
-TIME_WAIT_BLOCKS_BIND: dict[Kind, bool] = {Kind.LLAMA: False, Kind.TRANSCRIBE: True}
-"""Whether a port with sockets in TIME_WAIT is unusable for the family's server, checked with
-the binaries: llama-server binds with SO_REUSEADDR and restarts on such a port at once;
-whisper-server binds without it and fails with "address in use" until TIME_WAIT ends."""
+
+def _add_kind(value: str) -> Kind:
+    """The `Kind` of `value`, made a member for an executor registered at run time
+    (`exedra_engine._core.executors.register_executor`): `Kind(value)`, msgspec and the
+    override files then accept it like a built-in one."""
+    if value in Kind._value2member_map_:
+        return Kind(value)
+    if not value or value != value.strip() or not value.isprintable():
+        raise ValueError(f"not a usable kind name: {value!r}")
+    member = str.__new__(Kind, value)
+    member._name_ = value.upper()
+    member._value_ = value
+    Kind._value2member_map_[value] = member
+    _ORDER.append(member)
+    return member
+
+
+def _drop_kind(value: str) -> None:
+    member = Kind._value2member_map_.get(value)
+    if member is not None and member not in Kind.__members__.values():
+        del Kind._value2member_map_[value]
+        _ORDER.remove(member)  # type: ignore[arg-type]
 
 
 def supported_kinds() -> tuple[Kind, ...]:
-    """Every executor family, in a stable order."""
-    return _ORDER
+    """Every executor family, in a stable order: the built-in ones, then registered ones."""
+    return tuple(_ORDER)
 
 
 def parse_kind(s: str) -> Result[Kind, EngineError]:

@@ -11,11 +11,12 @@ Rules, per flag table (`exedra_engine._core.flags`):
 - A flag and the variable the executor reads for it (``--ctx-size`` / ``LLAMA_ARG_CTX_SIZE``)
   are one setting: the higher layer's form stays and the other is dropped; on a tie the
   flag stays, as the executor itself prefers it.
-- API keys accumulate like llama-server's: every ``--api-key`` value moves into
-  ``LLAMA_API_KEY`` (after the variable's own keys), so no key is ever visible in argv.
-- The caller's key (`merge`'s `required_key`) is never dropped: a layer's ``LLAMA_API_KEY``
-  adds keys to it, and an empty ``LLAMA_API_KEY`` that would switch authentication off is an
-  error naming the layer.
+- API keys accumulate as the executor reads them: every key flag's value (llama-server's
+  ``--api-key``) moves into the profile's key variable (``LLAMA_API_KEY``), after the
+  variable's own keys, so no key is ever visible in argv.
+- The caller's key (`merge`'s `required_key`) is never dropped: a layer's key variable adds
+  keys to it, and an empty one that would switch authentication off is an error naming the
+  layer.
 - Every token and variable must reach the executor as it is: a NUL character, a lone
   surrogate that no encoding can write, or an empty argument is an error naming the layer
   and the position. So is a key flag (``--api-key``...) for an executor that has none.
@@ -24,17 +25,13 @@ Rules, per flag table (`exedra_engine._core.flags`):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, Literal
+from typing import Literal
 
 import msgspec
-from returns.result import Failure, Result, Success
 
+from exedra_engine._core.executors import ExecutorProfile, is_key_flag
 from exedra_engine._core.flags import FlagTable, Item
-from exedra_engine._core.redact import KEY_FLAGS
 from exedra_engine.errors import PlanError
-
-API_KEY_FLAG: Final = "--api-key"
-API_KEY_ENV: Final = "LLAMA_API_KEY"
 
 
 class Layer(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,152 +64,194 @@ class Merged(msgspec.Struct, frozen=True, kw_only=True):
     """The values of the non-repeatable known flags left in `args`, by canonical key."""
 
 
-def merge_layers(
-    table: FlagTable, layers: Sequence[Layer], *, explain: bool = True, required_key: str = ""
-) -> Result[Merged, PlanError]:
-    """Merge `layers` (in any order; ranks decide) for the executor of `table`.
+class _Env:
+    """The env layers folded by name: each variable's winning value and layer, and what it
+    replaced (only when explaining)."""
 
-    With `explain` off the sources are not built (the planner's fast path). `required_key`
-    is the caller's API key, which the merged env keeps in ``LLAMA_API_KEY`` whatever the
-    layers say (see the module's rules).
-    """
-    try:
-        return Success(merge(table, layers, explain=explain, required_key=required_key))
-    except PlanError as e:
-        return Failure(e)
+    def __init__(self, ordered: Sequence[Layer], explain: bool) -> None:
+        self.val: dict[str, str] = {}
+        self.layer: dict[str, Layer] = {}
+        self.over: dict[str, list[str]] = {}
+        for layer in ordered:
+            for name, value in layer.env:
+                if explain and name in self.layer:
+                    self.over.setdefault(name, []).append(
+                        f"{self.layer[name].name}: {name}={self.val[name]}"
+                    )
+                self.val[name], self.layer[name] = value, layer
+
+    def drop(self, name: str) -> None:
+        self.over.pop(name, None)
+        del self.val[name], self.layer[name]
 
 
 def merge(
-    table: FlagTable, layers: Sequence[Layer], *, explain: bool = True, required_key: str = ""
+    profile: ExecutorProfile,
+    layers: Sequence[Layer],
+    *,
+    explain: bool = True,
+    required_key: str = "",
 ) -> Merged:
-    """`merge_layers`, raising the `PlanError` instead of returning it."""
+    """Merge `layers` (in any order; ranks decide) for the executor of `profile`, raising
+    `PlanError` for what cannot reach it (see the module's rules).
+
+    With `explain` off the sources are not built (the planner's fast path). `required_key`
+    is the caller's API key, which the merged env keeps in the profile's key variable
+    whatever the layers say.
+    """
+    table = profile.flags
     ordered = sorted(layers, key=_rank)
-    args: list[tuple[Layer, Item]] = []
+    items: list[tuple[Layer, Item]] = []
     for layer in ordered:
-        check_layer(table, layer)
+        check_layer(profile, layer)
         if layer.args:
-            args.extend((layer, it) for it in table.split_items(layer.args, layer.name))
-
-    env_val: dict[str, str] = {}
-    env_layer: dict[str, Layer] = {}
-    env_over: dict[str, list[str]] = {}
-    for layer in ordered:
-        for name, value in layer.env:
-            if explain and name in env_layer:
-                env_over.setdefault(name, []).append(
-                    f"{env_layer[name].name}: {name}={env_val[name]}"
-                )
-            env_val[name], env_layer[name] = value, layer
-
-    flags = table.flags
+            items.extend((layer, it) for it in table.split_items(layer.args, layer.name))
+    env = _Env(ordered, explain)
     seen: dict[str, list[int]] = {}
-    for i, (_, it) in enumerate(args):
+    for i, (_, it) in enumerate(items):
         if it.key is not None:
             seen.setdefault(it.key, []).append(i)
-    dropped: set[str] = set()
-    arg_over: dict[str, list[str]] = {}
-    for key, where in seen.items():
-        flag = flags[key]
-        if flag.repeatable or not flag.env:
-            continue
-        names = [e for e in flag.env if e in env_layer]
-        if not names:
-            continue
-        top = max(names, key=lambda e: env_layer[e].rank)
-        if env_layer[top].rank > args[where[-1]][0].rank:
-            dropped.add(key)
-            if explain:
-                env_over.setdefault(top, []).extend(_said(args[j]) for j in where)
-        else:
-            for e in names:
-                if explain:
-                    arg_over.setdefault(key, []).append(f"{env_layer[e].name}: {e}={env_val[e]}")
-                env_over.pop(e, None)
-                del env_val[e], env_layer[e]
-
-    out_args: list[str] = []
-    settings: dict[str, tuple[str, ...]] = {}
-    sources: list[Source] = []
-    keys: list[str] = []
-    key_layers: list[str] = []
-    moves_keys = table.reads_api_key_env
-    for i, (layer, it) in enumerate(args):
-        k = it.key
-        overrode: tuple[str, ...] = ()
-        if k is not None:
-            if k == API_KEY_FLAG and moves_keys:
-                keys.extend(v for v in it.values[0].split(",") if v)
-                key_layers.append(layer.name)
-                continue
-            if not flags[k].repeatable:
-                where = seen[k]
-                if where[-1] != i or k in dropped:
-                    continue
-                settings[k] = it.values
-                if explain:
-                    overrode = tuple(_said(args[j]) for j in where[:-1]) + tuple(
-                        arg_over.get(k, ())
-                    )
-        out_args.extend(it.tokens)
-        if explain:
-            sources.append(
-                Source(what="arg", text=" ".join(it.tokens), layer=layer.name, overrode=overrode)
-            )
-
-    if required_key and moves_keys:
-        _keep_key(required_key, env_val, env_layer, env_over)
-
-    if keys:
-        prior = [k for k in env_val.get(API_KEY_ENV, "").split(",") if k]
-        if API_KEY_ENV in env_layer:
-            key_layers.insert(0, env_layer[API_KEY_ENV].name)
-        env_val[API_KEY_ENV] = ",".join(prior + keys)
-        env_layer[API_KEY_ENV] = Layer(name=" + ".join(dict.fromkeys(key_layers)), rank=-1)
-
-    names = sorted(env_val)
+    dropped, arg_over = _flag_or_variable(table, items, seen, env, explain)
+    args = _Args(profile, items, seen=seen, dropped=dropped, arg_over=arg_over, explain=explain)
+    if required_key and profile.key_env:
+        _keep_key(profile, required_key, env)
+    if args.keys:
+        _move_keys(profile, args, env)
+    names = sorted(env.val)
     if explain:
-        sources.extend(
+        args.sources.extend(
             Source(
                 what="env",
-                text=f"{name}={env_val[name]}",
-                layer=env_layer[name].name,
-                overrode=tuple(env_over.get(name, ())),
+                text=f"{name}={env.val[name]}",
+                layer=env.layer[name].name,
+                overrode=tuple(env.over.get(name, ())),
             )
             for name in names
         )
     return Merged(
-        args=tuple(out_args),
-        env=tuple(f"{n}={env_val[n]}" for n in names),
-        sources=tuple(sources),
-        settings=settings,
+        args=tuple(args.out),
+        env=tuple(f"{n}={env.val[n]}" for n in names),
+        sources=tuple(args.sources),
+        settings=args.settings,
     )
 
 
-def _keep_key(
-    key: str, env_val: dict[str, str], env_layer: dict[str, Layer], env_over: dict[str, list[str]]
-) -> None:
+def _flag_or_variable(
+    table: FlagTable,
+    items: Sequence[tuple[Layer, Item]],
+    seen: dict[str, list[int]],
+    env: _Env,
+    explain: bool,
+) -> tuple[set[str], dict[str, list[str]]]:
+    """A flag and the variable the executor reads for it are one setting: the higher layer's
+    form stays. Returns the flags whose variable won, and what each winning flag replaced."""
+    dropped: set[str] = set()
+    arg_over: dict[str, list[str]] = {}
+    for key, where in seen.items():
+        flag = table.flags[key]
+        if flag.repeatable or not flag.env:
+            continue
+        names = [e for e in flag.env if e in env.layer]
+        if not names:
+            continue
+        top = max(names, key=lambda e: env.layer[e].rank)
+        if env.layer[top].rank > items[where[-1]][0].rank:
+            dropped.add(key)
+            if explain:
+                env.over.setdefault(top, []).extend(_said(items[j]) for j in where)
+            continue
+        for e in names:
+            if explain:
+                arg_over.setdefault(key, []).append(f"{env.layer[e].name}: {e}={env.val[e]}")
+            env.drop(e)
+    return dropped, arg_over
+
+
+class _Args:
+    """The merged argv: each non-repeatable flag once, at its winner's place; key flags'
+    values collected for the key variable."""
+
+    def __init__(
+        self,
+        profile: ExecutorProfile,
+        items: Sequence[tuple[Layer, Item]],
+        *,
+        seen: dict[str, list[int]],
+        dropped: set[str],
+        arg_over: dict[str, list[str]],
+        explain: bool,
+    ) -> None:
+        self.out: list[str] = []
+        self.settings: dict[str, tuple[str, ...]] = {}
+        self.sources: list[Source] = []
+        self.keys: list[str] = []
+        self.key_layers: list[str] = []
+        flags = profile.flags.flags
+        moves_keys = bool(profile.key_env)
+        for i, (layer, it) in enumerate(items):
+            k = it.key
+            overrode: tuple[str, ...] = ()
+            if k is not None:
+                if k == profile.key_flag and moves_keys:
+                    self.keys.extend(_split_keys(profile, it.values[0]))
+                    self.key_layers.append(layer.name)
+                    continue
+                if not flags[k].repeatable:
+                    where = seen[k]
+                    if where[-1] != i or k in dropped:
+                        continue
+                    self.settings[k] = it.values
+                    if explain:
+                        overrode = tuple(_said(items[j]) for j in where[:-1])
+                        overrode += tuple(arg_over.get(k, ()))
+            self.out.extend(it.tokens)
+            if explain:
+                self.sources.append(
+                    Source(
+                        what="arg", text=" ".join(it.tokens), layer=layer.name, overrode=overrode
+                    )
+                )
+
+
+def _split_keys(profile: ExecutorProfile, value: str) -> list[str]:
+    return [k for k in value.split(profile.key_separator) if k]
+
+
+def _move_keys(profile: ExecutorProfile, args: _Args, env: _Env) -> None:
+    # Every key flag's value joins the key variable, after the variable's own keys, so no key
+    # is visible in the process's argv.
+    name = profile.key_env
+    prior = _split_keys(profile, env.val.get(name, ""))
+    if name in env.layer:
+        args.key_layers.insert(0, env.layer[name].name)
+    env.val[name] = profile.key_separator.join(prior + args.keys)
+    env.layer[name] = Layer(name=" + ".join(dict.fromkeys(args.key_layers)), rank=-1)
+
+
+def _keep_key(profile: ExecutorProfile, key: str, env: _Env) -> None:
     # The caller's key travels in the lowest env layer (the engine's): a higher layer's value
     # would replace it. Keep it first, so that the plan's `api_key` is the caller's.
-    top = env_layer.get(API_KEY_ENV)
+    name = profile.key_env
+    top = env.layer.get(name)
     if top is None:
         return
-    theirs = [k for k in env_val[API_KEY_ENV].split(",") if k]
+    theirs = _split_keys(profile, env.val[name])
     if key in theirs:
         return
     if not theirs:
         raise PlanError(
-            f"{top.name} sets {API_KEY_ENV} to nothing, which would switch off the API key "
+            f"{top.name} sets {name} to nothing, which would switch off the API key "
             "the caller asked for; remove that variable, or plan without a key"
         )
-    env_val[API_KEY_ENV] = ",".join([key, *theirs])
-    env_layer[API_KEY_ENV] = Layer(name=f"caller key + {top.name}", rank=top.rank)
-    over = env_over.get(API_KEY_ENV, [])
-    kept = next((o for o in over if o.endswith(f": {API_KEY_ENV}={key}")), None)
+    env.val[name] = profile.key_separator.join([key, *theirs])
+    env.layer[name] = Layer(name=f"caller key + {top.name}", rank=top.rank)
+    over = env.over.get(name, [])
+    kept = next((o for o in over if o.endswith(f": {name}={key}")), None)
     if kept is not None:  # the caller's key was kept, not replaced
         over.remove(kept)
 
 
-def check_layer(table: FlagTable, layer: Layer) -> None:
+def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
     """Raise `PlanError` for what cannot reach the executor as given (see the module's rules).
     Positions count from 1; the offending text itself is not shown (it may be a key)."""
     text = "".join(layer.args) + "".join(n + v for n, v in layer.env)
@@ -223,9 +262,9 @@ def check_layer(table: FlagTable, layer: Layer) -> None:
         if what:
             raise PlanError(f"{layer.name} args: item {i} {what}")
         name = tok.partition("=")[0]
-        if name in KEY_FLAGS and table.lookup(name) is None:
+        if is_key_flag(name) and profile.flags.lookup(name) is None:
             raise PlanError(
-                f"{layer.name} args: item {i} is {name}, but {table.binary} has no API key "
+                f"{layer.name} args: item {i} is {name}, but {profile.binary} has no API key "
                 "option; put an authenticating proxy in front of it instead"
             )
     for i, (n, v) in enumerate(layer.env, 1):
@@ -237,9 +276,7 @@ def check_layer(table: FlagTable, layer: Layer) -> None:
 
 
 def _keyish(args: Sequence[str]) -> bool:
-    return any(t[:2] == "--" and t.partition("=")[0] in KEY_FLAGS for t in args) or any(
-        t in KEY_FLAGS for t in args
-    )
+    return any(is_key_flag(t.partition("=")[0]) for t in args if t[:1] == "-")
 
 
 def unfit(text: str) -> str | None:
@@ -262,16 +299,8 @@ def _said(entry: tuple[Layer, Item]) -> str:
     return f"{entry[0].name}: {' '.join(entry[1].tokens)}"
 
 
-def parse_env(items: Sequence[str], where: str) -> Result[tuple[tuple[str, str], ...], PlanError]:
-    """KEY=VALUE strings as pairs; an item without a name or ``=`` is an error naming it."""
-    try:
-        return Success(env_items(items, where))
-    except PlanError as e:
-        return Failure(e)
-
-
 def env_items(items: Sequence[str], where: str) -> tuple[tuple[str, str], ...]:
-    """`parse_env`, raising the `PlanError` instead of returning it."""
+    """KEY=VALUE strings as pairs, raising `PlanError` for an item without a name or ``=``."""
     out: list[tuple[str, str]] = []
     for i, item in enumerate(items, 1):
         name, sep, value = item.partition("=")

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Set
 
 import msgspec
-from returns.result import Failure, Result, Success
+from returns.result import Failure, Result
 
-from exedra_engine._core.endpoint import Resolved, resolve, resolve_endpoint
-from exedra_engine._core.flags import TABLES
-from exedra_engine._core.kinds import BINARIES, Kind
-from exedra_engine._core.layers import API_KEY_ENV, Layer, Merged, Source, env_items, merge, unfit
+from exedra_engine._core.endpoint import Resolved, resolve
+from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
+from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE
 from exedra_engine.errors import (
@@ -39,15 +39,6 @@ RANK_CONFIG_ENV = 2
 RANK_CONFIG_ENGINE = 3
 RANK_CONFIG_MODEL = 4
 RANK_CALLER = 5
-
-CAPABILITIES: dict[Kind, dict[str, tuple[str, ...]]] = {
-    Kind.LLAMA: {"llm": (), "vlm": (), "embeddings": ("--embeddings",), "rerank": ("--rerank",)},
-    Kind.TRANSCRIBE: {"asr": ()},
-}
-"""What each kind can serve, and the flags a capability adds."""
-
-# Architectures whose GGUF files are not served by llama-server.
-_NOT_LLAMA_ARCHS = frozenset({"whisper"})
 
 
 class Explained(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,10 +62,9 @@ def plan_launch(
     nothing that needs the header is checked). `ports_in_use` are ports the scan skips and
     an explicit port must not be in.
     """
-    try:
-        return Success(_plan(spec, hw, constraints, model, ports_in_use, explain=False).plan)
-    except EngineError as e:
-        return Failure(e)
+    return as_result(_plan, spec, hw, constraints, model, ports_in_use, explain=False).map(
+        lambda e: e.plan
+    )
 
 
 def explain_launch(
@@ -86,14 +76,11 @@ def explain_launch(
     ports_in_use: Set[int] = frozenset(),
 ) -> Result[Explained, EngineError]:
     """`plan_launch`, plus which layer set each argv option and env variable."""
-    try:
-        return Success(_plan(spec, hw, constraints, model, ports_in_use, explain=True))
-    except EngineError as e:
-        return Failure(e)
+    return as_result(_plan, spec, hw, constraints, model, ports_in_use, explain=True)
 
 
-# Inside the planner, failures are raised and turned into values at the public boundary:
-# a Result costs ~0.4 us to build and ~0.13 us to test, a dozen per plan (54 -> 50 us here).
+# Inside the planner, failures are raised and turned into values once, at the public boundary
+# (`as_result`): a Result costs ~0.4 us to build and ~0.13 us to test, a dozen per plan.
 def _plan(
     spec: ModelSpec,
     hw: Hardware | None,
@@ -105,24 +92,23 @@ def _plan(
 ) -> Explained:
     if hw is None:
         raise NoHardware("hardware snapshot is None: call probe() first")
+    profile = executor_profile(spec.kind)
     exe = hw.executor(spec.kind)
     if exe is None:
         raise ExecutorNotFound(
-            f"{BINARIES[spec.kind]} (kind {spec.kind.value}) is not installed: not on PATH"
+            f"{profile.binary} (kind {spec.kind.value}) is not installed: not on PATH"
         )
-    _check(spec, constraints, model)
+    _check(profile, spec, constraints, model)
     engine_port = _choose_port(constraints, ports_in_use)
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
-    layers = _layers(spec, constraints, engine_port, cpu_only)
-    m = merge(
-        TABLES[spec.kind], layers, explain=explain, required_key=_caller_key(spec, constraints)
-    )
+    layers = _layers(profile, spec, constraints, engine_port, cpu_only)
+    m = merge(profile, layers, explain=explain, required_key=constraints.api_key)
     r = resolve(spec.kind, m.args, m.env)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
         if not explain:  # the error names the layer that chose the port: explain once more
             return _plan(spec, hw, constraints, model, ports_in_use, explain=True)
-        raise PortInUse(f"port {r.port} is already in use ({_port_origin(m, r)})")
+        raise PortInUse(f"port {r.port} is already in use ({_port_origin(profile, m, r)})")
     plan = LaunchPlan(
         spec=spec,
         model=model,
@@ -132,89 +118,53 @@ def _plan(
         host=r.host,
         port=r.port,
         api_key=r.api_key,
-        ready=ready_path(spec.kind, m),
+        ready=ready_path(profile, m),
         port_scanned=scanned,
     )
     return Explained(plan=plan, sources=m.sources)
 
 
-def _caller_key(spec: ModelSpec, c: Constraints) -> str:
-    """The caller's key the merge must keep (kind transcribe refuses keys in `_check`)."""
-    return c.api_key if spec.kind is Kind.LLAMA else ""
-
-
-def engine_args(spec: ModelSpec, c: Constraints, port: int, cpu_only: bool) -> tuple[str, ...]:
+def engine_args(
+    profile: ExecutorProfile, spec: ModelSpec, c: Constraints, port: int, cpu_only: bool
+) -> tuple[str, ...]:
     """The flags the engine layer derives from the spec, the host and the constraints."""
-    host = c.host or DEFAULT_HOST
-    args = ["--model", spec.path]
-    if spec.kind is Kind.LLAMA and spec.id:
-        args += ["--alias", spec.id]
-    args += ["--host", host, "--port", str(port)]
+    p = profile
+    args = [p.model_flag, spec.path]
+    if p.alias_flag and spec.id:
+        args += [p.alias_flag, spec.id]
+    args += [p.host_flag, c.host or DEFAULT_HOST, p.port_flag, str(port)]
     if c.ctx:
-        args += ["--ctx-size", str(c.ctx)]
+        args += [p.ctx_flag, str(c.ctx)]
     if c.threads:
-        args += ["--threads", str(c.threads)]
-    if spec.kind is Kind.LLAMA:
-        if not c.ui:
-            args.append("--no-webui")
-        if cpu_only:
-            # Otherwise layer placement is llama-server's own fitting (-ngl auto, --fit on):
-            # it measures device memory, where an estimate here would drift from the engine.
-            args += ["--n-gpu-layers", "0"]
-    elif cpu_only:
-        args.append("--no-gpu")
+        args += [p.threads_flag, str(c.threads)]
+    if not c.ui:
+        args += p.ui_off_args
+    if cpu_only:
+        args += p.cpu_only_args
     for cap in spec.capabilities:
-        args.extend(CAPABILITIES[spec.kind][cap])
+        args += p.capabilities[cap]
     return tuple(args)
 
 
-def ready_path(kind: Kind, merged: Merged) -> str:
-    """The readiness path, under llama-server's --api-prefix or whisper-server's
-    --request-path when the merged argv sets one."""
-    flag = merged.settings.get("--api-prefix" if kind is Kind.LLAMA else "--request-path")
+def ready_path(profile: ExecutorProfile, merged: Merged) -> str:
+    """The readiness path, under the prefix the merged argv or env sets (llama-server's
+    ``--api-prefix``, whisper-server's ``--request-path``)."""
+    p = profile
+    flag = merged.settings.get(p.ready_prefix_flag) if p.ready_prefix_flag else None
     if flag:
         prefix = flag[0]
-    elif kind is Kind.LLAMA:
+    elif p.ready_prefix_env:
         # The merge keeps one form of a setting: the variable only when no flag won.
-        prefix = next(
-            (e.partition("=")[2] for e in merged.env if e.startswith("LLAMA_ARG_API_PREFIX=")), ""
-        )
+        var = p.ready_prefix_env + "="
+        prefix = next((e[len(var) :] for e in merged.env if e.startswith(var)), "")
     else:
         prefix = ""
-    return prefix.rstrip("/") + "/health"
+    return prefix.rstrip("/") + p.ready_path
 
 
-def _check(spec: ModelSpec, c: Constraints, model: ModelInfo | None) -> None:
-    caps = CAPABILITIES[spec.kind]
-    for cap in spec.capabilities:
-        if cap not in caps:
-            raise PlanError(
-                f"capability {cap!r} cannot be served by {BINARIES[spec.kind]} "
-                f"(kind {spec.kind.value} serves: {', '.join(caps)})"
-            )
-    if spec.kind is Kind.TRANSCRIBE:
-        if c.api_key:
-            raise PlanError(
-                "whisper-server has no API key option: an api_key cannot be enforced for kind "
-                "transcribe; put an authenticating proxy in front of it instead"
-            )
-        if c.ctx:
-            raise PlanError("whisper-server has no context-size option (ctx)")
-    if "," in c.api_key:
-        raise PlanError(
-            "the API key contains a comma, which llama-server would split into several keys"
-        )
-    if model is not None:
-        if spec.kind is Kind.LLAMA and model.architecture in _NOT_LLAMA_ARCHS:
-            raise PlanError(
-                f"{spec.path}: a {model.architecture} model cannot be served by llama-server "
-                "(kind llama); plan it as kind transcribe"
-            )
-        if spec.kind is Kind.TRANSCRIBE and model.architecture != "whisper":
-            raise PlanError(
-                f"{spec.path}: a {model.architecture} GGUF model cannot be served by "
-                "whisper-server (kind transcribe), which loads ggml whisper models"
-            )
+def _check(p: ExecutorProfile, spec: ModelSpec, c: Constraints, model: ModelInfo | None) -> None:
+    _check_serves(p, spec, model)
+    _check_options(p, c)
     if not spec.path:
         raise PlanError("the model path is empty")
     for what, value in (
@@ -226,19 +176,42 @@ def _check(spec: ModelSpec, c: Constraints, model: ModelInfo | None) -> None:
         why = unfit(value)
         if why:
             raise PlanError(f"the {what} {why}")
-    for what, n, top in (
-        ("ctx", c.ctx, _INT32_MAX),
-        ("threads", c.threads, _INT32_MAX),
-    ):
-        if not 0 <= n <= top:
-            raise PlanError(f"{what} {n} is outside 0-{top} (0: {_ZERO[what]})")
+    for what, n in (("ctx", c.ctx), ("threads", c.threads)):
+        if not 0 <= n <= _INT32_MAX:
+            raise PlanError(f"{what} {n} is outside 0-{_INT32_MAX} (0: the executor's default)")
 
 
-_INT32_MAX = 2**31 - 1  # llama-server and whisper-server read these with std::stoi
-_ZERO = {
-    "ctx": "the executor's default",
-    "threads": "the executor's default",
-}
+def _check_serves(p: ExecutorProfile, spec: ModelSpec, model: ModelInfo | None) -> None:
+    for cap in spec.capabilities:
+        if cap not in p.capabilities:
+            raise PlanError(
+                f"capability {cap!r} cannot be served by {p.binary} "
+                f"(kind {spec.kind.value} serves: {', '.join(p.capabilities)})"
+            )
+    if model is not None and not p.serves_architecture(model.architecture):
+        raise PlanError(
+            f"{spec.path}: a {model.architecture} model cannot be served by {p.binary} "
+            f"(kind {spec.kind.value})" + (f"; {p.format_hint}" if p.format_hint else "")
+        )
+
+
+def _check_options(p: ExecutorProfile, c: Constraints) -> None:
+    if c.api_key and not p.has_api_key:
+        raise PlanError(
+            f"{p.binary} has no API key option: an api_key cannot be enforced for kind "
+            f"{p.kind}; put an authenticating proxy in front of it instead"
+        )
+    if c.ctx and not p.ctx_flag:
+        raise PlanError(f"{p.binary} has no context-size option (ctx)")
+    if p.key_separator in c.api_key:
+        raise PlanError(
+            f"the API key contains {_CHAR_NAMES.get(p.key_separator, repr(p.key_separator))}, "
+            f"which {p.binary} would split into several keys"
+        )
+
+
+_CHAR_NAMES = {",": "a comma", ";": "a semicolon", " ": "a space"}
+_INT32_MAX = 2**31 - 1  # the executors read these with std::stoi
 
 
 def _choose_port(c: Constraints, in_use: Set[int]) -> int:
@@ -257,16 +230,18 @@ def _choose_port(c: Constraints, in_use: Set[int]) -> int:
     raise PortInUse(f"no free port from {base} to 65535")
 
 
-def _layers(spec: ModelSpec, c: Constraints, port: int, cpu_only: bool) -> list[Layer]:
+def _layers(
+    profile: ExecutorProfile, spec: ModelSpec, c: Constraints, port: int, cpu_only: bool
+) -> list[Layer]:
     o = c.overrides
     extra_env = env_items(c.extra_env, "caller env")
-    engine_env = ((API_KEY_ENV, c.api_key),) if c.api_key else ()
+    engine_env = ((profile.key_env, c.api_key),) if c.api_key else ()
     layers = [
         Layer(name="run_args", rank=RANK_RUN_ARGS, args=spec.run_args),
         Layer(
             name="engine",
             rank=RANK_ENGINE,
-            args=engine_args(spec, c, port, cpu_only),
+            args=engine_args(profile, spec, c, port, cpu_only),
             env=engine_env,
         ),
         Layer(name="caller", rank=RANK_CALLER, args=c.extra_args, env=extra_env),
@@ -305,12 +280,12 @@ def layer_names(spec: ModelSpec) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _port_origin(m: Merged, r: Resolved) -> str:
+def _port_origin(p: ExecutorProfile, m: Merged, r: Resolved) -> str:
     for s in m.sources:
         if s.what == "arg" and s.text.split()[-1:] == [str(r.port)] and "port" in s.text:
             return f"set by {s.layer}"
-        if s.what == "env" and s.text.startswith("LLAMA_ARG_PORT="):
-            return f"set by {s.layer} via LLAMA_ARG_PORT"
+        if p.port_env and s.what == "env" and s.text.startswith(p.port_env + "="):
+            return f"set by {s.layer} via {p.port_env}"
     return "set by a layer above the engine"
 
 
@@ -319,17 +294,17 @@ def with_port(plan: LaunchPlan, port: int) -> Result[LaunchPlan, EngineError]:
     endpoint read back again. Only for plans whose port the planner chose by scanning."""
     if not plan.port_scanned:
         return Failure(PlanError(f"port {plan.port} was requested explicitly; it is never moved"))
-    table = TABLES[plan.spec.kind]
+    table = executor_profile(plan.spec.kind).flags
     args = list(plan.args)
     last = None
     for i, tok in enumerate(args[:-1]):
         hit = table.lookup(tok)
-        if hit is not None and hit[0].key == "--port":
+        if hit is not None and hit[0].key == executor_profile(plan.spec.kind).port_flag:
             last = i
     if last is None:
-        return Failure(PlanError("the plan's args have no --port to move"))
+        return Failure(PlanError("the plan's args have no port flag to move"))
     args[last + 1] = str(port)
-    return resolve_endpoint(plan.spec.kind, args, plan.env).map(
+    return as_result(resolve, plan.spec.kind, args, plan.env).map(
         lambda r: msgspec.structs.replace(
             plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key
         )

@@ -3,7 +3,7 @@
 Secrets are redacted where they stand, never by searching every string for every key (a
 one-character key ``1`` would otherwise turn ``127.0.0.1`` into ``<redacted>27.0.0.<redacted>``):
 
-- the value of a key flag (`SECRET_FLAGS`: ``--api-key``, ``--hf-token``), in both the
+- the value of a key flag (an executor profile's ``secret_flags``), in both the
   ``--flag value`` and the ``--flag=value`` forms;
 - the value of a variable whose name says it is a secret (`is_secret_name`: ``LLAMA_API_KEY``,
   ``HF_TOKEN``, ``*_PASSWORD``...).
@@ -15,21 +15,17 @@ may carry (`redact_text`, `redact_bytes`).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import msgspec
+
+from exedra_engine._core.executors import is_secret_flag
 
 if TYPE_CHECKING:
     from exedra_engine._core.values import Config, LaunchPlan, Override
 
 REDACTED = "<redacted>"
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
-
-SECRET_FLAGS: Final = frozenset({"--api-key", "--hf-token", "-hft"})
-"""Flags whose value is a secret (llama-server's; whisper-server has none)."""
-
-KEY_FLAGS: Final = frozenset({*SECRET_FLAGS, "--api-key-file"})
-"""Flags that configure authentication: refused for an executor that has no such option."""
 
 
 def is_secret_name(name: str) -> bool:
@@ -54,12 +50,12 @@ def redact_args(args: Sequence[str]) -> tuple[str, ...]:
     """`args` with the value of every key flag hidden (``--api-key K``, ``--api-key=K``)."""
     out = list(args)
     for i, tok in enumerate(args):  # decided on the originals: ``--api-key --api-key K``
-        if tok in SECRET_FLAGS:
+        if is_secret_flag(tok):
             if i + 1 < len(out):
                 out[i + 1] = REDACTED
         elif tok[:1] == "-":
             name, sep, value = tok.partition("=")
-            if sep and value and name in SECRET_FLAGS:
+            if sep and value and is_secret_flag(name):
                 out[i] = f"{name}={REDACTED}"
     return tuple(out)
 
@@ -69,7 +65,7 @@ def redact_option(text: str) -> str:
     spaces) with a key flag's value hidden."""
     first, sep, _ = text.partition(" ")
     name, eq, value = first.partition("=")
-    if name in SECRET_FLAGS:
+    if is_secret_flag(name):
         if sep:
             return f"{first} {REDACTED}" if not eq else f"{name}={REDACTED} {REDACTED}"
         return f"{name}={REDACTED}" if eq and value else text

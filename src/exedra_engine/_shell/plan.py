@@ -7,7 +7,8 @@ import os
 
 from returns.result import Failure, Result, Success
 
-from exedra_engine._core.kinds import TIME_WAIT_BLOCKS_BIND, Kind
+from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.kinds import Kind
 from exedra_engine._core.netstat import ports_in_use
 from exedra_engine._core.planner import Explained, explain_launch
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
@@ -57,8 +58,8 @@ def model_facts(spec: ModelSpec) -> Result[ModelInfo | None, EngineError]:
     if isinstance(info, Success):
         return Success(info.unwrap())
     err = info.failure()
-    if spec.kind is Kind.TRANSCRIBE and isinstance(err, NotGGUF):
-        return Success(None)  # whisper models are ggml .bin files, not GGUF
+    if isinstance(err, NotGGUF) and not executor_profile(spec.kind).gguf:
+        return Success(None)  # e.g. whisper models: ggml .bin files, whose header is not GGUF
     return Failure(err)
 
 
@@ -66,5 +67,5 @@ def read_ports_in_use(files: HostFiles, kind: Kind) -> frozenset[int]:
     """Ports the `kind` executor could not bind in this network namespace."""
     return ports_in_use(
         *(files.read_text(p) or "" for p in ("/proc/net/tcp", "/proc/net/tcp6")),
-        time_wait=TIME_WAIT_BLOCKS_BIND[kind],
+        time_wait=executor_profile(kind).time_wait_blocks_bind,
     )

@@ -6,8 +6,9 @@ import posixpath
 
 from returns.result import Result, Success
 
+from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.hardware import DrmNode, ExecutorFile, HostSnapshot, hardware_from
-from exedra_engine._core.kinds import BINARIES, Kind, supported_kinds
+from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.ports import HostFiles, HostProcess
@@ -75,7 +76,7 @@ def _drm_node(files: HostFiles, render: str) -> DrmNode:
 
 
 def _executor(files: HostFiles, proc: HostProcess, kind: Kind) -> ExecutorFile | None:
-    name = BINARIES[kind]
+    name = executor_profile(kind).binary
     for d in proc.search_path():
         candidate = posixpath.join(d, name)
         if files.is_executable(candidate):

@@ -8,7 +8,8 @@ Policies, each chosen so that nothing is left behind:
   holding memory or a port.
 - Only the plan decides the endpoint: host, port and key are read back from its args and
   env, and variables the executor reads that the plan does not set are removed from the
-  inherited environment (a stray ``LLAMA_ARG_PORT`` cannot move the server).
+  inherited environment (a stray ``LLAMA_ARG_PORT`` cannot move the server; the profile's
+  ``env_prefix`` and flag table say which variables an executor reads).
 - Readiness polls the plan's ready path on loopback every 0.5 ms at first, backing off to
   every 5 ms, and at once whenever the executor logs a line. Connection refused, 503 and
   timeouts mean "not yet"; the process exiting means `NotReady`, with its exit status and
@@ -43,8 +44,7 @@ from returns.result import Failure, Result, Success
 
 from exedra_engine._core import readiness
 from exedra_engine._core.endpoint import Resolved, env_dict, resolve_endpoint
-from exedra_engine._core.flags import TABLES
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.planner import with_port
 from exedra_engine._core.redact import redact_bytes
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
@@ -144,11 +144,12 @@ def child_environment(plan: LaunchPlan, base: dict[str, str] | None = None) -> d
     executor reads that the plan does not set, plus the plan's env."""
     env = dict(os.environ if base is None else base)
     planned = env_dict(plan.env)
-    if plan.spec.kind is Kind.LLAMA:
-        read = TABLES[Kind.LLAMA].env_names
-        for name in list(env):
-            if name not in planned and (name in read or name.startswith("LLAMA_ARG_")):
-                del env[name]
+    profile = executor_profile(plan.spec.kind)
+    read = profile.flags.env_names | {profile.key_env} - {""}
+    prefix = profile.env_prefix
+    for name in list(env):
+        if name not in planned and (name in read or (prefix and name.startswith(prefix))):
+            del env[name]
     env.update(planned)
     return env
 

@@ -27,6 +27,7 @@ from typing import NoReturn
 import msgspec
 from returns.result import Failure, Result
 
+from exedra_engine._core.executors import executor_profile, profiles
 from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.planner import Explained, layer_names
 from exedra_engine._core.redact import (
@@ -311,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
         description="Plan and launch local AI model executors "
-        "(llama.cpp llama-server, whisper.cpp whisper-server).",
+        f"({', '.join(p.binary for p in profiles())}).",
         epilog="Exit status: 0 ok, 1 run-time failure, 2 bad input.",
     )
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -363,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "demo",
-        help="generate a tiny model, launch a real llama-server on it, "
+        help=f"generate a tiny model, launch a real {executor_profile(Kind.LLAMA).binary} on it, "
         "ask it one question, stop it",
     )
     s.add_argument("--json", action="store_true", help="print JSON")

@@ -1,0 +1,238 @@
+"""One `ExecutorProfile` per executor: everything the code knows about an executor, in one place.
+
+h11 keeps everything that affects its state machine in one file, as tables; this module does
+the same for executors. The planner, the endpoint reader, the layering, the launcher and the
+prober hold no executor knowledge of their own: they read the profile of the spec's kind. A
+new executor is a new profile (and its flag table), registered with `register_executor`, with
+no change to library code.
+
+The built-in profiles were checked against the real binaries (llama-server build 0.10434,
+whisper-server 1.8.5); each field's docstring says what it decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import msgspec
+
+from exedra_engine._core import _flagdata
+from exedra_engine._core.flags import FlagTable, Row, table_from_rows
+from exedra_engine._core.kinds import Kind, _add_kind
+from exedra_engine.errors import UnsupportedKind
+
+
+class ExecutorProfile(msgspec.Struct, frozen=True, kw_only=True):
+    """What one executor reads, accepts and does, as data."""
+
+    kind: str
+    """The `Kind` value (`ModelSpec.kind`, the ``engines:`` key of override files)."""
+    binary: str
+    """The executable's name, as found on PATH."""
+    flag_rows: tuple[Row, ...]
+    """The flag table, generated from the binary's own help: (names, negations, nargs, env)."""
+    repeatable: frozenset[str] = frozenset()
+    """Flags whose repeats add values rather than replace them."""
+
+    host_flag: str = "--host"
+    port_flag: str = "--port"
+    host_env: str = ""
+    """The variable the executor reads its bind address from ("": none)."""
+    port_env: str = ""
+    env_prefix: str = ""
+    """The prefix of the variables the executor reads for its flags (``LLAMA_ARG_``): the
+    launcher removes inherited ones the plan does not set."""
+    unix_socket_suffix: str = ""
+    """A host value ending so is a Unix socket, which only TCP-speaking callers refuse."""
+
+    key_flag: str = ""
+    """The flag that adds an API key ("": the executor has no API key)."""
+    key_env: str = ""
+    """The variable the executor reads API keys from; every key flag's value moves here, so no
+    key is visible in the process's argv."""
+    key_file_flag: str = ""
+    """The flag that reads API keys from a file."""
+    key_separator: str = ","
+    """The executor splits a key value at this character into several keys."""
+    secret_flags: frozenset[str] = frozenset()
+    """Flags whose value is a secret: redacted wherever argv is shown."""
+
+    ready_path: str = "/health"
+    """Answers 200 only once the model is loaded."""
+    ready_prefix_flag: str = ""
+    """A flag that moves every path under a prefix (llama-server's ``--api-prefix``)."""
+    ready_prefix_env: str = ""
+
+    model_flag: str = "--model"
+    alias_flag: str = ""
+    """The flag that names the served model after `ModelSpec.id` ("": none)."""
+    ctx_flag: str = ""
+    """The context-size flag ("": the executor has none, and `Constraints.ctx` is refused)."""
+    threads_flag: str = "--threads"
+    ui_off_args: tuple[str, ...] = ()
+    """Added unless `Constraints.ui`: switch the executor's web UI off."""
+    cpu_only_args: tuple[str, ...] = ()
+    """Added when the plan runs on the CPU only."""
+    capabilities: Mapping[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+    """What the executor serves, and the flags each capability adds."""
+
+    gguf: bool = True
+    """Whether its models are GGUF files (whisper-server's are ggml .bin files, whose header
+    `inspect` cannot read: then the plan is made without it)."""
+    architectures: frozenset[str] = frozenset()
+    """The GGUF architectures it serves (empty: any but `refused_architectures`)."""
+    refused_architectures: frozenset[str] = frozenset()
+    format_hint: str = ""
+    """Said when a model of another architecture is refused."""
+    time_wait_blocks_bind: bool = False
+    """Whether a port with sockets in TIME_WAIT is unusable to it (no SO_REUSEADDR)."""
+
+    @property
+    def flags(self) -> FlagTable:
+        """The flag table, built on first use (building both tables at import costs ~8 ms)."""
+        table = _TABLES.get(self.kind)
+        if table is None or table.binary != self.binary:
+            table = table_from_rows(self.binary, self.flag_rows, self.repeatable)
+            _TABLES[self.kind] = table
+        return table
+
+    @property
+    def has_api_key(self) -> bool:
+        """Whether the executor can be told to require an API key."""
+        return bool(self.key_flag or self.key_env)
+
+    @property
+    def key_flags(self) -> frozenset[str]:
+        """Every flag that configures authentication."""
+        return frozenset(f for f in (self.key_flag, self.key_file_flag) if f) | self.secret_flags
+
+    def serves_architecture(self, arch: str) -> bool:
+        """Whether a GGUF model of `arch` is one this executor loads."""
+        if arch in self.refused_architectures:
+            return False
+        return not self.architectures or arch in self.architectures
+
+
+_TABLES: dict[str, FlagTable] = {}
+
+LLAMA: Final = ExecutorProfile(
+    kind=Kind.LLAMA,
+    binary="llama-server",
+    flag_rows=_flagdata.LLAMA,
+    # Options whose handler appends rather than replaces (llama.cpp common/arg.cpp push_back).
+    repeatable=frozenset(
+        {
+            "--lora",
+            "--lora-scaled",
+            "--control-vector",
+            "--control-vector-scaled",
+            "--override-kv",
+            "--reverse-prompt",
+            "--logit-bias",
+            "--dry-sequence-breaker",
+            "--override-tensor",
+            "--override-tensor-draft",
+            "--api-key",
+        }
+    ),
+    host_env="LLAMA_ARG_HOST",
+    port_env="LLAMA_ARG_PORT",
+    env_prefix="LLAMA_ARG_",
+    unix_socket_suffix=".sock",
+    key_flag="--api-key",
+    key_env="LLAMA_API_KEY",
+    key_file_flag="--api-key-file",
+    secret_flags=frozenset({"--api-key", "--hf-token", "-hft"}),
+    ready_prefix_flag="--api-prefix",
+    ready_prefix_env="LLAMA_ARG_API_PREFIX",
+    alias_flag="--alias",
+    ctx_flag="--ctx-size",
+    ui_off_args=("--no-webui",),
+    # Otherwise layer placement is llama-server's own fitting (-ngl auto, --fit on): it
+    # measures device memory, where an estimate here would drift from the engine.
+    cpu_only_args=("--n-gpu-layers", "0"),
+    capabilities={"llm": (), "vlm": (), "embeddings": ("--embeddings",), "rerank": ("--rerank",)},
+    refused_architectures=frozenset({"whisper"}),
+    format_hint="plan it as kind transcribe",
+    # It binds with SO_REUSEADDR: a restart on a port in TIME_WAIT succeeds at once.
+    time_wait_blocks_bind=False,
+)
+"""llama.cpp's ``llama-server``."""
+
+WHISPER: Final = ExecutorProfile(
+    kind=Kind.TRANSCRIBE,
+    binary="whisper-server",
+    flag_rows=_flagdata.WHISPER,
+    ready_prefix_flag="--request-path",
+    cpu_only_args=("--no-gpu",),
+    capabilities={"asr": ()},
+    gguf=False,
+    architectures=frozenset({"whisper"}),
+    format_hint="whisper-server loads ggml whisper models",
+    # It binds without SO_REUSEADDR and fails with "address in use" until TIME_WAIT ends.
+    time_wait_blocks_bind=True,
+)
+"""whisper.cpp's ``whisper-server``: no variables, no API key."""
+
+_PROFILES: dict[str, ExecutorProfile] = {LLAMA.kind: LLAMA, WHISPER.kind: WHISPER}
+_SECRET_FLAGS: set[str] = set(LLAMA.secret_flags | WHISPER.secret_flags)
+_KEY_FLAGS: set[str] = set(LLAMA.key_flags | WHISPER.key_flags)
+
+
+def executor_profile(kind: str) -> ExecutorProfile:
+    """The profile of `kind`, raising `UnsupportedKind` for one nobody registered."""
+    p = _PROFILES.get(kind)
+    if p is None:
+        raise UnsupportedKind(f"no executor profile for kind {kind!r}")
+    return p
+
+
+def profiles() -> tuple[ExecutorProfile, ...]:
+    """Every registered profile: the built-in ones first, then in registration order."""
+    return tuple(_PROFILES.values())
+
+
+def register_executor(profile: ExecutorProfile) -> Kind:
+    """Teach the library a new executor. Returns its `Kind`, which `ModelSpec`, `parse_kind`,
+    override files and `probe` then accept like the built-in ones.
+
+    Registering the same kind again replaces its profile (tests re-register freely).
+    """
+    kind = _add_kind(profile.kind)
+    _PROFILES[kind] = msgspec.structs.replace(profile, kind=kind)
+    _TABLES.pop(kind, None)
+    _SECRET_FLAGS.update(profile.secret_flags)
+    _KEY_FLAGS.update(profile.key_flags)
+    return kind
+
+
+def _forget_executor(kind: str) -> None:
+    """Undo `register_executor` (for tests): the profile and its `Kind` member go."""
+    from exedra_engine._core.kinds import _drop_kind
+
+    if kind in (LLAMA.kind, WHISPER.kind):
+        raise ValueError("the built-in executors cannot be forgotten")
+    _PROFILES.pop(kind, None)
+    _TABLES.pop(kind, None)
+    _drop_kind(kind)
+    _SECRET_FLAGS.clear()
+    _KEY_FLAGS.clear()
+    for p in _PROFILES.values():
+        _SECRET_FLAGS.update(p.secret_flags)
+        _KEY_FLAGS.update(p.key_flags)
+
+
+def secret_flags() -> frozenset[str]:
+    """The flags of any executor whose value is a secret (redacted wherever argv is shown)."""
+    return frozenset(_SECRET_FLAGS)
+
+
+def is_secret_flag(name: str) -> bool:
+    """Whether `name` is a flag of any executor whose value is a secret."""
+    return name in _SECRET_FLAGS
+
+
+def is_key_flag(name: str) -> bool:
+    """Whether `name` configures authentication for any executor."""
+    return name in _KEY_FLAGS

@@ -1,0 +1,28 @@
+"""The one place a raised `EngineError` becomes a `returns` Result.
+
+Inside the library, failures are raised as typed `EngineError`s (h11's model: cheap, and the
+happy path reads straight). Each public function converts exactly once, at its boundary, with
+`as_result`; shells and the command line then ``match`` on ``Success(v)`` / ``Failure(e)``.
+Anything that is not an `EngineError` is a bug and propagates as itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from returns.result import Failure, Result, Success
+
+from exedra_engine.errors import EngineError
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def as_result(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Result[T, EngineError]:
+    """``fn(*args, **kwargs)`` as ``Success(value)``, or ``Failure(error)`` for the
+    `EngineError` it raised."""
+    try:
+        return Success(fn(*args, **kwargs))
+    except EngineError as e:
+        return Failure(e)
