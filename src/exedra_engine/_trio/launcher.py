@@ -33,18 +33,18 @@ import os
 import shutil
 import signal
 import subprocess
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import IO, Any, Final
+from typing import IO, Any, Final, Protocol, cast
 
 import msgspec
 import trio
 from returns.result import Failure, Result, Success
 
 from exedra_engine._core import readiness
-from exedra_engine._core.endpoint import Resolved, env_dict, resolve_endpoint
+from exedra_engine._core.endpoint import Resolved, env_dict, resolve
 from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.kinds import Kind
 from exedra_engine._core.planner import with_port
 from exedra_engine._core.redact import redact_bytes
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
@@ -255,7 +255,7 @@ class Instance:
         self._exited = trio.Event()
         self._stop_requested = False
         self._exit: ExitReason | None = None
-        self.started_at = time.monotonic()
+        self.started_at = trio.current_time()
         self.ready_at: float | None = None
         self.ready_connections = 0
         """TCP connections the readiness poll opened (one, unless the executor closed it)."""
@@ -302,18 +302,13 @@ class Instance:
         caller's scope is being cancelled."""
         with trio.CancelScope(shield=True):
             if not self._exited.is_set() and self.ready_at is not None:
-                settle = self.ready_at + _SETTLE - time.monotonic()
+                settle = self.ready_at + _SETTLE - trio.current_time()
                 if settle > 0:
                     with trio.move_on_after(settle):
                         await self._exited.wait()
             if not self._exited.is_set():
                 self._stop_requested = True
-                self._signal(signal.SIGTERM)
-                with trio.move_on_after(timeout):
-                    await self._exited.wait()
-                if not self._exited.is_set():
-                    self._signal(signal.SIGKILL)
-                    await self._exited.wait()
+                await terminate(self._signal, self._exited.wait, timeout)
         assert self._exit is not None
         return self._exit
 
@@ -328,16 +323,9 @@ class Instance:
             if self._process.returncode is None:
                 # Cancelled while the child runs (the caller's nursery is going away): the
                 # child must not outlive it, and gets the same graceful stop as stop().
-                with trio.CancelScope(shield=True):
-                    self._stop_requested = True
-                    self._signal(signal.SIGTERM)
-                    with trio.move_on_after(self.stop_timeout):
-                        await self._process.wait()
-                    if self._process.returncode is None:
-                        self._signal(signal.SIGKILL)
-                        await self._process.wait()
-            with trio.CancelScope(shield=True):
-                await self._reap_group()
+                self._stop_requested = True
+                await terminate(self._signal, self._process.wait, self.stop_timeout)
+            await self._reap_group()
             code = self._process.returncode
             assert code is not None
             self._exit = ExitReason(returncode=code, requested=self._stop_requested)
@@ -345,58 +333,88 @@ class Instance:
 
     async def _reap_group(self) -> None:
         """Wait until no process of the executor's group is left (a forked helper can outlive
-        the leader by a millisecond or for ever): TERM, then KILL at the stop deadline."""
+        the leader by a millisecond or for ever), by the same policy as the leader."""
         pgid = self._process.pid
-        if not _group_alive(pgid):
-            return
-        if not self._stop_requested:
-            self._signal(signal.SIGTERM)
-        deadline = trio.current_time() + self.stop_timeout
-        killed = False
-        delay = 0.0005
-        while _group_alive(pgid):
-            if not killed and trio.current_time() >= deadline:
-                self._signal(signal.SIGKILL)
-                killed = True
-                deadline = trio.current_time() + 1.0
-            elif killed and trio.current_time() >= deadline:
-                return  # unkillable (D state) or a zombie nobody reaps: stop waiting
-            await trio.sleep(delay)
-            delay = min(delay * 2, 0.02)
+        if _group_alive(pgid):
+            # Once the leader is gone: a process stuck in D state, or a zombie nobody reaps,
+            # must not hold the stop for ever; a second after SIGKILL the wait gives up.
+            await terminate(
+                self._signal,
+                functools.partial(_group_gone, pgid),
+                self.stop_timeout,
+                term=not self._stop_requested,
+                kill_wait=1.0,
+            )
 
     def __repr__(self) -> str:
         state = "running" if self._exit is None else self._exit.describe()
         return f"<Instance pid={self.pid} {self.endpoint.url} {state}>"
 
 
+class PortsReader(Protocol):
+    """Which ports an executor of `kind` could not bind now (`exedra_engine._shell.plan`)."""
+
+    def __call__(self, kind: Kind, /) -> frozenset[int]: ...
+
+
+def _local_ports(kind: Kind) -> frozenset[int]:
+    return read_ports_in_use(LocalHost(), kind)
+
+
 async def launch(
-    nursery: trio.Nursery, plan: LaunchPlan, logs: Logs = None, *, ready_timeout: float = math.inf
+    nursery: trio.Nursery,
+    plan: LaunchPlan,
+    logs: Logs = None,
+    *,
+    ready_timeout: float = math.inf,
+    ports: PortsReader = _local_ports,
 ) -> Result[Instance, EngineError]:
     """Start the plan's executor in `nursery` and wait until its ready path answers 200.
 
     The endpoint is read back from the plan's args and env. `logs` receives the executor's
     stdout and stderr line by line (a text or binary file, or a trio stream). The wait is
     bounded by `ready_timeout` and by the caller's deadlines; on failure, timeout or
-    cancellation the child is killed before this returns or raises. The instance's
-    supervision tasks live in `nursery`: when it is cancelled the child is killed.
+    cancellation the child is killed before this returns or raises. The instance is
+    supervised by one task in `nursery` (started with ``nursery.start``): when the nursery
+    is cancelled the child is stopped. `ports` says which ports are taken when a scanned
+    port was lost to another process between planning and binding.
     """
+    try:
+        inst: Instance = await nursery.start(_supervise, plan, logs, ready_timeout, ports)
+    except EngineError as e:
+        return Failure(e)
+    return Success(inst)
+
+
+async def _supervise(
+    plan: LaunchPlan,
+    logs: Logs,
+    ready_timeout: float,
+    ports: PortsReader,
+    *,
+    task_status: trio.TaskStatus[Instance] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Start, wait for readiness, report the instance with ``started()``, then own the
+    process until it exits. A failure before ``started()`` is raised, so ``start()``
+    raises it; a lost scanned port is re-planned a bounded number of times."""
     attempt = plan
     for _ in range(PORT_RETRIES + 1):
-        result = await _launch_once(nursery, attempt, logs, ready_timeout)
-        if isinstance(result, Success) or not attempt.port_scanned:
-            return result
-        err = result.failure()
-        in_use = read_ports_in_use(LocalHost(), attempt.spec.kind)
-        if not (isinstance(err, _NotReadyDetail) and err.lost_port and attempt.port in in_use):
-            return result
+        failed = await _attempt(attempt, logs, ready_timeout, task_status)
+        if failed is None:
+            return
+        if not (attempt.port_scanned and failed.lost_port):
+            raise failed
+        in_use = ports(attempt.spec.kind)
         nxt = next((p for p in range(attempt.port + 1, 65536) if p not in in_use), None)
-        if nxt is None:
-            return result
-        moved = with_port(attempt, nxt)
-        if isinstance(moved, Failure):
-            return moved
-        attempt = moved.unwrap()
-    return result
+        if attempt.port not in in_use or nxt is None:
+            raise failed
+        match with_port(attempt, nxt):
+            case Success(moved):
+                attempt = moved
+            case Failure(err):
+                raise cast(EngineError, err)
+    assert failed is not None
+    raise failed
 
 
 class _NotReadyDetail(NotReady):
@@ -405,41 +423,44 @@ class _NotReadyDetail(NotReady):
         self.lost_port = lost_port
 
 
-async def _launch_once(
-    nursery: trio.Nursery, plan: LaunchPlan, logs: Logs, ready_timeout: float
-) -> Result[Instance, EngineError]:
-    resolved = resolve_endpoint(plan.spec.kind, plan.args, plan.env)
-    if isinstance(resolved, Failure):
-        return resolved
-    r = resolved.unwrap()
+async def _attempt(
+    plan: LaunchPlan, logs: Logs, ready_timeout: float, task_status: trio.TaskStatus[Instance]
+) -> _NotReadyDetail | None:
+    """One start. None once the process has run and exited after ``started()``; the
+    readiness failure when it never got there (the child is dead by then)."""
+    r = resolve(plan.spec.kind, plan.args, plan.env)
     pump = _LogPump(logs, r.api_keys)
     # Checked here because with a setpriv prefix a missing binary would only show as
     # setpriv's own exit status.
     if shutil.which(plan.command) is None:
-        return Failure(LaunchError(f"{plan.command}: cannot start: not an executable file"))
+        raise LaunchError(f"{plan.command}: cannot start: not an executable file")
     prefix, setup = _death_signal()
     try:
         process = await spawn.start(
             [*prefix, plan.command, *plan.args], child_environment(plan), setup
         )
     except OSError as e:
-        return Failure(LaunchError(f"{plan.command}: cannot start: {e.strerror or e}"))
+        raise LaunchError(f"{plan.command}: cannot start: {e.strerror or e}") from None
     inst = Instance(plan, r, process, pump)
     assert process.stdout is not None
-    stdout = process.stdout
-    nursery.start_soon(inst._watch)
-    nursery.start_soon(_pump_then_close, pump, stdout)
-    nursery.start_soon(pump.write)
-    try:
-        ok = await _until_ready(inst, r, ready_timeout)
-    except BaseException:
-        await _abort(inst)
-        raise
-    if ok is not None:
-        await _abort(inst)
-        return Failure(ok)
-    inst.ready_at = time.monotonic()
-    return Success(inst)
+    failed: _NotReadyDetail | None = None
+    # The body's failures are kept and raised after the nursery: raised inside it, trio
+    # would wrap them in an ExceptionGroup the caller did not ask for.
+    async with trio.open_nursery() as tasks:
+        tasks.start_soon(inst._watch)
+        tasks.start_soon(_pump_then_close, pump, process.stdout)
+        tasks.start_soon(pump.write)
+        try:
+            failed = await _until_ready(inst, r, ready_timeout)
+        except BaseException:
+            await _abort(inst)  # cancelled while waiting: the child goes first
+            raise
+        if failed is not None:
+            await _abort(inst)
+        else:
+            inst.ready_at = trio.current_time()
+            task_status.started(inst)
+    return failed
 
 
 async def _pump_then_close(pump: _LogPump, stdout: trio.abc.ReceiveStream) -> None:
@@ -450,13 +471,12 @@ async def _pump_then_close(pump: _LogPump, stdout: trio.abc.ReceiveStream) -> No
 
 
 async def _abort(inst: Instance) -> None:
-    with trio.CancelScope(shield=True):
-        inst._stop_requested = True
-        inst._signal(signal.SIGKILL)
-        await inst._exited.wait()
+    # A launch that failed or was cancelled: no grace, the executor never served anyone.
+    inst._stop_requested = True
+    await terminate(inst._signal, inst._exited.wait, 0)
 
 
-async def _until_ready(inst: Instance, r: Resolved, timeout: float) -> NotReady | None:
+async def _until_ready(inst: Instance, r: Resolved, timeout: float) -> _NotReadyDetail | None:
     path = inst.plan.ready
     poller = _Poller(connect_host(r.host), r.port, path)
     try:
@@ -466,7 +486,9 @@ async def _until_ready(inst: Instance, r: Resolved, timeout: float) -> NotReady 
         await poller.close()
 
 
-async def _poll(inst: Instance, r: Resolved, timeout: float, poller: _Poller) -> NotReady | None:
+async def _poll(
+    inst: Instance, r: Resolved, timeout: float, poller: _Poller
+) -> _NotReadyDetail | None:
     path = inst.plan.ready
     with trio.move_on_after(timeout) as scope:
         interval = _POLL_FIRST
@@ -494,6 +516,37 @@ async def _poll(inst: Instance, r: Resolved, timeout: float, poller: _Poller) ->
     )
 
 
+async def terminate(
+    send: Callable[[int], None],
+    exited: Callable[[], Awaitable[object]],
+    grace: float,
+    *,
+    term: bool = True,
+    kill_wait: float = math.inf,
+) -> None:
+    """The one stop policy (trio's ``deliver_cancel`` idea), shielded from cancellation:
+    SIGTERM, wait up to `grace` seconds for `exited`, then SIGKILL and wait up to
+    `kill_wait`. `term` off skips straight to the grace wait (SIGTERM already sent)."""
+    with trio.CancelScope(shield=True):
+        if grace > 0:
+            if term:
+                send(signal.SIGTERM)
+            with trio.move_on_after(grace) as waited:
+                await exited()
+            if not waited.cancelled_caught:
+                return
+        send(signal.SIGKILL)
+        with trio.move_on_after(kill_wait):
+            await exited()
+
+
+async def _group_gone(pgid: int) -> None:
+    delay = 0.0005
+    while _group_alive(pgid):
+        await trio.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -511,7 +564,7 @@ _SIGILL_HINT = (
 )
 
 
-def _exited_early(inst: Instance) -> NotReady:
+def _exited_early(inst: Instance) -> _NotReadyDetail:
     reason = inst.exit_reason
     assert reason is not None
     hint = _SIGILL_HINT if reason.signal == signal.SIGILL else ""
@@ -597,11 +650,13 @@ async def open_instance(
     # it, trio would wrap it in an ExceptionGroup the caller did not ask for.
     raised: BaseException | None = None
     async with trio.open_nursery() as nursery:
-        started = await launch(nursery, plan, logs, ready_timeout=ready_timeout)
-        if isinstance(started, Failure):
-            raised = started.failure()
+        try:
+            inst: Instance = await nursery.start(
+                _supervise, plan, logs, ready_timeout, _local_ports
+            )
+        except EngineError as e:
+            raised = e
         else:
-            inst = started.unwrap()
             inst.stop_timeout = stop_timeout
             try:
                 yield inst
