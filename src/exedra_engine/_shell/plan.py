@@ -43,24 +43,23 @@ def plan_explained(
     Without `check_ports` the plan is made as if every port were free: a dry run for another
     machine, independent of what listens here.
     """
-    model = model_facts(spec)
-    if isinstance(model, Failure):
-        return model
     in_use = read_ports_in_use(files or LocalHost(), spec.kind) if check_ports else frozenset()
-    return explain_launch(spec, hw, constraints, model=model.unwrap(), ports_in_use=in_use)
+    return model_facts(spec).bind(
+        lambda model: explain_launch(spec, hw, constraints, model=model, ports_in_use=in_use)
+    )
 
 
 def model_facts(spec: ModelSpec) -> Result[ModelInfo | None, EngineError]:
     """The model's header when there is one to read."""
     if not os.path.lexists(spec.path):
         return Success(None)
-    info = inspect(spec.path)
-    if isinstance(info, Success):
-        return Success(info.unwrap())
-    err = info.failure()
-    if isinstance(err, NotGGUF) and not executor_profile(spec.kind).gguf:
-        return Success(None)  # e.g. whisper models: ggml .bin files, whose header is not GGUF
-    return Failure(err)
+    match inspect(spec.path):
+        case Success(info):
+            return Success(info)
+        case Failure(NotGGUF()) if not executor_profile(spec.kind).gguf:
+            return Success(None)  # e.g. whisper models: ggml .bin files, whose header is not GGUF
+        case failed:
+            return failed
 
 
 def read_ports_in_use(files: HostFiles, kind: Kind) -> frozenset[int]:

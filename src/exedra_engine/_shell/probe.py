@@ -25,8 +25,13 @@ def probe(host: LocalHost | None = None) -> Result[Hardware, EngineError]:
     A host without /sys/class/drm is a CPU-only host, not an error. `host` roots the reads
     elsewhere (fixture trees in tests); the calling process's environment is never changed.
     """
+    return Success(host_hardware(host))
+
+
+def host_hardware(host: LocalHost | None = None) -> Hardware:
+    """`probe` without the Result: probing cannot fail, unknown facts read as 0."""
     h = host or LocalHost()
-    return Success(hardware_from(snapshot(h, h)))
+    return hardware_from(snapshot(h, h))
 
 
 def snapshot(files: HostFiles, proc: HostProcess) -> HostSnapshot:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 import msgspec
-from returns.result import Failure, Result
+from returns.result import Failure, Result, Success
 
 from exedra_engine._core.executors import executor_profile, profiles
 from exedra_engine._core.kinds import Kind, supported_kinds
@@ -40,7 +40,7 @@ from exedra_engine._core.values import Constraints, ExecutorInfo, Hardware, Mode
 from exedra_engine._shell.inspect import inspect
 from exedra_engine._shell.load_config import load_config
 from exedra_engine._shell.plan import plan_explained
-from exedra_engine._shell.probe import probe
+from exedra_engine._shell.probe import host_hardware
 from exedra_engine._version import __version__
 from exedra_engine.cli.render import (
     PROG,
@@ -65,7 +65,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_probe(a: argparse.Namespace) -> int:
-    hw = probe().unwrap()  # probe cannot fail: unknown facts read as 0
+    hw = host_hardware()
     if a.json:
         print_json(hw)
         return 0
@@ -87,10 +87,11 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 
 def cmd_inspect(a: argparse.Namespace) -> int:
-    r = inspect(a.path)
-    if isinstance(r, Failure):
-        return fail(r.failure())
-    m = r.unwrap()
+    match inspect(a.path):
+        case Failure(err):
+            return fail(err)
+        case Success(m):
+            pass
     if a.json:
         print_json(m)
         return 0
@@ -104,10 +105,11 @@ def cmd_inspect(a: argparse.Namespace) -> int:
 
 
 def cmd_config(a: argparse.Namespace) -> int:
-    r = load_config(a.path)
-    if isinstance(r, Failure):
-        return fail(r.failure())
-    cfg = r.unwrap()
+    match load_config(a.path):
+        case Failure(err):
+            return fail(err)
+        case Success(cfg):
+            pass
     if not a.show_secrets:
         cfg = redact_config(cfg)
     if a.json:
@@ -198,8 +200,6 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
 
 
 def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constraints], EngineError]:
-    from returns.result import Success
-
     from exedra_engine.errors import PlanError
 
     spec = ModelSpec(
@@ -209,7 +209,7 @@ def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constra
         capabilities=tuple(a.capability),
         run_args=tuple(a.run_arg),
     )
-    hw = probe().unwrap()
+    hw = host_hardware()
     if a.executor:
         others = tuple(e for e in hw.executors if e.kind != spec.kind)
         hw = msgspec.structs.replace(
@@ -217,10 +217,11 @@ def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constra
         )
     overrides = None
     if not a.no_config:
-        cfg = load_config(a.config)
-        if isinstance(cfg, Failure):
-            return cfg
-        overrides = cfg.unwrap()
+        match load_config(a.config):
+            case Failure() as failed:
+                return failed
+            case Success(overrides):
+                pass
     key = ""
     if a.api_key_env:
         key = os.environ.get(a.api_key_env, "")
@@ -258,10 +259,11 @@ def _planned(a: argparse.Namespace) -> Result[Explained, EngineError]:
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
-    r = _planned(a)
-    if isinstance(r, Failure):
-        return fail(r.failure())
-    e = r.unwrap()
+    match _planned(a):
+        case Failure(err):
+            return fail(err)
+        case Success(e):
+            pass
     plan = shown_plan(e.plan, a.show_secrets)
     names = layer_names(e.plan.spec)
     sources = [
@@ -294,12 +296,14 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
-    r = _planned(a)
-    if isinstance(r, Failure):
-        return fail(r.failure())
-    from exedra_engine.cli.launch import run_launch
+    match _planned(a):
+        case Failure(err):
+            return fail(err)
+        case Success(e):
+            from exedra_engine.cli.launch import run_launch
 
-    return run_launch(r.unwrap().plan, a)
+            return run_launch(e.plan, a)
+    raise AssertionError("a Result is a Success or a Failure")
 
 
 def cmd_demo(a: argparse.Namespace) -> int:

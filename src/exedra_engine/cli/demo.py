@@ -20,13 +20,13 @@ from typing import Any
 
 import msgspec
 import trio
-from returns.result import Failure
+from returns.result import Failure, Success
 
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.plan import plan
-from exedra_engine._shell.probe import probe
+from exedra_engine._shell.probe import host_hardware
 from exedra_engine._trio.launcher import open_instance
 from exedra_engine.constants import STOP_TIMEOUT
 
@@ -71,25 +71,27 @@ def run_demo(a: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         model = write_tiny_llama(os.path.join(tmp, "tiny.gguf"))
         t_model = time.perf_counter()
-        hw = probe(LocalHost(path_env=_search_path())).unwrap()
+        hw = host_hardware(LocalHost(path_env=_search_path()))
         t_probe = time.perf_counter()
         spec = ModelSpec(id="exedra-tiny", path=str(model), kind=Kind.LLAMA, capabilities=("llm",))
         planned = plan(spec, hw, Constraints(api_key=secrets.token_urlsafe(16)))
         t_plan = time.perf_counter()
-        if isinstance(planned, Failure):
-            print(f"exedra-engine: error: {planned.failure()}", file=sys.stderr)
-            if hw.executor(Kind.LLAMA) is None:
-                print(
-                    "  install it with scripts/install-executors.sh (a portable source build)",
-                    file=sys.stderr,
-                )
-            return 2
-        return trio.run(
-            _run,
-            planned.unwrap(),
-            a,
-            {"write_model": t_model - t0, "probe": t_probe - t_model, "plan": t_plan - t_probe},
-        )
+        timings = {
+            "write_model": t_model - t0,
+            "probe": t_probe - t_model,
+            "plan": t_plan - t_probe,
+        }
+        match planned:
+            case Success(p):
+                return trio.run(_run, p, a, timings)
+            case Failure(err):
+                print(f"exedra-engine: error: {err}", file=sys.stderr)
+                if hw.executor(Kind.LLAMA) is None:
+                    print(
+                        "  install it with scripts/install-executors.sh (a portable source build)",
+                        file=sys.stderr,
+                    )
+        return 2
 
 
 async def _run(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) -> int:

@@ -8,10 +8,10 @@ import sys
 
 import msgspec
 import trio
+from returns.result import Failure, Success
 
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine._trio.launcher import Instance, launch
-from exedra_engine.errors import EngineError
+from exedra_engine._trio.launcher import launch
 
 
 def run_launch(plan: LaunchPlan, a: argparse.Namespace) -> int:
@@ -28,11 +28,11 @@ async def _main(plan: LaunchPlan, a: argparse.Namespace) -> int:
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            started = await launch(nursery, plan, sys.stderr.buffer, ready_timeout=a.ready_timeout)
-            if not isinstance(started.value_or(None), Instance):
-                err: EngineError = started.failure()
-                return _fail(err, 1)
-            inst: Instance = started.unwrap()
+            match await launch(nursery, plan, sys.stderr.buffer, ready_timeout=a.ready_timeout):
+                case Failure(err):
+                    return _fail(err, 1)
+                case Success(inst):
+                    pass
             if a.json:
                 body = {
                     "url": inst.endpoint.url,
