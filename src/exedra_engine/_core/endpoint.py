@@ -19,12 +19,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-import msgspec
 from returns.result import Result
 
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.outcome import as_result
+from exedra_engine._core.struct import Value
 from exedra_engine._core.values import base_url
 from exedra_engine.constants import DEFAULT_HOST
 from exedra_engine.errors import EngineError, NoEndpoint, PlanError
@@ -33,7 +33,7 @@ _STOI = re.compile(r"[ \t\n\v\f\r]*([+-]?\d+)")
 _INT32 = 2**31
 
 
-class Resolved(msgspec.Struct, frozen=True, kw_only=True):
+class Resolved(Value, frozen=True, kw_only=True):
     """Where an executor listens and which API keys it accepts."""
 
     host: str

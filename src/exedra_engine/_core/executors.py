@@ -20,10 +20,11 @@ import msgspec
 from exedra_engine._core import _flagdata
 from exedra_engine._core.flags import FlagTable, Row, table_from_rows
 from exedra_engine._core.kinds import Kind, _add_kind
+from exedra_engine._core.struct import Value
 from exedra_engine.errors import UnsupportedKind
 
 
-class ExecutorProfile(msgspec.Struct, frozen=True, kw_only=True):
+class ExecutorProfile(Value, frozen=True, kw_only=True):
     """What one executor reads, accepts and does, as data."""
 
     kind: str

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
-
+from exedra_engine._core.struct import Value
 from exedra_engine.errors import PlanError
 
 
-class Flag(msgspec.Struct, frozen=True, kw_only=True):
+class Flag(Value, frozen=True, kw_only=True):
     """One executor option."""
 
     key: str
@@ -28,7 +27,7 @@ class Flag(msgspec.Struct, frozen=True, kw_only=True):
     repeatable: bool = False
 
 
-class Item(msgspec.Struct, frozen=True, kw_only=True):
+class Item(Value, frozen=True, kw_only=True):
     """One option of an argv with its values, or one token the table does not know."""
 
     tokens: tuple[str, ...]

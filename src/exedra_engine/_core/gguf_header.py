@@ -16,9 +16,9 @@ import struct
 from itertools import repeat
 from typing import BinaryIO, Final
 
-import msgspec
 from returns.result import Failure, Result, Success
 
+from exedra_engine._core.struct import Value
 from exedra_engine.errors import NotGGUF
 
 MAGIC: Final = b"GGUF"
@@ -60,7 +60,7 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
 
-class HeaderFacts(msgspec.Struct, frozen=True, kw_only=True):
+class HeaderFacts(Value, frozen=True, kw_only=True):
     """What planning needs from a GGUF header."""
 
     version: int

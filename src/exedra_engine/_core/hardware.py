@@ -15,13 +15,12 @@ from __future__ import annotations
 import math
 import re
 
-import msgspec
-
 from exedra_engine._core.kinds import Kind
+from exedra_engine._core.struct import Value
 from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
 
 
-class DrmNode(msgspec.Struct, frozen=True, kw_only=True):
+class DrmNode(Value, frozen=True, kw_only=True):
     """What sysfs says about one render node (``/sys/class/drm/renderD*``)."""
 
     render: str
@@ -35,7 +34,7 @@ class DrmNode(msgspec.Struct, frozen=True, kw_only=True):
     i915_lmem_total: str | None = None
 
 
-class ExecutorFile(msgspec.Struct, frozen=True, kw_only=True):
+class ExecutorFile(Value, frozen=True, kw_only=True):
     """One executor binary found on PATH and the library files beside it."""
 
     kind: Kind
@@ -44,7 +43,7 @@ class ExecutorFile(msgspec.Struct, frozen=True, kw_only=True):
     """File names in the binary's directory and its lib directories."""
 
 
-class HostSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+class HostSnapshot(Value, frozen=True, kw_only=True):
     """Raw host facts, as read; `hardware_from` interprets them."""
 
     affinity_cpus: int

@@ -31,10 +31,11 @@ import msgspec
 
 from exedra_engine._core.executors import ExecutorProfile, is_key_flag
 from exedra_engine._core.flags import FlagTable, Item
+from exedra_engine._core.struct import Value
 from exedra_engine.errors import PlanError
 
 
-class Layer(msgspec.Struct, frozen=True, kw_only=True):
+class Layer(Value, frozen=True, kw_only=True):
     """One contribution to a plan, `rank` higher wins."""
 
     name: str
@@ -43,7 +44,7 @@ class Layer(msgspec.Struct, frozen=True, kw_only=True):
     env: tuple[tuple[str, str], ...] = ()
 
 
-class Source(msgspec.Struct, frozen=True, kw_only=True):
+class Source(Value, frozen=True, kw_only=True):
     """Where one final argv option or env variable came from, and what it replaced."""
 
     what: Literal["arg", "env"]
@@ -54,7 +55,7 @@ class Source(msgspec.Struct, frozen=True, kw_only=True):
     """``layer: text`` of every contribution it replaced."""
 
 
-class Merged(msgspec.Struct, frozen=True, kw_only=True):
+class Merged(Value, frozen=True, kw_only=True):
     """The merged argv and env (``NAME=VALUE``, sorted by name) with their sources."""
 
     args: tuple[str, ...]

@@ -23,6 +23,7 @@ from exedra_engine._core.endpoint import Resolved, resolve
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
 from exedra_engine._core.outcome import as_result
+from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE
 from exedra_engine.errors import (
@@ -41,7 +42,7 @@ RANK_CONFIG_MODEL = 4
 RANK_CALLER = 5
 
 
-class Explained(msgspec.Struct, frozen=True, kw_only=True):
+class Explained(Value, frozen=True, kw_only=True):
     """A plan and the provenance of each of its argv options and env variables."""
 
     plan: LaunchPlan

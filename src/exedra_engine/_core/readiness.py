@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Final
 
-import msgspec
+from exedra_engine._core.struct import Value
 
 MAX_HEAD: Final = 16 * 1024
 """A response head longer than this is not an executor's: the connection is dropped."""
 
 
-class Answer(msgspec.Struct, frozen=True, kw_only=True):
+class Answer(Value, frozen=True, kw_only=True):
     """One complete response read from the front of a buffer."""
 
     status: int

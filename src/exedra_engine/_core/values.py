@@ -12,9 +12,10 @@ import msgspec
 
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.redact import REDACTED, redact_args, redact_env
+from exedra_engine._core.struct import Value
 
 
-class CPU(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class CPU(Value, frozen=True, kw_only=True):
     """The host processor and memory."""
 
     threads: int
@@ -23,7 +24,7 @@ class CPU(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     """Bytes of memory available to this process's cgroup or the host; 0 if unknown."""
 
 
-class GPU(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class GPU(Value, frozen=True, kw_only=True):
     """One DRM render device."""
 
     card: str
@@ -34,7 +35,7 @@ class GPU(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     """Dedicated video memory in bytes; 0 when the driver does not expose it."""
 
 
-class ExecutorInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ExecutorInfo(Value, frozen=True, kw_only=True, omit_defaults=True):
     """One installed executor binary and the GGML backends it can load."""
 
     kind: Kind
@@ -50,7 +51,7 @@ class ExecutorInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
 _NON_GPU_BACKENDS = frozenset({"cpu", "blas", "rpc", "amx"})
 
 
-class Hardware(msgspec.Struct, frozen=True, kw_only=True):
+class Hardware(Value, frozen=True, kw_only=True):
     """A host snapshot used for planning."""
 
     cpu: CPU
@@ -66,7 +67,7 @@ class Hardware(msgspec.Struct, frozen=True, kw_only=True):
         return bool(self.gpus)
 
 
-class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
+class ModelInfo(Value, frozen=True, kw_only=True):
     """GGUF metadata relevant to planning."""
 
     path: str
@@ -80,7 +81,7 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     """Training context length from ``{arch}.context_length``; 0 when absent."""
 
 
-class ModelSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ModelSpec(Value, frozen=True, kw_only=True, omit_defaults=True):
     """One model to execute; path-based on purpose, the model store stays unknown here."""
 
     id: str = ""
@@ -94,18 +95,14 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Model-recommended flags, the lowest layer."""
 
 
-class Override(
-    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True
-):
+class Override(Value, frozen=True, kw_only=True, omit_defaults=True):
     """One launch customization layer."""
 
     args: tuple[str, ...] = ()
     env: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-class Config(
-    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True
-):
+class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
     """Launch overrides, lowest priority first: env for every executor, engines by executor
     kind, models by model id. Args are executor-specific, so there is no global args layer."""
 
@@ -114,7 +111,7 @@ class Config(
     models: dict[str, Override] = msgspec.field(default_factory=dict)
 
 
-class Constraints(msgspec.Struct, frozen=True, kw_only=True):
+class Constraints(Value, frozen=True, kw_only=True):
     """What the caller asks of a plan; zero values are derived or left to the executor."""
 
     host: str = ""
@@ -149,7 +146,7 @@ class Constraints(msgspec.Struct, frozen=True, kw_only=True):
         return "Constraints(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 
-class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
+class Endpoint(Value, frozen=True, kw_only=True):
     """The address and API key of a ready instance."""
 
     url: str
@@ -160,7 +157,7 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
         return f"Endpoint(url={self.url!r}, api_key={'<redacted>' if self.api_key else ''!r})"
 
 
-class LaunchPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
     """A serializable launch decision.
 
     `args` and `env` may be replaced (``msgspec.structs.replace``) before launching; `host`,

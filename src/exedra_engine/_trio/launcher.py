@@ -37,7 +37,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import IO, Any, Final, Protocol, cast
 
-import msgspec
 import trio
 from returns.result import Failure, Result, Success
 
@@ -47,6 +46,7 @@ from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.planner import with_port
 from exedra_engine._core.redact import redact_bytes
+from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.plan import read_ports_in_use
@@ -71,7 +71,7 @@ _SETTLE: Final = 0.05
 Logs = IO[str] | IO[bytes] | trio.abc.SendStream | None
 
 
-class ExitReason(msgspec.Struct, frozen=True, kw_only=True):
+class ExitReason(Value, frozen=True, kw_only=True):
     """How an executor process ended."""
 
     returncode: int
