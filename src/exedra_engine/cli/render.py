@@ -3,7 +3,6 @@ UTF-8 stream can write, and plans with their keys redacted."""
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Sequence
@@ -45,6 +44,8 @@ def json_text(value: object) -> str:
     try:
         return msgspec.json.format(msgspec.json.encode(value)).decode()
     except UnicodeEncodeError:
+        import json  # only here: a cold start that prints plain JSON never loads it
+
         text = json.dumps(msgspec.to_builtins(value), ensure_ascii=False, indent=2)
         return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
