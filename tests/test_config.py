@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +177,18 @@ def test_merge_rules() -> None:
     assert m.env == {"A": "2", "B": "2"}
     assert m.engines[Kind.LLAMA] == Override(args=("--x", "--y"), env={"E": "b", "F": "b"})
     assert merge_configs(Config(), a) == a == merge_configs(a, Config())
+
+
+def test_yaml_is_imported_only_to_parse_a_document(tmp_path: Path) -> None:
+    # A cold start on a host with no config file does not pay for PyYAML (~20 ms).
+    code = (
+        "import sys, exedra_engine as e, exedra_engine.cli; "
+        "e.load_config(sys.argv[1]).unwrap(); print('yaml' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "absent")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False"

@@ -14,7 +14,9 @@ The schema (every section optional, an empty file is an empty config)::
 
 Values are strings: quote numbers. The YAML is walked node by node, so every error names
 the file, the line and the field path (``$.models.qwen.args[2]``); only the YAML 1.1 core
-tags are accepted, so no document can construct arbitrary objects.
+tags are accepted, so no document can construct arbitrary objects. PyYAML is imported on
+the first document parsed, not with this module: a host with no config file never pays for
+it (about 20 ms of a cold start).
 
 Combining (a later file over an earlier one, `merge_configs`): env maps merge key by key,
 the later value winning; for an engine kind or a model id present in both, the env maps
@@ -26,14 +28,16 @@ Merging is associative and the empty config is its identity.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
 from returns.result import Failure, Result, Success
 
 from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.values import Config, Override
 from exedra_engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml
 
 _STR = "tag:yaml.org,2002:str"
 _NULL = "tag:yaml.org,2002:null"
@@ -59,15 +63,14 @@ _SCALAR_TAGS = frozenset(
     {_STR, _NULL, "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
      "tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"}
 )  # fmt: skip
-_SHAPE_TAGS: dict[type[yaml.Node], frozenset[str]] = {
-    yaml.ScalarNode: _SCALAR_TAGS,
-    yaml.MappingNode: frozenset({_MAP, "tag:yaml.org,2002:set"}),
-    yaml.SequenceNode: frozenset({_SEQ, "tag:yaml.org,2002:omap", "tag:yaml.org,2002:pairs"}),
+# By node shape: PyYAML's own name for each node class (`ScalarNode.id` is "scalar"), so the
+# walker needs no yaml import of its own.
+_SHAPE_TAGS: dict[str, frozenset[str]] = {
+    "scalar": _SCALAR_TAGS,
+    "mapping": frozenset({_MAP, "tag:yaml.org,2002:set"}),
+    "sequence": frozenset({_SEQ, "tag:yaml.org,2002:omap", "tag:yaml.org,2002:pairs"}),
 }
-_SHAPE_NAMES = {yaml.ScalarNode: "a scalar", yaml.MappingNode: "a mapping",
-                yaml.SequenceNode: "a sequence"}  # fmt: skip
-# libyaml's parser when PyYAML was built with it (much faster); the pure-Python one otherwise.
-_Parser: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SHAPE_NAMES = {"scalar": "a scalar", "mapping": "a mapping", "sequence": "a sequence"}
 
 T = TypeVar("T")
 
@@ -76,6 +79,11 @@ class _Bad(Exception):
     def __init__(self, node: yaml.Node | None, path: str, message: str) -> None:
         self.line = node.start_mark.line + 1 if node is not None else 0
         super().__init__(f"{path}: {message}")
+
+
+def _shape(node: yaml.Node) -> str:
+    """The node's shape, "scalar", "mapping" or "sequence": `_compose` makes no other node."""
+    return getattr(node, "id", "")
 
 
 class _Walk:
@@ -90,15 +98,15 @@ class _Walk:
             raise _Bad(node, path, f"document has more than {_MAX_NODES} nodes")
         if node.tag not in _TYPE_NAMES and node.tag != _STR:
             raise _Bad(node, path, f"unsupported YAML tag {node.tag}")
-        if node.tag not in _SHAPE_TAGS[type(node)]:
-            raise _Bad(node, path, f"tag {node.tag} does not fit {_SHAPE_NAMES[type(node)]}")
+        if node.tag not in _SHAPE_TAGS[_shape(node)]:
+            raise _Bad(node, path, f"tag {node.tag} does not fit {_SHAPE_NAMES[_shape(node)]}")
 
     def string(self, node: yaml.Node, path: str, what: str) -> str:
         self._visit(node, path)
-        if node.tag != _STR or not isinstance(node, yaml.ScalarNode):
-            scalar = isinstance(node, yaml.ScalarNode)
+        scalar = _shape(node) == "scalar"
+        if node.tag != _STR or not scalar:
             hint = " (quote it to make it a string)" if scalar else ""
-            found = _TYPE_NAMES.get(node.tag, "a string") if scalar else _SHAPE_NAMES[type(node)]
+            found = _TYPE_NAMES.get(node.tag, "a string") if scalar else _SHAPE_NAMES[_shape(node)]
             raise _Bad(node, path, f"{what} must be a string, not {found}{hint}")
         value = str(node.value)
         if "\0" in value:
@@ -113,9 +121,9 @@ class _Walk:
         self, node: yaml.Node, path: str, value: Callable[[yaml.Node, str, str], T], key_what: str
     ) -> dict[str, T]:
         self._visit(node, path)
-        if node.tag == _NULL and isinstance(node, yaml.ScalarNode):
+        if node.tag == _NULL and _shape(node) == "scalar":
             return {}
-        if not isinstance(node, yaml.MappingNode) or node.tag != _MAP:
+        if _shape(node) != "mapping" or node.tag != _MAP:
             raise _Bad(node, path, f"must be a mapping, not {_TYPE_NAMES.get(node.tag, node.tag)}")
         out: dict[str, T] = {}
         lines: dict[str, int] = {}
@@ -132,9 +140,9 @@ class _Walk:
 
     def strings(self, node: yaml.Node, path: str) -> tuple[str, ...]:
         self._visit(node, path)
-        if node.tag == _NULL and isinstance(node, yaml.ScalarNode):
+        if node.tag == _NULL and _shape(node) == "scalar":
             return ()
-        if not isinstance(node, yaml.SequenceNode) or node.tag != _SEQ:
+        if _shape(node) != "sequence" or node.tag != _SEQ:
             raise _Bad(node, path, f"must be a list of strings, not {_TYPE_NAMES.get(node.tag)}")
         return tuple(
             self.string(n, f"{path}[{i}]", "an argument") for i, n in enumerate(node.value)
@@ -194,7 +202,11 @@ def _compose(text: str) -> yaml.Node | None:
     two million list items cost a gigabyte, and 500 nested brackets a RecursionError. Here
     nodes are counted and depth is bounded as they are made.
     """
-    loader: Any = _Parser(text)  # the stubs type events and marks loosely
+    import yaml
+
+    # libyaml's parser when PyYAML was built with it (much faster); the pure-Python one otherwise.
+    parser: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader: Any = parser(text)  # the stubs type events and marks loosely
     try:
         root: yaml.Node | None = None
         anchors: dict[str, yaml.Node] = {}
@@ -268,6 +280,8 @@ def _compose(text: str) -> yaml.Node | None:
 
 def config_from_yaml(text: str, source: str) -> Result[Config, ConfigError]:
     """Parse one override document; `source` (a file name) prefixes every error."""
+    import yaml
+
     try:
         node = _compose(text)
     except _Bad as e:

@@ -22,7 +22,7 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import msgspec
 from returns.result import Failure, Result, Success
@@ -55,7 +55,39 @@ from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE, STOP
 from exedra_engine.errors import EngineError
 
 
+def _columns() -> int:
+    """`shutil.get_terminal_size().columns`, without importing shutil (2 ms of a cold start,
+    with its zlib, bz2 and lzma): $COLUMNS, else the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0 and sys.__stdout__ is not None:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    # argparse makes one of these for every add_argument; its own sizes itself with shutil.
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = _columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         # argparse quotes the offending argument as given; one line whatever it contains.
         self.exit(2, f"{self.prog}: error: {shown(message)}\n")
