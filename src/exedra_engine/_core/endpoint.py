@@ -94,6 +94,30 @@ def resolve(kind: str, args: Sequence[str], env: Mapping[str, str] | Sequence[st
     return _endpoint(p, host, port, (*keys, *k))
 
 
+def resolve_merged(
+    kind: str,
+    args: Sequence[str],
+    settings: Mapping[str, tuple[str, ...]],
+    env: Mapping[str, str] | Sequence[str],
+) -> Resolved:
+    """`resolve` for an argv the merge produced, from its `settings` (the winning value of
+    each non-repeatable known flag): the merge has already cut the argv as the executor does,
+    so walking it again would find the same values."""
+    p = executor_profile(kind)
+    if p.key_flag and not p.key_env:  # its keys stay in argv, repeated: walk it
+        return resolve(kind, args, env)
+    envmap = env if isinstance(env, Mapping) else env_dict(env)
+    host, port, keys = _from_env(p, envmap)
+    if p.host_flag in settings:
+        host = settings[p.host_flag][0]
+    if p.port_flag in settings:
+        value = settings[p.port_flag][0]
+        port = stoi(value)
+        if port is None:
+            raise PlanError(f"{p.port_flag} {value!r} is not a port number")
+    return _endpoint(p, host, port, tuple(keys))
+
+
 def _from_env(
     p: ExecutorProfile, env: Mapping[str, str]
 ) -> tuple[str | None, int | None, list[str]]:

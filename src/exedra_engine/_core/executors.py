@@ -116,6 +116,7 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
 
 
 _TABLES: dict[str, FlagTable] = {}
+_FOREIGN: dict[str, frozenset[str]] = {}
 
 LLAMA: Final = ExecutorProfile(
     kind=Kind.LLAMA,
@@ -203,6 +204,7 @@ def register_executor(profile: ExecutorProfile) -> Kind:
     kind = _add_kind(profile.kind)
     _PROFILES[kind] = msgspec.structs.replace(profile, kind=kind)
     _TABLES.pop(kind, None)
+    _FOREIGN.clear()
     _SECRET_FLAGS.update(profile.secret_flags)
     _KEY_FLAGS.update(profile.key_flags)
     return kind
@@ -217,11 +219,22 @@ def _forget_executor(kind: str) -> None:
     _PROFILES.pop(kind, None)
     _TABLES.pop(kind, None)
     _drop_kind(kind)
+    _FOREIGN.clear()
     _SECRET_FLAGS.clear()
     _KEY_FLAGS.clear()
     for p in _PROFILES.values():
         _SECRET_FLAGS.update(p.secret_flags)
         _KEY_FLAGS.update(p.key_flags)
+
+
+def foreign_key_flags(profile: ExecutorProfile) -> frozenset[str]:
+    """The key flags of other executors that `profile`'s executor does not have: given to
+    it, they would sit in its argv (visible in /proc) and do nothing, so they are refused."""
+    known = _FOREIGN.get(profile.kind)
+    if known is None:  # registering an executor clears these
+        table = profile.flags
+        known = _FOREIGN[profile.kind] = frozenset(f for f in _KEY_FLAGS if table.lookup(f) is None)
+    return known
 
 
 def secret_flags() -> frozenset[str]:

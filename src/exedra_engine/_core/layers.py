@@ -29,7 +29,7 @@ from typing import Literal
 
 import msgspec
 
-from exedra_engine._core.executors import ExecutorProfile, is_key_flag
+from exedra_engine._core.executors import ExecutorProfile, foreign_key_flags, is_key_flag
 from exedra_engine._core.flags import FlagTable, Item
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import PlanError
@@ -256,14 +256,19 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
     """Raise `PlanError` for what cannot reach the executor as given (see the module's rules).
     Positions count from 1; the offending text itself is not shown (it may be a key)."""
     text = "".join(layer.args) + "".join(n + v for n, v in layer.env)
-    if text.isascii() and "\0" not in text and "" not in layer.args and not _keyish(layer.args):
+    if (
+        text.isascii()
+        and "\0" not in text
+        and "" not in layer.args
+        and not (foreign_key_flags(profile) and _keyish(layer.args))
+    ):
         return
     for i, tok in enumerate(layer.args, 1):
         what = unfit(tok) or ("is empty" if tok == "" else None)
         if what:
             raise PlanError(f"{layer.name} args: item {i} {what}")
         name = tok.partition("=")[0]
-        if is_key_flag(name) and profile.flags.lookup(name) is None:
+        if name in foreign_key_flags(profile):
             raise PlanError(
                 f"{layer.name} args: item {i} is {name}, but {profile.binary} has no API key "
                 "option; put an authenticating proxy in front of it instead"

@@ -19,7 +19,7 @@ from collections.abc import Set
 import msgspec
 from returns.result import Failure, Result
 
-from exedra_engine._core.endpoint import Resolved, resolve
+from exedra_engine._core.endpoint import Resolved, resolve, resolve_merged
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
 from exedra_engine._core.outcome import as_result
@@ -104,7 +104,7 @@ def _plan(
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
     layers = _layers(profile, spec, constraints, engine_port, cpu_only)
     m = merge(profile, layers, explain=explain, required_key=constraints.api_key)
-    r = resolve(spec.kind, m.args, m.env)
+    r = resolve_merged(spec.kind, m.args, m.settings, m.env)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
         if not explain:  # the error names the layer that chose the port: explain once more
