@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import BinaryIO
+
+from exedra_engine._shell.ports import FileKind, NotRegularFile
 
 _MAX_TEXT = 1 << 20
 
@@ -68,6 +71,31 @@ class LocalHost:
         except OSError:
             return False
         return stat.S_ISREG(st.st_mode) and os.access(disk, os.X_OK)
+
+    def file_kind(self, path: str) -> FileKind:
+        try:
+            mode = os.stat(self._on_disk(path)).st_mode
+        except FileNotFoundError:
+            return "missing"
+        except NotADirectoryError:
+            return "missing"  # a path through a regular file names nothing
+        if stat.S_ISREG(mode):
+            return "file"
+        return "directory" if stat.S_ISDIR(mode) else "other"
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(self._on_disk(path))
+
+    def open_file(self, path: str) -> tuple[BinaryIO, int]:
+        # O_NONBLOCK: a FIFO named like a model or a config file must not hang the caller.
+        fd = os.open(self._on_disk(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(21, "is a directory", path)
+            raise NotRegularFile(0, "not a regular file", path)
+        return os.fdopen(fd, "rb", buffering=0), st.st_size
 
     def affinity_cpus(self) -> int:
         if self._affinity is not None:

@@ -1,47 +1,54 @@
-"""`inspect`: the shell around the pure GGUF header parser."""
+"""`inspect`: the shell around the pure GGUF header parser, reading through `HostFiles`."""
 
 from __future__ import annotations
 
 import errno
 import os
-import stat
 
-from returns.result import Failure, Result
+from returns.result import Failure, Result, Success
 
 from exedra_engine._core.gguf_header import HeaderFacts, parse_gguf_header
+from exedra_engine._core.outcome import as_result
 from exedra_engine._core.quant import quant_name
 from exedra_engine._core.values import ModelInfo
+from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.ports import HostFiles, NotRegularFile
 from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
 
 
-def inspect(path: str | os.PathLike[str]) -> Result[ModelInfo, EngineError]:
+def inspect(
+    path: str | os.PathLike[str], files: HostFiles | None = None
+) -> Result[ModelInfo, EngineError]:
     """Read a GGUF model's metadata from its header alone, never touching the weights.
 
     Failures: `ModelUnreadable` (missing, a directory, no permission) and `NotGGUF`
-    (anything that is not a well-formed GGUF header), each naming the path.
+    (anything that is not a well-formed GGUF header), each naming the path. `files` is the
+    port the file is read through (default: this machine's).
     """
     p = os.fspath(path)
+    return as_result(_inspect, p, files or LocalHost())
+
+
+def _inspect(p: str, files: HostFiles) -> ModelInfo:
     if "\0" in p:
-        return Failure(ModelUnreadable(f"{p!r}: the path contains a NUL character"))
+        raise ModelUnreadable(f"{p!r}: the path contains a NUL character")
     try:
-        # O_NONBLOCK: a FIFO given as a model path must not hang the caller.
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        stream, size = files.open_file(p)
+    except NotRegularFile:
+        raise NotGGUF(f"{p}: not a regular file") from None
     except OSError as e:
-        return Failure(ModelUnreadable(f"{p}: {_reason(e)}"))
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            return Failure(ModelUnreadable(f"{p}: is a directory, not a model file"))
-        return Failure(NotGGUF(f"{p}: not a regular file"))
-    with os.fdopen(fd, "rb", buffering=0) as f:
+        raise ModelUnreadable(f"{p}: {_reason(e)}") from None
+    with stream:
         try:
-            facts = parse_gguf_header(f, st.st_size)
+            facts = parse_gguf_header(stream, size)
         except OSError as e:
-            return Failure(ModelUnreadable(f"{p}: {_reason(e)}"))
-    return facts.map(lambda h: model_info_from(p, st.st_size, h)).alt(
-        lambda e: NotGGUF(f"{p}: {e}")
-    )
+            raise ModelUnreadable(f"{p}: {_reason(e)}") from None
+    match facts:
+        case Success(h):
+            return model_info_from(p, size, h)
+        case Failure(err):
+            raise NotGGUF(f"{p}: {err}")
+    raise AssertionError("a Result is a Success or a Failure")
 
 
 def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:
@@ -58,6 +65,6 @@ def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:
 
 
 def _reason(e: OSError) -> str:
-    if e.errno == errno.EISDIR:
+    if e.errno == errno.EISDIR or isinstance(e, IsADirectoryError):
         return "is a directory, not a model file"
     return e.strerror or str(e)

@@ -1,14 +1,18 @@
-"""`load_config`: read override files through the file system, parse them purely."""
+"""`load_config`: read override files through `HostFiles`, parse them purely."""
 
 from __future__ import annotations
 
 import os
-import stat
+import posixpath
+from typing import cast
 
 from returns.result import Failure, Result, Success
 
 from exedra_engine._core.config import config_from_yaml, merge_all
+from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Config
+from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.ports import HostFiles, NotRegularFile
 from exedra_engine.constants import DEFAULT_CONFIG_PATH
 from exedra_engine.errors import ConfigError, EngineError
 
@@ -16,7 +20,9 @@ _MAX_FILE = 4 << 20
 _ENDINGS = (".yaml", ".yml")
 
 
-def load_config(path: str | os.PathLike[str] | None = None) -> Result[Config, EngineError]:
+def load_config(
+    path: str | os.PathLike[str] | None = None, files: HostFiles | None = None
+) -> Result[Config, EngineError]:
     """Load admin overrides from a directory or one YAML file.
 
     A directory contributes its ``*.yaml`` and ``*.yml`` files (hidden ones excepted) in
@@ -24,66 +30,67 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Result[Config, En
     whose ending differs only in case (``x.YAML``) is an error, not silently skipped. None or
     "" means `DEFAULT_CONFIG_PATH`. Only a path that does not exist is an empty config;
     anything else that cannot be read (a FIFO, a device, a path too long) is a `ConfigError`
-    naming file, line and field.
+    naming file, line and field. `files` is the port the files are read through (default:
+    this machine's).
     """
     p = os.fspath(path) if path else DEFAULT_CONFIG_PATH
+    return as_result(_load, p, files or LocalHost())
+
+
+def _load(p: str, files: HostFiles) -> Config:
     if "\0" in p:
-        return Failure(ConfigError(f"{p!r}: the path contains a NUL character"))
+        raise ConfigError(f"{p!r}: the path contains a NUL character")
     try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        return Success(Config())
+        kind = files.file_kind(p)
     except OSError as e:
-        return Failure(ConfigError(f"{p}: cannot read: {e.strerror or e}"))
-    if stat.S_ISDIR(st.st_mode):
-        try:
-            entries = sorted(os.listdir(p))
-        except OSError as e:
-            return Failure(ConfigError(f"{p}: cannot list directory: {e.strerror}"))
-        names = []
-        for n in entries:
-            if n.startswith("."):
-                continue
-            if n.endswith(_ENDINGS):
-                names.append(n)
-            elif n.lower().endswith(_ENDINGS):
-                return Failure(
-                    ConfigError(f"{os.path.join(p, n)}: rename it to end in .yaml to be read")
-                )
-        files = [os.path.join(p, n) for n in names]
-    else:
-        files = [p]
-    configs: list[Config] = []
-    for f in files:
-        parsed = _read(f).bind(lambda text, f=f: config_from_yaml(text, f))  # type: ignore[misc]
-        if isinstance(parsed, Failure):
-            return parsed
-        configs.append(parsed.unwrap())
-    return Success(merge_all(configs))
+        raise ConfigError(f"{p}: cannot read: {e.strerror or e}") from None
+    if kind == "missing":
+        return Config()
+    paths = _directory(p, files) if kind == "directory" else [p]
+    return merge_all([_parse(f, _read(f, files)) for f in paths])
 
 
-def _read(path: str) -> Result[str, ConfigError]:
+def _directory(p: str, files: HostFiles) -> list[str]:
+    entries = files.list_dir(p)
+    if entries is None:
+        raise ConfigError(f"{p}: cannot list directory")
+    names = []
+    for n in entries:
+        if n.startswith("."):
+            continue
+        if n.endswith(_ENDINGS):
+            names.append(n)
+        elif n.lower().endswith(_ENDINGS):
+            raise ConfigError(f"{posixpath.join(p, n)}: rename it to end in .yaml to be read")
+    return [posixpath.join(p, n) for n in names]
+
+
+def _parse(path: str, text: str) -> Config:
+    match config_from_yaml(text, path):
+        case Success(cfg):
+            return cast(Config, cfg)
+        case Failure(err):
+            raise err
+    raise AssertionError("a Result is a Success or a Failure")
+
+
+def _read(path: str, files: HostFiles) -> str:
     try:
-        # O_NONBLOCK: a FIFO named like a config file must not hang the caller.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        stream, size = files.open_file(path)
+        if size > _MAX_FILE:
+            stream.close()
+            raise ConfigError(f"{path}: larger than {_MAX_FILE} bytes")
+        with stream:
+            data = stream.read(_MAX_FILE + 1)
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, expected a YAML file") from None
+    except NotRegularFile:
+        raise ConfigError(f"{path}: not a regular file, expected a YAML file") from None
     except OSError as e:
-        return Failure(ConfigError(f"{path}: cannot read: {e.strerror or e}"))
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        what = "is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-        return Failure(ConfigError(f"{path}: {what}, expected a YAML file"))
-    if st.st_size > _MAX_FILE:
-        os.close(fd)
-        return Failure(ConfigError(f"{path}: larger than {_MAX_FILE} bytes"))
-    with os.fdopen(fd, "rb", buffering=0) as fh:
-        try:
-            data = fh.read(_MAX_FILE + 1)
-        except OSError as e:
-            return Failure(ConfigError(f"{path}: cannot read: {e.strerror or e}"))
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
     if len(data) > _MAX_FILE:
-        return Failure(ConfigError(f"{path}: larger than {_MAX_FILE} bytes"))
+        raise ConfigError(f"{path}: larger than {_MAX_FILE} bytes")
     try:
-        return Success(data.decode("utf-8"))
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        return Failure(ConfigError(f"{path}: not UTF-8 text (byte {e.start})"))
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None

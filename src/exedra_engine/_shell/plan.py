@@ -3,8 +3,6 @@ and calls the pure `plan_launch`."""
 
 from __future__ import annotations
 
-import os
-
 from returns.result import Failure, Result, Success
 
 from exedra_engine._core.executors import executor_profile
@@ -43,17 +41,18 @@ def plan_explained(
     Without `check_ports` the plan is made as if every port were free: a dry run for another
     machine, independent of what listens here.
     """
-    in_use = read_ports_in_use(files or LocalHost(), spec.kind) if check_ports else frozenset()
-    return model_facts(spec).bind(
+    host = files or LocalHost()
+    in_use = read_ports_in_use(host, spec.kind) if check_ports else frozenset()
+    return model_facts(spec, host).bind(
         lambda model: explain_launch(spec, hw, constraints, model=model, ports_in_use=in_use)
     )
 
 
-def model_facts(spec: ModelSpec) -> Result[ModelInfo | None, EngineError]:
+def model_facts(spec: ModelSpec, files: HostFiles) -> Result[ModelInfo | None, EngineError]:
     """The model's header when there is one to read."""
-    if not os.path.lexists(spec.path):
-        return Success(None)
-    match inspect(spec.path):
+    if "\0" in spec.path or not files.exists(spec.path):
+        return Success(None)  # a NUL in the path is the planner's to refuse, naming it
+    match inspect(spec.path, files):
         case Success(info):
             return Success(info)
         case Failure(NotGGUF()) if not executor_profile(spec.kind).gguf:

@@ -1,13 +1,21 @@
 """The effect ports: the small interfaces behind which every host read sits.
 
 The pure core never calls these; the shells (`probe`, `inspect`, `load_config`, `plan`) do,
-through an adapter. `LocalHost` in `exedra_engine._shell.host` is the real one; tests root it at a
-fixture tree.
+through one adapter, so a test can hand them a dict-backed fake instead of a disk tree.
+`LocalHost` in `exedra_engine._shell.host` is the real one; tests root it at fixture trees.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import BinaryIO, Literal, Protocol
+
+FileKind = Literal["missing", "file", "directory", "other"]
+"""What a path names: nothing, a regular file, a directory, or anything else (a FIFO, a
+socket, a device)."""
+
+
+class NotRegularFile(OSError):
+    """Raised by `HostFiles.open_file` for a path that is not a regular file."""
 
 
 class HostFiles(Protocol):
@@ -33,6 +41,20 @@ class HostFiles(Protocol):
         """Whether `path` is a regular file this process may execute."""
         ...
 
+    def file_kind(self, path: str) -> FileKind:
+        """What `path` names, links followed. Raises `OSError` when that cannot be told
+        (no permission, a name too long, a loop of links): only "missing" means absent."""
+        ...
+
+    def exists(self, path: str) -> bool:
+        """Whether anything, a dangling link included, is at `path`."""
+        ...
+
+    def open_file(self, path: str) -> tuple[BinaryIO, int]:
+        """A regular file opened for reading, and its size; it never blocks on a FIFO.
+        Raises `OSError`: `FileNotFoundError`, `IsADirectoryError`, `NotRegularFile`."""
+        ...
+
 
 class HostProcess(Protocol):
     """Facts about the calling process."""
@@ -44,3 +66,7 @@ class HostProcess(Protocol):
     def search_path(self) -> tuple[str, ...]:
         """The directories of PATH, in order."""
         ...
+
+
+class Host(HostFiles, HostProcess, Protocol):
+    """Both ports in one object, as `LocalHost` (and the tests' in-memory host) provide."""

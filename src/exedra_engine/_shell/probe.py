@@ -11,7 +11,7 @@ from exedra_engine._core.hardware import DrmNode, ExecutorFile, HostSnapshot, ha
 from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.ports import HostFiles, HostProcess
+from exedra_engine._shell.ports import Host, HostFiles, HostProcess
 from exedra_engine.errors import EngineError
 
 DRM = "/sys/class/drm"
@@ -19,7 +19,7 @@ DRM = "/sys/class/drm"
 _LIB_DIRS = (".", "../lib", "../lib64", "../lib/ggml", "../lib64/ggml")
 
 
-def probe(host: LocalHost | None = None) -> Result[Hardware, EngineError]:
+def probe(host: Host | None = None) -> Result[Hardware, EngineError]:
     """Inspect the host: CPU threads and RAM, DRM render devices, installed executors.
 
     A host without /sys/class/drm is a CPU-only host, not an error. `host` roots the reads
@@ -28,7 +28,7 @@ def probe(host: LocalHost | None = None) -> Result[Hardware, EngineError]:
     return Success(host_hardware(host))
 
 
-def host_hardware(host: LocalHost | None = None) -> Hardware:
+def host_hardware(host: Host | None = None) -> Hardware:
     """`probe` without the Result: probing cannot fail, unknown facts read as 0."""
     h = host or LocalHost()
     return hardware_from(snapshot(h, h))
