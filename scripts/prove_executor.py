@@ -101,87 +101,102 @@ def prove(
     model: str | None = None,
 ) -> Proof:
     """Start BINARY (under WRAP, e.g. qemu) on a tiny model and make it answer one request."""
-    from exedra_engine.testing import write_tiny_llama, write_tiny_whisper, write_wav
-
     with tempfile.TemporaryDirectory(prefix="exedra-prove-") as tmp:
         d = Path(tmp)
         port = _free_port()
-        if kind == "llama":
-            # Q8_0 weights: the load runs the int8 kernels (VNNI, AMX) where a plugin built for
-            # instructions the CPU lacks dies; an F32 model passes on such a binary.
-            model = Path(model) if model else write_tiny_llama(d / "tiny.gguf", quantized=True)
-            args = ["-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "256"]
-            args += ["-t", "1", "-np", "1"]
-        elif kind == "whisper":
-            model = Path(model) if model else write_tiny_whisper(d / "tiny-whisper.bin")
-            args = ["-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", "1"]
-        else:
-            raise ValueError(f"unknown kind {kind!r}")
         logf = d / "log"
         base = f"http://127.0.0.1:{port}"
         t0 = time.monotonic()
         with logf.open("wb") as out:
             proc = subprocess.Popen(
-                [*(wrap or []), binary, *args],
+                [*(wrap or []), binary, *_args(kind, d, port, model)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        why, ready, answered, mapped = "", 0.0, 0.0, ""
+        answered = 0.0
         try:
             deadline = t0 + timeout
-            while True:
-                code = proc.poll()
-                if code is not None:
-                    why = _died(code) + " before it was ready"
-                    break
-                if time.monotonic() > deadline:
-                    why = f"not ready after {timeout:.0f} s"
-                    break
-                try:
-                    if _get(base + "/health", 2.0) == 200:
-                        ready = time.monotonic() - t0
-                        # Which CPU plugin ggml loaded: the one mapped into the process (the log
-                        # says so only at a higher verbosity). Under qemu-user it is qemu's pid.
-                        with contextlib.suppress(OSError):
-                            mapped = Path(f"/proc/{proc.pid}/maps").read_text()
-                        break
-                except OSError:
-                    pass
-                time.sleep(0.05)
+            why, ready, mapped = _wait_ready(proc, base, t0, deadline, timeout)
             if not why:
                 t1 = time.monotonic()
-                left = max(5.0, deadline - t1)
-                try:
-                    if kind == "llama":
-                        body = json.dumps({"prompt": "hello", "n_predict": 4}).encode()
-                        status, resp = _post(base + "/completion", body, "application/json", left)
-                        good = status == 200 and "content" in json.loads(resp)
-                    else:
-                        wav = write_wav(d / "tone.wav", seconds=1.0).read_bytes()
-                        body, ctype = _multipart("file", "tone.wav", wav)
-                        status, resp = _post(base + "/inference", body, ctype, left)
-                        good = status == 200 and "text" in json.loads(resp)
-                    answered = time.monotonic() - t1
-                    if not good:
-                        why = f"answered {status}: {resp[:200]!r}"
-                except (OSError, ValueError) as e:
-                    code = proc.poll()
-                    why = (_died(code) if code is not None else f"request failed: {e}") + (
-                        " while answering"
-                    )
+                why = _ask(kind, d, base, proc, max(5.0, deadline - t1))
+                answered = time.monotonic() - t1
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            _stop(proc)
         text = logf.read_text(errors="replace")
     found = VARIANT.findall(mapped) or VARIANT.findall(text)
     return Proof(not why, why, found[-1] if found else None, ready, answered, text)
+
+
+def _args(kind: str, d: Path, port: int, model: str | None) -> list[str]:
+    from exedra_engine.testing import write_tiny_llama, write_tiny_whisper
+
+    listen = ["--host", "127.0.0.1", "--port", str(port)]
+    if kind == "llama":
+        # Q8_0 weights: the load runs the int8 kernels (VNNI, AMX) where a plugin built for
+        # instructions the CPU lacks dies; an F32 model passes on such a binary.
+        m = Path(model) if model else write_tiny_llama(d / "tiny.gguf", quantized=True)
+        return ["-m", str(m), *listen, "-c", "256", "-t", "1", "-np", "1"]
+    if kind == "whisper":
+        m = Path(model) if model else write_tiny_whisper(d / "tiny-whisper.bin")
+        return ["-m", str(m), *listen, "-t", "1"]
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+def _wait_ready(
+    proc: subprocess.Popen[bytes], base: str, t0: float, deadline: float, timeout: float
+) -> tuple[str, float, str]:
+    """Why it never got ready ("" once it did), when it did, and its memory map then."""
+    while True:
+        code = proc.poll()
+        if code is not None:
+            return _died(code) + " before it was ready", 0.0, ""
+        if time.monotonic() > deadline:
+            return f"not ready after {timeout:.0f} s", 0.0, ""
+        try:
+            if _get(base + "/health", 2.0) == 200:
+                ready = time.monotonic() - t0
+                # Which CPU plugin ggml loaded: the one mapped into the process (the log
+                # says so only at a higher verbosity). Under qemu-user it is qemu's pid.
+                mapped = ""
+                with contextlib.suppress(OSError):
+                    mapped = Path(f"/proc/{proc.pid}/maps").read_text()
+                return "", ready, mapped
+        except OSError:
+            pass
+        time.sleep(0.05)
+
+
+def _ask(kind: str, d: Path, base: str, proc: subprocess.Popen[bytes], left: float) -> str:
+    """One real request; why it failed, or ""."""
+    from exedra_engine.testing import write_wav
+
+    try:
+        if kind == "llama":
+            body = json.dumps({"prompt": "hello", "n_predict": 4}).encode()
+            status, resp = _post(base + "/completion", body, "application/json", left)
+            good = status == 200 and "content" in json.loads(resp)
+        else:
+            wav = write_wav(d / "tone.wav", seconds=1.0).read_bytes()
+            body, ctype = _multipart("file", "tone.wav", wav)
+            status, resp = _post(base + "/inference", body, ctype, left)
+            good = status == 200 and "text" in json.loads(resp)
+    except (OSError, ValueError) as e:
+        code = proc.poll()
+        return (_died(code) if code is not None else f"request failed: {e}") + " while answering"
+    return "" if good else f"answered {status}: {resp[:200]!r}"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def main() -> int:

@@ -26,8 +26,7 @@ import sys
 import time
 
 
-def main() -> None:
-    args = sys.argv[1:]
+def _listen(args: list[str]) -> tuple[str, int]:
     host, port = "127.0.0.1", 8080
     for i, a in enumerate(args[:-1]):
         if a in ("--host", "--listen-ip"):
@@ -35,6 +34,11 @@ def main() -> None:
         elif a in ("--port", "--listen-port"):
             port = int(args[i + 1])
     port = int(os.environ.get("SD_PORT", port)) if "--listen-port" not in args else port
+    return host, port
+
+
+def main() -> None:
+    host, port = _listen(sys.argv[1:])
     mode = os.environ.get("FAKE_MODE", "ok")
     delay = float(os.environ.get("FAKE_DELAY", "0"))
     ready_after = float(os.environ.get("FAKE_READY_AFTER", "0"))

@@ -58,6 +58,34 @@ def _vocab() -> tuple[list[bytes], list[float], list[int]]:
     return tokens, scores, types
 
 
+def _llama_metadata(
+    w: Any, tokens: list[bytes], scores: list[float], types: list[int], *, quantized: bool
+) -> None:
+    import gguf
+
+    n_embd, n_head = TINY_WIDTH, 4
+    w.add_name(TINY_NAME)
+    w.add_context_length(TINY_CONTEXT)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(TINY_BLOCKS)
+    w.add_feed_forward_length(64)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head)
+    w.add_rope_dimension_count(n_embd // n_head)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_chat_template(CHAT_TEMPLATE)
+
+
 def write_tiny_llama(
     path: str | os.PathLike[str], *, seed: int = 7, quantized: bool = False
 ) -> Path:
@@ -77,29 +105,10 @@ def write_tiny_llama(
 
     rng = np.random.default_rng(seed)
     tokens, scores, types = _vocab()
-    n_vocab, n_embd, n_ff, n_head = len(tokens), TINY_WIDTH, 64, 4
+    n_vocab, n_embd, n_ff = len(tokens), TINY_WIDTH, 64
     out = Path(path)
     w = gguf.GGUFWriter(str(out), TINY_ARCH)
-    w.add_name(TINY_NAME)
-    w.add_context_length(TINY_CONTEXT)
-    w.add_embedding_length(n_embd)
-    w.add_block_count(TINY_BLOCKS)
-    w.add_feed_forward_length(n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_head)
-    w.add_rope_dimension_count(n_embd // n_head)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-    w.add_chat_template(CHAT_TEMPLATE)
+    _llama_metadata(w, tokens, scores, types, quantized=quantized)
 
     def f32(*shape: int, scale: float = 0.2) -> Any:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
@@ -209,6 +218,49 @@ _GGML_MAGIC = 0x67676D6C
 WHISPER_VOCAB = 51_864  # English-only: below 51,865 whisper.cpp is not multilingual
 
 
+def _whisper_tensors(
+    s: int, n_mels: int, n_audio_ctx: int, n_text_ctx: int
+) -> list[tuple[str, tuple[int, ...], str]]:
+    """whisper.cpp's tensors for one encoder and one decoder layer of width `s`, in order."""
+    s4 = 4 * s
+    out: list[tuple[str, tuple[int, ...], str]] = [
+        ("encoder.positional_embedding", (s, n_audio_ctx), "f32"),
+        ("encoder.conv1.weight", (3, n_mels, s), "f16"),
+        ("encoder.conv1.bias", (1, s), "f32"),
+        ("encoder.conv2.weight", (3, s, s), "f16"),
+        ("encoder.conv2.bias", (1, s), "f32"),
+        ("encoder.ln_post.weight", (s,), "f32"),
+        ("encoder.ln_post.bias", (s,), "f32"),
+        ("decoder.positional_embedding", (s, n_text_ctx), "f32"),
+        ("decoder.token_embedding.weight", (s, WHISPER_VOCAB), "f16"),
+        ("decoder.ln.weight", (s,), "f32"),
+        ("decoder.ln.bias", (s,), "f32"),
+    ]
+    for side, attns in {"encoder": ("attn",), "decoder": ("attn", "cross_attn")}.items():
+        p = f"{side}.blocks.0."
+        out += [
+            (p + "mlp_ln.weight", (s,), "f32"),
+            (p + "mlp_ln.bias", (s,), "f32"),
+            (p + "mlp.0.weight", (s, s4), "f16"),
+            (p + "mlp.0.bias", (s4,), "f32"),
+            (p + "mlp.2.weight", (s4, s), "f16"),
+            (p + "mlp.2.bias", (s,), "f32"),
+        ]
+        for a in attns:
+            out += [
+                (p + f"{a}_ln.weight", (s,), "f32"),
+                (p + f"{a}_ln.bias", (s,), "f32"),
+                (p + f"{a}.query.weight", (s, s), "f16"),
+                (p + f"{a}.query.bias", (s,), "f32"),
+                (p + f"{a}.key.weight", (s, s), "f16"),
+                (p + f"{a}.value.weight", (s, s), "f16"),
+                (p + f"{a}.value.bias", (s,), "f32"),
+                (p + f"{a}.out.weight", (s, s), "f16"),
+                (p + f"{a}.out.bias", (s,), "f32"),
+            ]
+    return out
+
+
 def write_tiny_whisper(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
     """Write a loadable whisper model: 1 encoder and 1 decoder layer of width 8, the full
     51,864-token English vocabulary, f16 weights (whisper.cpp asserts on all-f32 ones)."""
@@ -257,37 +309,8 @@ def write_tiny_whisper(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
             fh.write(struct.pack(f"<{len(ne)}i", *ne))
             fh.write(enc + raw)
 
-        s, s4 = n_state, 4 * n_state
-        tensor("encoder.positional_embedding", (s, n_audio_ctx), f32)
-        tensor("encoder.conv1.weight", (3, n_mels, s), f16)
-        tensor("encoder.conv1.bias", (1, s), f32)
-        tensor("encoder.conv2.weight", (3, s, s), f16)
-        tensor("encoder.conv2.bias", (1, s), f32)
-        tensor("encoder.ln_post.weight", (s,), f32)
-        tensor("encoder.ln_post.bias", (s,), f32)
-        tensor("decoder.positional_embedding", (s, n_text_ctx), f32)
-        tensor("decoder.token_embedding.weight", (s, WHISPER_VOCAB), f16)
-        tensor("decoder.ln.weight", (s,), f32)
-        tensor("decoder.ln.bias", (s,), f32)
-        blocks = {"encoder": ("attn",), "decoder": ("attn", "cross_attn")}
-        for side, attns in blocks.items():
-            p = f"{side}.blocks.0."
-            tensor(p + "mlp_ln.weight", (s,), f32)
-            tensor(p + "mlp_ln.bias", (s,), f32)
-            tensor(p + "mlp.0.weight", (s, s4), f16)
-            tensor(p + "mlp.0.bias", (s4,), f32)
-            tensor(p + "mlp.2.weight", (s4, s), f16)
-            tensor(p + "mlp.2.bias", (s,), f32)
-            for a in attns:
-                tensor(p + f"{a}_ln.weight", (s,), f32)
-                tensor(p + f"{a}_ln.bias", (s,), f32)
-                tensor(p + f"{a}.query.weight", (s, s), f16)
-                tensor(p + f"{a}.query.bias", (s,), f32)
-                tensor(p + f"{a}.key.weight", (s, s), f16)
-                tensor(p + f"{a}.value.weight", (s, s), f16)
-                tensor(p + f"{a}.value.bias", (s,), f32)
-                tensor(p + f"{a}.out.weight", (s, s), f16)
-                tensor(p + f"{a}.out.bias", (s,), f32)
+        for name, ne, ttype in _whisper_tensors(n_state, n_mels, n_audio_ctx, n_text_ctx):
+            tensor(name, ne, f16 if ttype == "f16" else f32)
     return out
 
 

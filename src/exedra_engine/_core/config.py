@@ -28,7 +28,7 @@ Merging is associative and the empty config is its identity.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from returns.result import Failure, Result, Success
 
@@ -208,74 +208,87 @@ def _compose(text: str) -> yaml.Node | None:
     parser: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     loader: Any = parser(text)  # the stubs type events and marks loosely
     try:
-        root: yaml.Node | None = None
-        anchors: dict[str, yaml.Node] = {}
-        stack: list[tuple[yaml.Node, list[object]]] = []
-        nodes = 0
-        documents = 0
+        c = _Composer(loader)
         while (event := _next(loader)) is not None:
-            node: yaml.Node | None = None
-            if isinstance(event, yaml.DocumentStartEvent):
-                documents += 1
-                if documents > 1:
-                    raise yaml.composer.ComposerError(
-                        None,
-                        None,
-                        "expected a single document, found another",
-                        event.start_mark,  # type: ignore[arg-type]
-                    )
-                continue
-            if isinstance(event, yaml.AliasEvent):
-                if event.anchor not in anchors:
-                    raise yaml.composer.ComposerError(
-                        None,
-                        None,
-                        f"found undefined alias {event.anchor!r}",
-                        event.start_mark,  # type: ignore[arg-type]
-                    )
-                node = anchors[event.anchor]
-            elif isinstance(event, yaml.ScalarEvent):
-                tag = event.tag
-                if tag is None or tag == "!":
-                    tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
-                marks: tuple[Any, Any] = (event.start_mark, event.end_mark)
-                node = yaml.ScalarNode(tag, event.value, *marks, style=event.style)
-            elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
-                seq = isinstance(event, yaml.SequenceStartEvent)
-                kind: type[yaml.Node] = yaml.SequenceNode if seq else yaml.MappingNode
-                tag = event.tag
-                if tag is None or tag == "!":
-                    tag = loader.resolve(kind, None, event.implicit)
-                start: Any = event.start_mark
-                node = kind(tag, [], start, None)
-                if len(stack) >= _MAX_DEPTH:
-                    raise _Bad(node, "$", f"nested deeper than {_MAX_DEPTH} levels")
-            elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
-                done, items = stack.pop()
-                done.value = (
-                    list(zip(items[0::2], items[1::2], strict=True))
-                    if isinstance(done, yaml.MappingNode)
-                    else items
-                )
-                done.end_mark = event.end_mark
-                continue
-            else:
-                continue
-            nodes += 1
-            if nodes > _MAX_NODES:
-                raise _Bad(node, "$", f"document has more than {_MAX_NODES} nodes")
-            anchor = getattr(event, "anchor", None)
-            if anchor is not None and not isinstance(event, yaml.AliasEvent):
-                anchors[anchor] = node
-            if stack:
-                stack[-1][1].append(node)
-            else:
-                root = node
-            if isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
-                stack.append((node, []))
-        return root
+            c.feed(event)
+        return c.root
     finally:
         loader.dispose()
+
+
+class _Composer:
+    """Events in, nodes out, one event at a time, under the node and depth budget."""
+
+    def __init__(self, loader: Any) -> None:
+        import yaml
+
+        self.yaml = yaml
+        self.loader = loader
+        self.root: yaml.Node | None = None
+        self.anchors: dict[str, yaml.Node] = {}
+        self.stack: list[tuple[yaml.Node, list[object]]] = []
+        self.nodes = 0
+        self.documents = 0
+
+    def feed(self, event: Any) -> None:
+        y = self.yaml
+        if isinstance(event, y.DocumentStartEvent):
+            self.documents += 1
+            if self.documents > 1:
+                self._fail("expected a single document, found another", event)
+        elif isinstance(event, y.AliasEvent):
+            if event.anchor not in self.anchors:
+                self._fail(f"found undefined alias {event.anchor!r}", event)
+            self._add(self.anchors[event.anchor], None)
+        elif isinstance(event, y.ScalarEvent):
+            tag = self._tag(event, y.ScalarNode, event.value)
+            node = y.ScalarNode(
+                tag, event.value, event.start_mark, event.end_mark, style=event.style
+            )
+            self._add(node, event.anchor)
+        elif isinstance(event, y.SequenceStartEvent | y.MappingStartEvent):
+            self._open(event)
+        elif isinstance(event, y.SequenceEndEvent | y.MappingEndEvent):
+            done, items = self.stack.pop()
+            done.value = (
+                list(zip(items[0::2], items[1::2], strict=True))
+                if isinstance(done, y.MappingNode)
+                else items
+            )
+            done.end_mark = event.end_mark
+
+    def _open(self, event: Any) -> None:
+        y = self.yaml
+        kind: type[yaml.Node] = (
+            y.SequenceNode if isinstance(event, y.SequenceStartEvent) else y.MappingNode
+        )
+        node = kind(self._tag(event, kind, None), [], event.start_mark, None)
+        if len(self.stack) >= _MAX_DEPTH:
+            raise _Bad(node, "$", f"nested deeper than {_MAX_DEPTH} levels")
+        self._add(node, event.anchor)
+        self.stack.append((node, []))
+
+    def _tag(self, event: Any, kind: type[yaml.Node], value: str | None) -> str:
+        tag: str | None = event.tag
+        if tag is None or tag == "!":
+            implicit = event.implicit
+            tag = self.loader.resolve(kind, value, implicit)
+        assert tag is not None
+        return tag
+
+    def _add(self, node: yaml.Node, anchor: str | None) -> None:
+        self.nodes += 1
+        if self.nodes > _MAX_NODES:
+            raise _Bad(node, "$", f"document has more than {_MAX_NODES} nodes")
+        if anchor is not None:
+            self.anchors[anchor] = node
+        if self.stack:
+            self.stack[-1][1].append(node)
+        else:
+            self.root = node
+
+    def _fail(self, problem: str, event: Any) -> NoReturn:
+        raise self.yaml.composer.ComposerError(None, None, problem, event.start_mark)
 
 
 def config_from_yaml(text: str, source: str) -> Result[Config, ConfigError]:

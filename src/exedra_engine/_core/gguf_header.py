@@ -224,6 +224,31 @@ def parse_gguf_header(src: BinaryIO, size: int) -> Result[HeaderFacts, NotGGUF]:
 
 
 def _parse(cur: _Cursor) -> HeaderFacts:
+    version, tensor_count, kv_count = _preamble(cur)
+    strings, ints, overflow = _walk(cur, kv_count)
+    arch = strings.get("general.architecture")
+    if arch is None:
+        raise _Malformed("no general.architecture key")
+    if overflow and not {f"{arch}.block_count", f"{arch}.context_length"} <= ints.keys():
+        # The keys of the model's own architecture may be among those not kept: a zero
+        # here would be a wrong answer, not a missing one.
+        raise _Malformed(
+            f"more than {_MAX_KEPT_INTS} *.block_count/*.context_length keys before "
+            "general.architecture"
+        )
+    return HeaderFacts(
+        version=version,
+        tensor_count=tensor_count,
+        architecture=arch,
+        name=strings.get("general.name", ""),
+        file_type=ints.get("general.file_type"),
+        blocks=max(ints.get(f"{arch}.block_count", 0), 0),
+        context=max(ints.get(f"{arch}.context_length", 0), 0),
+    )
+
+
+def _preamble(cur: _Cursor) -> tuple[int, int, int]:
+    """Magic, version and the two counts, each checked against what the file can hold."""
     if cur.size < 4:
         raise _Malformed(f"{cur.size} bytes is too short for a GGUF header")
     cur._fill(4, "the magic")
@@ -248,7 +273,11 @@ def _parse(cur: _Cursor) -> HeaderFacts:
         )
     if tensor_count > cur.remaining() // 24:
         raise _Malformed(f"tensor count {tensor_count} cannot fit in {cur.size} bytes")
+    return version, tensor_count, kv_count
 
+
+def _walk(cur: _Cursor, kv_count: int) -> tuple[dict[str, str], dict[str, int], bool]:
+    """The key/values planning needs, stopping once all are found; whether kept ints ran out."""
     strings: dict[str, str] = {}
     ints: dict[str, int] = {}
     overflow = False
@@ -269,25 +298,7 @@ def _parse(cur: _Cursor) -> HeaderFacts:
             _skip_value(cur, vtype, key)
         if _complete(strings, ints):
             break
-    arch = strings.get("general.architecture")
-    if arch is None:
-        raise _Malformed("no general.architecture key")
-    if overflow and not {f"{arch}.block_count", f"{arch}.context_length"} <= ints.keys():
-        # The keys of the model's own architecture may be among those not kept: a zero
-        # here would be a wrong answer, not a missing one.
-        raise _Malformed(
-            f"more than {_MAX_KEPT_INTS} *.block_count/*.context_length keys before "
-            "general.architecture"
-        )
-    return HeaderFacts(
-        version=version,
-        tensor_count=tensor_count,
-        architecture=arch,
-        name=strings.get("general.name", ""),
-        file_type=ints.get("general.file_type"),
-        blocks=max(ints.get(f"{arch}.block_count", 0), 0),
-        context=max(ints.get(f"{arch}.context_length", 0), 0),
-    )
+    return strings, ints, overflow
 
 
 def _wanted_int(key: str, arch: str | None) -> bool:
