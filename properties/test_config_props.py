@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
 from functools import reduce
 from pathlib import Path
@@ -48,14 +49,27 @@ def test_the_empty_config_is_an_identity(c: Config) -> None:
     assert merge_configs(empty, c) == c == merge_configs(c, empty)
 
 
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the parser config.py uses
+_LOCATED = re.compile(r"fuzz\.yaml:(\d+): ")
+
+
 def _outcome(text: str) -> None:
-    r = config_from_yaml(text, "fuzz.yaml")
-    assert isinstance(r, Success | Failure)
-    if isinstance(r, Failure):
-        assert isinstance(r.failure(), ConfigError)
-        assert str(r.failure()).startswith("fuzz.yaml")
-    else:
-        assert isinstance(r.unwrap(), Config)
+    """Any text is a config that survives a round trip, or a one-line error that names the
+    file (and a line of it, when it has one)."""
+    match config_from_yaml(text, "fuzz.yaml"):
+        case Success(c):
+            # Accepted means PyYAML reads the document too, as a mapping or as nothing ...
+            assert isinstance(yaml.load(text, Loader=_LOADER), dict | None)
+            # ... and the value read is exactly what writing it out and reading it back gives.
+            assert config_from_yaml(dump(c), "again.yaml") == Success(c)
+        case Failure(e):
+            assert isinstance(e, ConfigError)
+            message = str(e)
+            assert message.startswith("fuzz.yaml:") and "\n" not in message, message
+            if m := _LOCATED.match(message):
+                assert 1 <= int(m.group(1)) <= len(text.splitlines()) + 1, message
+        case other:
+            raise AssertionError(other)
 
 
 @given(st.text(max_size=300))

@@ -1,4 +1,7 @@
-"""The command line: readable text, JSON for machines, exit 2 with one line on bad input."""
+"""The command line: readable text, JSON for machines, exit 2 with one line on bad input.
+
+Commands run in this process through `main(argv)`; only the entry points, a signal and a
+closed or full stdout get a process of their own."""
 
 from __future__ import annotations
 
@@ -6,23 +9,54 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import msgspec
 import pytest
 
-from exedra_engine import LaunchPlan
+from exedra_engine import LaunchPlan, __version__
+from exedra_engine.cli import main
 from tests.conftest import FAKE, HOSTS
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+class Ran(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Run = Callable[..., Ran]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
+    """`exedra-engine ARGS` in this process: `main(argv)`, its exit code and what it printed.
+    `env` is set for the rest of the test. The few tests that need a real process (the
+    entry points, signals, a closed or full stdout) use `spawn`."""
+
+    def go(*args: str, env: dict[str, str] | None = None) -> Ran:
+        for k, v in (env or {}).items():
+            monkeypatch.setenv(k, v)
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse: --help, --version, usage errors
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return go
+
+
+def spawn(*argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """`python -m exedra_engine ARGV` in a process of its own; stdout and stderr captured
+    unless `kw` redirects them."""
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
     return subprocess.run(
-        [sys.executable, "-m", "exedra_engine", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=60,
+        [sys.executable, "-m", "exedra_engine", *argv], check=False, text=True, timeout=60, **kw
     )
 
 
@@ -42,7 +76,7 @@ def plan_args(model: Path, *extra: str) -> list[str]:
     ]
 
 
-def test_version_and_help() -> None:
+def test_version_and_help(run: Run) -> None:
     r = run("--version")
     assert r.returncode == 0 and r.stdout.startswith("exedra-engine ")
     r = run("--help")
@@ -52,14 +86,14 @@ def test_version_and_help() -> None:
     assert "--explain" in r.stdout and "--api-key-env" in r.stdout
 
 
-def test_probe_json_and_text() -> None:
+def test_probe_json_and_text(run: Run) -> None:
     r = run("probe", "--json")
     data = json.loads(r.stdout)
     assert data["cpu"]["threads"] >= 1 and isinstance(data["gpus"], list)
     assert "threads" in run("probe").stdout
 
 
-def test_inspect(tiny_llama: Path, tmp_path: Path) -> None:
+def test_inspect(tiny_llama: Path, tmp_path: Path, run: Run) -> None:
     r = run("inspect", str(tiny_llama), "--json")
     assert json.loads(r.stdout)["architecture"] == "llama"
     assert "exedra-tiny" in run("inspect", str(tiny_llama)).stdout
@@ -69,7 +103,7 @@ def test_inspect(tiny_llama: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and str(bad) in r.stderr
 
 
-def test_config_redacts_secrets(tmp_path: Path) -> None:
+def test_config_redacts_secrets(tmp_path: Path, run: Run) -> None:
     (tmp_path / "a.yaml").write_text("env: {HF_TOKEN: hf_abc, OMP_NUM_THREADS: '2'}\n")
     r = run("config", str(tmp_path), "--json")
     assert json.loads(r.stdout)["env"] == {"HF_TOKEN": "<redacted>", "OMP_NUM_THREADS": "2"}
@@ -79,7 +113,7 @@ def test_config_redacts_secrets(tmp_path: Path) -> None:
     assert r.returncode == 2 and "b.yaml:1: $.env: must be a mapping" in r.stderr
 
 
-def test_plan_json_is_a_plan_and_keys_stay_hidden(tiny_llama: Path) -> None:
+def test_plan_json_is_a_plan_and_keys_stay_hidden(tiny_llama: Path, run: Run) -> None:
     r = run(
         *plan_args(tiny_llama, "--api-key-env", "MY_KEY", "--json"), env={"MY_KEY": "cli-secret-1"}
     )
@@ -94,13 +128,13 @@ def test_plan_json_is_a_plan_and_keys_stay_hidden(tiny_llama: Path) -> None:
     assert msgspec.json.decode(r.stdout, type=LaunchPlan).api_key == "cli-secret-1"
 
 
-def test_plan_is_deterministic(tiny_llama: Path) -> None:
+def test_plan_is_deterministic(tiny_llama: Path, run: Run) -> None:
     a = run(*plan_args(tiny_llama, "--json", "--port", "9999"))
     b = run(*plan_args(tiny_llama, "--json", "--port", "9999"))
     assert a.stdout == b.stdout and a.returncode == 0
 
 
-def test_explain_shows_layers(tiny_llama: Path, tmp_path: Path) -> None:
+def test_explain_shows_layers(tiny_llama: Path, tmp_path: Path, run: Run) -> None:
     (tmp_path / "o.yaml").write_text("models:\n  tiny:\n    args: [--ctx-size, '128']\n")
     r = run(
         *[a for a in plan_args(tiny_llama) if a != "--no-config"],
@@ -133,14 +167,16 @@ def test_explain_shows_layers(tiny_llama: Path, tmp_path: Path) -> None:
         (["--capability", "asr"], "'asr' cannot be served by llama-server"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(tiny_llama: Path, extra: list[str], needle: str) -> None:
+def test_bad_input_exits_2_with_one_line(
+    tiny_llama: Path, extra: list[str], needle: str, run: Run
+) -> None:
     r = run(*plan_args(tiny_llama), *extra)
     assert r.returncode == 2
     assert needle in r.stderr
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
-def test_plan_without_executor_installed(tiny_llama: Path) -> None:
+def test_plan_without_executor_installed(tiny_llama: Path, run: Run) -> None:
     r = run(
         "plan",
         "--model",
@@ -151,6 +187,52 @@ def test_plan_without_executor_installed(tiny_llama: Path) -> None:
         env={"PATH": str(HOSTS / "none")},
     )
     assert r.returncode == 2 and "whisper-server (kind transcribe) is not installed" in r.stderr
+
+
+def test_errors_stay_on_one_line_whatever_the_input(tiny_llama: Path, run: Run) -> None:
+    # Found by the soak run: argparse echoed an argument containing a newline.
+    r = run(*plan_args(tiny_llama), "\nsecond line")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "\\nsecond line" in r.stderr
+    r = run(*plan_args(tiny_llama), "--arg=--host")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+# -- what only a real process shows ------------------------------------------------------
+
+
+def test_the_module_and_the_console_script_are_entry_points(tiny_llama: Path) -> None:
+    r = spawn("--version")
+    assert (r.returncode, r.stdout) == (0, f"exedra-engine {__version__}\n")
+    script = Path(sys.executable).with_name("exedra-engine")
+    if not script.is_file():
+        pytest.fail(f"{script} is missing: run ./dev test (pip install -e .)", pytrace=False)
+    # The exit status travels out of main() through the script: 2 on bad input.
+    r = subprocess.run(
+        [str(script), "inspect", str(tiny_llama.with_suffix(".missing"))],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_closed_stdout_exits_1_quietly() -> None:
+    read, write = os.pipe()
+    os.close(read)  # every write to the pipe now fails with EPIPE
+    try:
+        r = spawn("probe", "--json", stdout=write)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (1, "")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+def test_a_full_stdout_is_one_line_and_exit_1() -> None:
+    with open("/dev/full", "w") as full:
+        r = spawn("probe", "--json", stdout=full)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("exedra-engine: error: cannot write: ")
 
 
 def test_launch_runs_until_sigterm(tiny_llama: Path) -> None:
@@ -173,11 +255,3 @@ def test_launch_runs_until_sigterm(tiny_llama: Path) -> None:
     _, err = p.communicate(timeout=20)
     assert p.returncode == 0, err
     assert "stopped   exit 0 after stop()" in err
-
-
-def test_errors_stay_on_one_line_whatever_the_input(tiny_llama: Path) -> None:
-    # Found by the soak run: argparse echoed an argument containing a newline.
-    r = run(*plan_args(tiny_llama), "\nsecond line")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "\\nsecond line" in r.stderr
-    r = run(*plan_args(tiny_llama), "--arg=--host")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1

@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from exedra_engine import config_from_yaml
+from exedra_engine.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -71,24 +70,24 @@ def _commands(page: Path) -> list[str]:
 @pytest.mark.parametrize(
     "page", [p for p in PAGES if _commands(p)], ids=lambda p: str(p.relative_to(ROOT))
 )
-def test_shell_examples_succeed(page: Path, tiny_llama: Path, tmp_path: Path) -> None:
+def test_shell_examples_succeed(
+    page: Path,
+    tiny_llama: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     deploy = tmp_path / "deploy" / "engine.d"
     deploy.mkdir(parents=True)
     (deploy / "10-site.yaml").write_text("models:\n  qwen:\n    args: [--ctx-size, '8192']\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("QWEN_KEY", "k")
+    monkeypatch.setenv("PATH", f"{ROOT / '.cache' / 'executors' / 'bin'}:{os.environ['PATH']}")
     for line in _commands(page):
         for p in MODEL_PATHS:
             line = line.replace(p, str(tiny_llama))
-        argv = shlex.split(line)
-        r = subprocess.run(
-            [sys.executable, "-m", "exedra_engine", *argv[1:]],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            check=False,
-            env={
-                **os.environ,
-                "QWEN_KEY": "k",
-                "PATH": f"{ROOT / '.cache' / 'executors' / 'bin'}:{os.environ['PATH']}",
-            },
-        )
-        assert r.returncode == 0, (line, r.stderr)
+        try:
+            code = main(shlex.split(line)[1:])
+        except SystemExit as e:  # argparse: --help, --version, usage errors
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+        assert code == 0, (line, capsys.readouterr().err)

@@ -101,7 +101,10 @@ async def test_llama_answers_with_the_planned_key_only(real_hw: Hardware, tiny_l
         assert "test-key-123" not in cmdline
         code, body = await call(url + "/completion", {"prompt": "hello", "n_predict": 8}, key)
         assert code == 200 and body["content"]
-        body["content"].encode("utf-8")
+        # The planned request reached the model: at most n_predict tokens, each text that
+        # encodes (a lone surrogate would mean bytes cut mid-character on the way).
+        assert 1 <= body["tokens_predicted"] <= 8
+        assert not any("\ud800" <= c <= "\udfff" for c in body["content"])
         code, body = await call(
             url + "/v1/chat/completions",
             {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8},

@@ -107,21 +107,39 @@ def test_constraints_become_flags() -> None:
     assert not any("s3cret" in a for a in p.args)
 
 
+# The flags that keep each kind off the GPU; with a GPU neither appears (llama-server places
+# layers itself, whisper-server uses the GPU by default).
+CPU_ONLY_FLAGS = {Kind.LLAMA: ("--n-gpu-layers", "0"), Kind.TRANSCRIBE: ("--no-gpu",)}
+GPU_FLAG = {Kind.LLAMA: "--n-gpu-layers", Kind.TRANSCRIBE: "--no-gpu"}
+SPECS = {Kind.LLAMA: SPEC, Kind.TRANSCRIBE: WSPEC}
+
+
+def _runs(args: tuple[str, ...], run: tuple[str, ...]) -> int:
+    return sum(args[i : i + len(run)] == run for i in range(len(args)))
+
+
+@pytest.mark.parametrize("kind", [Kind.LLAMA, Kind.TRANSCRIBE], ids=lambda k: k.value)
 @pytest.mark.parametrize(
-    ("hw", "no_gpu", "cpu_only"),
+    ("gpus", "backends", "no_gpu", "cpu_only"),
     [
-        (GPU_HOST, False, False),
-        (GPU_HOST, True, True),
-        (CPU_HOST, False, True),
-        (Hardware(cpu=CPU(threads=1), gpus=GPU_HOST.gpus, executors=(LLAMA_CPU,)), False, True),
+        (GPU_HOST.gpus, ("cpu", "vulkan"), False, False),
+        (GPU_HOST.gpus, ("cpu", "vulkan"), True, True),
+        ((), ("cpu", "vulkan"), False, True),
+        (GPU_HOST.gpus, ("cpu", "blas"), False, True),
+        (GPU_HOST.gpus, (), False, True),
     ],
+    ids=["gpu", "gpu-but-no_gpu", "no-gpu-on-host", "cpu-backends-only", "no-backends"],
 )
-def test_cpu_only_decision(hw: Hardware, no_gpu: bool, cpu_only: bool) -> None:
-    p = plan(hw=hw, no_gpu=no_gpu)
-    assert (p.args[-2:] == ("--n-gpu-layers", "0")) == cpu_only
-    w = plan(WSPEC, hw=Hardware(cpu=hw.cpu, gpus=hw.gpus, executors=(WHISPER,)), no_gpu=no_gpu)
-    # whisper-server here has no plugin backends at all: CPU-only whatever the host.
-    assert w.args[-1] == "--no-gpu"
+def test_cpu_only_decision(
+    kind: Kind, gpus: tuple[GPU, ...], backends: tuple[str, ...], no_gpu: bool, cpu_only: bool
+) -> None:
+    exe = ExecutorInfo(kind=kind, path=f"/usr/bin/{kind.value}-server", backends=backends)
+    hw = Hardware(cpu=CPU(threads=8, ram=1 << 34), gpus=gpus, executors=(exe,))
+    p = plan(SPECS[kind], hw=hw, no_gpu=no_gpu)
+    assert _runs(p.args, CPU_ONLY_FLAGS[kind]) == int(cpu_only), p.args
+    assert (GPU_FLAG[kind] in p.args) == cpu_only, p.args
+    other = next(k for k in CPU_ONLY_FLAGS if k is not kind)
+    assert GPU_FLAG[other] not in p.args
 
 
 def test_whisper_engine_flags() -> None:
@@ -250,8 +268,9 @@ def test_unknown_flags_pass_through_in_order() -> None:
 def test_api_keys_never_reach_argv() -> None:
     cfg = Config(models={"qwen": Override(args=("--api-key", "admin-key"))})
     p = plan(overrides=cfg, api_key="caller-key", extra_args=("--api-key", "k3,k4"))
-    assert not any("key" in a and a != "--api-key-file" for a in p.args[1::2] if a)
-    assert "--api-key" not in p.args
+    # Every key flag left argv: what remains is the plan made without any key.
+    assert p.args == plan().args
+    assert not any(k in a for a in p.args for k in ("caller-key", "admin-key", "k3", "k4"))
     assert p.env == ("LLAMA_API_KEY=caller-key,admin-key,k3,k4",)
     assert p.api_key == "caller-key"
 
