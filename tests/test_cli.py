@@ -217,20 +217,22 @@ def test_the_module_and_the_console_script_are_entry_points(tiny_llama: Path) ->
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
 
 
-def test_a_closed_stdout_exits_1_quietly() -> None:
+@pytest.mark.parametrize("argv", [("probe", "--json"), ("--help",), ("--version",)])
+def test_a_closed_stdout_exits_1_quietly(argv: tuple[str, ...]) -> None:
     read, write = os.pipe()
     os.close(read)  # every write to the pipe now fails with EPIPE
     try:
-        r = spawn("probe", "--json", stdout=write)
+        r = spawn(*argv, stdout=write)
     finally:
         os.close(write)
     assert (r.returncode, r.stderr) == (1, "")
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
-def test_a_full_stdout_is_one_line_and_exit_1() -> None:
+@pytest.mark.parametrize("argv", [("probe", "--json"), ("--help",), ("--version",)])
+def test_a_full_stdout_is_one_line_and_exit_1(argv: tuple[str, ...]) -> None:
     with open("/dev/full", "w") as full:
-        r = spawn("probe", "--json", stdout=full)
+        r = spawn(*argv, stdout=full)
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith("exedra-engine: error: cannot write: ")
 

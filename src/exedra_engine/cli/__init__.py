@@ -22,7 +22,10 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 import msgspec
 from returns.result import Failure, Result, Success
@@ -87,6 +90,12 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        # argparse swallows a failed write (--help into a closed pipe or /dev/full would exit
+        # 0 having printed nothing); main() reports it like any other failed write.
+        if message:
+            (file or sys.stderr).write(message)
 
     def error(self, message: str) -> NoReturn:
         # argparse quotes the offending argument as given; one line whatever it contains.
@@ -411,8 +420,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``exedra-engine`` script."""
-    args = build_parser().parse_args(argv)
     try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as e:  # --help, --version, a usage error: argparse printed it
+            sys.stdout.flush()  # here, so a failed write is handled like any other
+            return e.code if isinstance(e.code, int) else 2 if e.code else 0
         code: int = args.func(args)
         sys.stdout.flush()
     except KeyboardInterrupt:
