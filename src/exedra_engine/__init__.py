@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from exedra_engine._core.config import config_from_yaml, merge_configs
 from exedra_engine._core.endpoint import Resolved, resolve_endpoint
+from exedra_engine._core.executors import ExecutorProfile, executor_profile, register_executor
 from exedra_engine._core.hardware import HostSnapshot, hardware_from
 from exedra_engine._core.kinds import Kind, parse_kind, supported_kinds
 from exedra_engine._core.planner import Explained, explain_launch, plan_launch
@@ -65,6 +66,9 @@ if TYPE_CHECKING:
     from exedra_engine._trio.launcher import ExitReason, Instance, launch, open_instance
 
 __all__ = [
+    "ExecutorProfile",
+    "executor_profile",
+    "register_executor",
     "CPU",
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_HOST",
@@ -123,7 +127,7 @@ if not TYPE_CHECKING:
     # Hidden from type checkers, which see the imports above: a typo in an attribute name
     # must stay a type error, not become Any.
     def __getattr__(name: str) -> object:
-        # The launcher needs trio (~40 ms to import); planning-only users never pay for it.
+        # The launcher needs trio (~120-140 ms to import); planning-only users never pay for it.
         if name in _LAZY:
             import importlib
 

@@ -225,10 +225,15 @@ def _choose_port(c: Constraints, in_use: Set[int]) -> int:
     base = c.port_base or DEFAULT_PORT_BASE
     if not 0 < base < 65536:
         raise PlanError(f"port_base {base} is outside 1-65535")
-    for p in range(base, 65536):
-        if p not in in_use:
-            return p
-    raise PortInUse(f"no free port from {base} to 65535")
+    p = next_free_port(base, in_use)
+    if p is None:
+        raise PortInUse(f"no free port from {base} to 65535")
+    return p
+
+
+def next_free_port(base: int, in_use: Set[int]) -> int | None:
+    """The first port from `base` up that is not in use, or None."""
+    return next((p for p in range(base, 65536) if p not in in_use), None)
 
 
 def _layers(

@@ -154,7 +154,7 @@ class Endpoint(Value, frozen=True, kw_only=True):
 
     def __repr__(self) -> str:
         # Keys stay out of logs and tracebacks that print values.
-        return f"Endpoint(url={self.url!r}, api_key={'<redacted>' if self.api_key else ''!r})"
+        return f"Endpoint(url={self.url!r}, api_key={REDACTED if self.api_key else ''!r})"
 
 
 class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):

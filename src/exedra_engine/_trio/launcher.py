@@ -44,7 +44,7 @@ from exedra_engine._core import readiness
 from exedra_engine._core.endpoint import Resolved, env_dict, resolve
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.kinds import Kind
-from exedra_engine._core.planner import with_port
+from exedra_engine._core.planner import next_free_port, with_port
 from exedra_engine._core.redact import redact_bytes
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
@@ -405,7 +405,7 @@ async def _supervise(
         if not (attempt.port_scanned and failed.lost_port):
             raise failed
         in_use = ports(attempt.spec.kind)
-        nxt = next((p for p in range(attempt.port + 1, 65536) if p not in in_use), None)
+        nxt = next_free_port(attempt.port + 1, in_use)
         if attempt.port not in in_use or nxt is None:
             raise failed
         match with_port(attempt, nxt):
