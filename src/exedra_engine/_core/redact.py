@@ -9,13 +9,14 @@ one-character key ``1`` would otherwise turn ``127.0.0.1`` into ``<redacted>27.0
   ``HF_TOKEN``, ``*_PASSWORD``...).
 
 Only free text that has no structure, an executor's log lines, is searched for the keys it
-may carry (`redact_text`, `redact_bytes`).
+may carry (`TextRedactor`: a short key only where it stands as a token).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -113,19 +114,56 @@ def redact_config(cfg: Config) -> Config:
     )
 
 
+SHORT_KEY: Final = 8
+"""Keys shorter than this are redacted in free text only where they stand as a token."""
+
+
+class TextRedactor:
+    """Hides keys in free text (an executor's log lines), where nothing says where a key
+    stands. Built once per launch, applied per line.
+
+    A key of `SHORT_KEY` characters or more is hidden wherever it occurs. A shorter one is
+    hidden only where it stands as a token, not inside a word: neither neighbour is a letter,
+    a digit or ``_``. So the key ``k`` turns ``Bearer k`` and ``key=k`` into
+    ``Bearer <redacted>`` and ``key=<redacted>``, but leaves ``q4_k_m.gguf`` readable; a short
+    key inside a longer word is shown, a guess that no word of a log line can make safe.
+    """
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        keys = _longest_first(set(secrets))
+        alts = [
+            re.escape(k)
+            if len(k) >= SHORT_KEY
+            else rf"(?<![A-Za-z0-9_]){re.escape(k)}(?![A-Za-z0-9_])"
+            for k in keys
+        ]
+        self._text = re.compile("|".join(alts)) if alts else None
+        self._bytes = (
+            re.compile("|".join(alts).encode("utf-8", "surrogateescape")) if alts else None
+        )
+
+    def text(self, text: str) -> str:
+        """`text` with the keys hidden."""
+        return self._text.sub(REDACTED, text) if self._text is not None else text
+
+    def bytes(self, data: bytes) -> bytes:
+        """`data`, which need not be valid UTF-8, with the keys hidden."""
+        return self._bytes.sub(_REDACTED_BYTES, data) if self._bytes is not None else data
+
+
+_REDACTED_BYTES: Final = REDACTED.encode()
+_NOT_WORD_BEFORE: Final = "(?<![A-Za-z0-9_])"
+_NOT_WORD: Final = "(?![A-Za-z0-9_])"
+
+
 def redact_text(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every occurrence of each secret replaced: for free text only (log lines),
-    where nothing says where a key stands."""
-    for s in _longest_first(secrets):
-        text = text.replace(s, REDACTED)
-    return text
+    """`text` with the keys hidden, by `TextRedactor`'s rule: for free text only."""
+    return TextRedactor(secrets).text(text)
 
 
 def redact_bytes(data: bytes, secrets: Iterable[str]) -> bytes:
     """`redact_text` for raw output, which need not be valid UTF-8."""
-    for s in _longest_first(secrets):
-        data = data.replace(s.encode(), REDACTED.encode())
-    return data
+    return TextRedactor(secrets).bytes(data)
 
 
 def _longest_first(secrets: Iterable[str]) -> list[str]:

@@ -45,7 +45,7 @@ from exedra_engine._core.endpoint import Resolved, env_dict, resolve
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.planner import next_free_port, with_port
-from exedra_engine._core.redact import redact_bytes
+from exedra_engine._core.redact import TextRedactor
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
 from exedra_engine._shell.host import LocalHost
@@ -160,7 +160,7 @@ class _LogPump:
 
     def __init__(self, logs: Logs, secrets: tuple[str, ...]) -> None:
         self.logs = logs
-        self.secrets = secrets
+        self.redactor = TextRedactor(secrets)
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.dropped = 0
         self.line_seen = trio.Event()
@@ -187,7 +187,7 @@ class _LogPump:
                 self._line(buf + b"\n")
 
     def _line(self, raw: bytes) -> None:
-        line = redact_bytes(raw, self.secrets)
+        line = self.redactor.bytes(raw)
         self.tail.append(line.decode("utf-8", errors="replace").rstrip("\n"))
         self.line_seen.set()
         if self.logs is None:

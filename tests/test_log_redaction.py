@@ -1,0 +1,75 @@
+"""Keys in an executor's log lines: hidden where they stand as a token, whatever their length,
+without turning every short word that contains them into noise."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import trio
+import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
+
+from exedra_engine._core.redact import REDACTED, SHORT_KEY, TextRedactor, redact_text
+from exedra_engine._trio.launcher import _LogPump
+
+KEY = st.text(
+    st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_characters=","),
+    min_size=1,
+    max_size=24,
+)
+WORDS = st.lists(
+    st.one_of(st.text("abcdefk_19-./:=\"' ", max_size=12), st.just("{key}")), max_size=12
+)
+
+
+def _as_token(key: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(key)}(?![A-Za-z0-9_])")
+
+
+@given(key=KEY, words=WORDS)
+def test_no_key_survives_as_a_token(key: str, words: list[str]) -> None:
+    line = " ".join(w.replace("{key}", key) for w in words)
+    out = redact_text(line, [key])
+    shown = out.replace(REDACTED, " ")
+    assert not _as_token(key).search(shown)
+    if len(key) >= SHORT_KEY:
+        assert key not in shown
+    if key not in line:
+        assert out == line  # nothing else is touched
+
+
+def test_a_short_key_inside_a_word_is_left_alone() -> None:
+    r = TextRedactor(["k"])
+    assert r.text("loading gemma-3-270m-q4_k_m.gguf") == "loading gemma-3-270m-q4_k_m.gguf"
+    assert r.text("Authorization: Bearer k") == f"Authorization: Bearer {REDACTED}"
+    assert r.text('{"api_key": "k"}') == f'{{"api_key": "{REDACTED}"}}'
+
+
+def test_a_long_key_is_hidden_anywhere() -> None:
+    r = TextRedactor(["sk-0123456789"])
+    assert r.text("xsk-0123456789y") == f"x{REDACTED}y"
+
+
+def test_a_key_that_contains_another_goes_first() -> None:
+    assert redact_text("k=secretkey123", ["secretkey123", "secret"]) == f"k={REDACTED}"
+
+
+async def test_the_log_pump_forwards_and_keeps_redacted_lines() -> None:
+    sink = io.BytesIO()
+    pump = _LogPump(sink, ("k", "sk-0123456789"))
+    send, recv = trio.testing.memory_stream_one_way_pair()
+    async with trio.open_nursery() as n:
+        n.start_soon(pump.read, recv)
+        n.start_soon(pump.write)
+        await send.send_all(b"model q4_k_m.gguf\nauth Bearer k\r\nkey sk-0123456789 \xff\n")
+        await send.aclose()
+    assert sink.getvalue() == (
+        b"model q4_k_m.gguf\nauth Bearer <redacted>\r\nkey <redacted> \xff\n"
+    )
+    assert list(pump.tail) == [
+        "model q4_k_m.gguf",
+        "auth Bearer <redacted>\r",
+        "key <redacted> \ufffd",
+    ]
