@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
+import os
 from typing import Any
 
 import msgspec
@@ -91,3 +93,68 @@ def test_random_argv_around_a_valid_request(argv: list[str], kind: str) -> None:
         assert plan.command == executors[-1]
     elif code == 2:
         assert err.count("\n") == 1
+
+
+# -- non-UTF-8 argv under a strict UTF-8 stdout (issue 14, D6) ------------------------------
+
+# What Python makes of argv bytes that are not UTF-8 on Linux: os.fsdecode's lone surrogates.
+raw = st.binary(max_size=12).map(os.fsdecode)
+COMMANDS = (
+    ["probe"],
+    ["probe", "--json"],
+    ["inspect"],
+    ["inspect", "--json"],
+    ["config"],
+    ["config", "--json"],
+    ["plan", "--kind", "llama", "--executor", "/usr/bin/true", "--no-port-check"],
+    ["plan", "--kind", "llama", "--executor", "/usr/bin/true", "--no-port-check", "--json"],
+    ["plan", "--kind", "llama", "--executor", "/usr/bin/true", "--no-port-check", "--explain"],
+)
+
+
+def run_strict(argv: list[str]) -> tuple[int, bytes, bytes]:
+    """`main(argv)` with stdout and stderr that refuse anything but UTF-8, as under a strict
+    C.UTF-8 locale or a pipe read by a strict consumer."""
+    out, err = io.BytesIO(), io.BytesIO()
+    wrap = [io.TextIOWrapper(b, encoding="utf-8", errors="strict") for b in (out, err)]
+    with contextlib.redirect_stdout(wrap[0]), contextlib.redirect_stderr(wrap[1]):
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 2
+        for w in wrap:
+            w.flush()
+    return code, out.getvalue(), err.getvalue()
+
+
+@given(
+    st.sampled_from(COMMANDS),
+    st.lists(
+        st.tuples(st.sampled_from(["path", "--id", "--arg", "--env", "--model", "--config"]), raw),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_undecodable_argv_never_breaks_output(
+    command: list[str], extras: list[tuple[str, str]]
+) -> None:
+    argv = list(command)
+    for opt, value in extras:
+        if command[0] == "plan" and opt != "path":
+            value = f"{value}=x" if opt == "--env" else value
+            argv.append(f"{opt}={value}")
+        elif command[0] in ("inspect", "config") and opt == "path":
+            argv.append(value)
+    if command[0] == "inspect" and len(argv) == len(command):
+        argv.append(os.fsdecode(b"/nonexistent/m\xff.gguf"))
+    if command[0] == "plan" and not any(a.startswith("--model=") for a in argv):
+        argv.append("--model=" + os.fsdecode(b"/m\xfe.gguf"))
+    code, out, err = run_strict(argv)
+    assert code in (0, 1, 2), (argv, err)
+    out.decode("utf-8")  # both streams are valid UTF-8 whatever argv held
+    err.decode("utf-8")
+    assert b"Traceback" not in err
+    if code == 0 and "--json" in argv:
+        json.loads(out)
+    if code != 0:
+        assert err.count(b"\n") <= 2, err  # one line (argparse may add its usage line)

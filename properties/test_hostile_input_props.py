@@ -8,6 +8,7 @@ grew with the file instead of with what a header can hold.
 
 from __future__ import annotations
 
+import os
 import struct
 import tempfile
 import time
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from returns.result import Failure, Success
 
-from exedra_engine import ConfigError, NotGGUF, inspect
+from exedra_engine import ConfigError, NotGGUF, inspect, load_config
 from exedra_engine._core.config import config_from_yaml
 
 TAGS = st.sampled_from(
@@ -113,3 +114,76 @@ def test_gguf_floods_cost_time_bounded_per_byte(
     # fixed allowance for a loaded 2-core machine
     assert took < 0.2 + 5e-6 * len(body), (took, len(body), count)
     assert isinstance(r, Failure) and isinstance(r.failure(), NotGGUF)
+
+
+# -- special files as config paths (D3) -------------------------------------------------------
+
+ENTRY_KINDS = ("yaml", "fifo", "socket", "dev_zero", "dangling", "subdir", "upper", "hidden_fifo")
+
+
+def _make(kind: str, d: Path, i: int) -> tuple[Path, bool]:
+    """One directory entry; whether load_config must refuse it."""
+    import socket as socket_mod
+
+    name = f"{i:02d}-{kind}"
+    if kind == "yaml":
+        p = d / f"{name}.yaml"
+        p.write_text(f"env: {{V{i}: x}}\n")
+        return p, False
+    if kind == "fifo":
+        p = d / f"{name}.yaml"
+        os.mkfifo(p)
+        return p, True
+    if kind == "socket":
+        p = d / f"{name}.yaml"
+        s = socket_mod.socket(socket_mod.AF_UNIX)
+        s.bind(str(p))
+        s.close()
+        return p, True
+    if kind == "dev_zero":
+        p = d / f"{name}.yaml"
+        p.symlink_to("/dev/zero")
+        return p, True
+    if kind == "dangling":
+        p = d / f"{name}.yaml"
+        p.symlink_to(d / "nowhere")
+        return p, True
+    if kind == "subdir":
+        p = d / f"{name}.yaml"
+        p.mkdir()
+        return p, True
+    if kind == "upper":
+        p = d / f"{name}.YAML"
+        p.write_text("env: {}\n")
+        return p, True
+    p = d / f".{name}.yaml"  # hidden: never read, whatever it is
+    os.mkfifo(p)
+    return p, False
+
+
+# Named directly, a path is read as what it is: a FIFO, socket or device is refused, a
+# directory is read as one, a dangling link names nothing (an empty config, as a missing path).
+_REFUSED_DIRECT = frozenset({"fifo", "socket", "dev_zero", "hidden_fifo"})
+
+
+@given(st.lists(st.sampled_from(ENTRY_KINDS), max_size=6), st.booleans())
+def test_special_files_as_config_paths(kinds: list[str], direct: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        made = [(k, *_make(k, d, i)) for i, k in enumerate(kinds)]
+        cases = (
+            [(p, [p] if k in _REFUSED_DIRECT else []) for k, p, _ in made]
+            if direct
+            else [(d, [p for _, p, refused in made if refused])]
+        )
+        for target, bad in cases:
+            t0 = time.monotonic()
+            r = load_config(str(target))
+            assert time.monotonic() - t0 < 2.0  # a FIFO or /dev/zero never hangs it
+            if bad:
+                assert isinstance(r, Failure), (target, kinds)
+                err = str(r.failure())
+                assert isinstance(r.failure(), ConfigError) and "\n" not in err
+                assert any(str(p) in err for p in bad), (err, bad)
+            else:
+                assert isinstance(r, Success), (target, kinds, r)
