@@ -6,8 +6,6 @@ languages. Every struct is frozen: `msgspec.structs.replace` makes a changed cop
 
 from __future__ import annotations
 
-import ipaddress
-
 import msgspec
 
 from exedra_engine._core.kinds import Kind
@@ -205,6 +203,8 @@ def connect_host(host: str) -> str:
 
 def base_url(host: str, port: int) -> str:
     """``http://host:port`` with IPv6 literals bracketed."""
+    import ipaddress  # ~1 ms at import; a plan that prints no URL never needs it
+
     h = connect_host(host)
     try:
         if isinstance(ipaddress.ip_address(h), ipaddress.IPv6Address):
