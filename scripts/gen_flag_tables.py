@@ -5,120 +5,51 @@
     python scripts/gen_flag_tables.py --check            # exit 1 if the module is stale
     python scripts/gen_flag_tables.py --check-if-reference   # the same, where the texts exist
 
-Each option becomes (names, negations, nargs, env): the spellings that set it, the spellings
-that unset it (``--no-webui``), how many values follow it, and the environment variables the
-executor reads for it. The few facts a help text does not show are in CORRECTIONS, each
-with the reason.
+The parser is the library's own (`exedra_engine._core.helptext`), the one that also reads an
+installed binary's --help, so a bundled table and a live one differ only where the binaries
+do. Each option becomes (names, negations, nargs, env, takes); the few facts a help text does
+not show are each profile's `help_corrections`, each with the reason.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "src" / "exedra_engine" / "_core" / "_flagdata.py"
+sys.path.insert(0, str(ROOT / "src"))
 
-Row = tuple[tuple[str, ...], tuple[str, ...], int, tuple[str, ...]]
+from exedra_engine._core.executors import LLAMA, WHISPER, ExecutorProfile  # noqa: E402
+from exedra_engine._core.flags import Row  # noqa: E402
+from exedra_engine._core.helptext import apply_corrections, parse_help  # noqa: E402
 
-# Facts the help texts leave out, checked against the executors' sources and behaviour.
-CORRECTIONS: dict[str, dict[str, Row]] = {
-    "whisper": {
-        # whisper-server reads a value after --tmp-dir although its help shows no metavar.
-        "--tmp-dir": (("--tmp-dir",), (), 1, ()),
-        # -fa and -nfa are two help lines but one setting.
-        "--flash-attn": (("-fa", "--flash-attn"), ("-nfa", "--no-flash-attn"), 0, ()),
-        "--no-flash-attn": ((), (), -1, ()),
-    },
-}
+# The bundled tables: (module constant, profile, reference help text).
+SOURCES: tuple[tuple[str, ExecutorProfile, str], ...] = (
+    ("LLAMA", LLAMA, "llama-server-help.txt"),
+    ("WHISPER", WHISPER, "whisper-server-help.txt"),
+)
 
 
-def _names_and_metavars(head: str) -> tuple[list[str], int]:
-    head = re.sub(r"<[^>]*>", "X", head)  # metavars like <tensor name pattern>
-    names: list[str] = []
-    metavars: list[str] = []
-    for tok in head.split():
-        if tok.startswith("-") and len(tok) > 1:
-            names.append(tok.rstrip(","))
-        else:
-            metavars.append(tok)
-    return names, len(metavars)
+def rows_of(profile: ExecutorProfile, text: str) -> tuple[Row, ...]:
+    return apply_corrections(parse_help(profile.help_style, text), profile.help_corrections)
 
 
-def _split_negations(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    if not any(n.startswith(("--no-", "-no-")) for n in names) or all(
-        n.startswith(("--no-", "-no-")) for n in names
-    ):
-        # A lone --no-X (llama's --no-host: bypass the host buffer) is a flag of its own.
-        return tuple(names), ()
-    pos: list[str] = []
-    neg: list[str] = []
-    seen_long = False
-    for n in names:
-        is_neg = n.startswith(("--no-", "-no-")) or (seen_long and not n.startswith("--"))
-        (neg if is_neg else pos).append(n)
-        seen_long = seen_long or (n.startswith("--") and not is_neg)
-    return tuple(pos), tuple(neg)
-
-
-def parse_llama(text: str) -> list[Row]:
-    rows: list[Row] = []
-    cur: list[object] | None = None
-    for line in text.splitlines():
-        if line.startswith("-----"):
-            continue
-        if line.startswith("-"):
-            head = line[:40] if len(line) > 40 and line[39] == " " and line[40] != " " else line
-            names, nargs = _names_and_metavars(head)
-            pos, neg = _split_negations(names)
-            cur = [pos, neg, min(nargs, 2), []]
-            rows.append(cur)  # type: ignore[arg-type]
-        elif cur is not None and (m := re.search(r"\(env: ([A-Z0-9_]+)\)", line)):
-            cur[3].append(m.group(1))  # type: ignore[attr-defined]
-    return [(tuple(r[0]), tuple(r[1]), int(r[2]), tuple(r[3])) for r in rows]  # type: ignore[index,arg-type,call-overload]
-
-
-def parse_whisper(text: str) -> list[Row]:
-    rows: list[Row] = []
-    for line in text.splitlines():
-        s = line.strip()
-        if not s.startswith("-") or "[" not in s:
-            continue
-        names, nargs = _names_and_metavars(s.split("[", 1)[0])
-        uniq = tuple(dict.fromkeys(names))
-        rows.append((uniq, (), 1 if nargs else 0, ()))
-    return rows
-
-
-def apply(kind: str, rows: list[Row]) -> list[Row]:
-    fixes = CORRECTIONS.get(kind, {})
-    out: list[Row] = []
-    for row in rows:
-        key = row[0][-1] if row[0] else ""
-        fix = fixes.get(key)
-        if fix is None:
-            out.append(row)
-        elif fix[2] >= 0:
-            out.append(fix)
-    return out
-
-
-def render(tables: dict[str, list[Row]]) -> str:
+def render(tables: dict[str, tuple[Row, ...]]) -> str:
     lines = [
         '"""Flag tables of the executors, generated by scripts/gen_flag_tables.py from',
         "shared/reference (llama-server build 0.10434, whisper-server 1.8.5). Do not edit.",
         "",
-        "Each row: (names, negations, nargs, env).",
+        "Each row: (names, negations, nargs, env, takes); see `exedra_engine._core.helptext`.",
         '"""',
         "",
         "from __future__ import annotations",
         "",
-        "Row = tuple[tuple[str, ...], tuple[str, ...], int, tuple[str, ...]]",
+        "Row = tuple[tuple[str, ...], tuple[str, ...], int, tuple[str, ...], str]",
         "",
     ]
-    for kind, rows in tables.items():
-        lines.append(f"{kind.upper()}: tuple[Row, ...] = (")
+    for name, rows in tables.items():
+        lines.append(f"{name}: tuple[Row, ...] = (")
         lines.extend(f"    {row!r}," for row in rows)
         lines.append(")")
         lines.append("")
@@ -132,10 +63,7 @@ def main(argv: list[str]) -> int:
     if "--check-if-reference" in argv and not ref.is_dir():
         print(f"flag tables: no reference help texts at {ref}; not checked", file=sys.stderr)
         return 0
-    tables = {
-        "llama": apply("llama", parse_llama((ref / "llama-server-help.txt").read_text())),
-        "whisper": apply("whisper", parse_whisper((ref / "whisper-server-help.txt").read_text())),
-    }
+    tables = {name: rows_of(p, (ref / file).read_text()) for name, p, file in SOURCES}
     text = render(tables)
     if check:
         if OUT.read_text() != text:

@@ -146,6 +146,16 @@ def cmd_inspect(a: argparse.Namespace) -> int:
 
 
 def cmd_config(a: argparse.Namespace) -> int:
+    if a.schema:
+        from exedra_engine.cli.check import print_schema
+
+        return print_schema()
+    if a.check:
+        from exedra_engine.cli.check import run_check
+
+        return run_check(a)
+    if a.executor or a.strict:
+        return fail(EngineError("--executor and --strict go with --check"))
     match load_config(a.path):
         case Failure(err):
             return fail(err)
@@ -378,6 +388,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--show-secrets", action="store_true", help="print secret env values")
+    s.add_argument(
+        "--check",
+        action="store_true",
+        help="judge the files by the executors' flags; exit 1 on findings, 2 if unreadable",
+    )
+    s.add_argument(
+        "--executor",
+        action="append",
+        default=[],
+        metavar="[KIND=]PATH",
+        help="with --check: judge by this binary's own --help (repeatable; the kind is "
+        "found from the binary's name unless given)",
+    )
+    s.add_argument("--strict", action="store_true", help="with --check: warnings fail too")
+    s.add_argument("--schema", action="store_true", help="print the JSON Schema of override files")
     s.set_defaults(func=cmd_config)
 
     s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
