@@ -22,17 +22,13 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from exedra_engine._core.executors import LLAMA, WHISPER, ExecutorProfile  # noqa: E402
 from exedra_engine._core.flags import Row  # noqa: E402
-from exedra_engine._core.helptext import apply_corrections, parse_help  # noqa: E402
+from exedra_engine._core.helptext import rows_from_help  # noqa: E402
 
 # The bundled tables: (module constant, profile, reference help text).
 SOURCES: tuple[tuple[str, ExecutorProfile, str], ...] = (
     ("LLAMA", LLAMA, "llama-server-help.txt"),
     ("WHISPER", WHISPER, "whisper-server-help.txt"),
 )
-
-
-def rows_of(profile: ExecutorProfile, text: str) -> tuple[Row, ...]:
-    return apply_corrections(parse_help(profile.help_style, text), profile.help_corrections)
 
 
 def render(tables: dict[str, tuple[Row, ...]]) -> str:
@@ -63,7 +59,7 @@ def main(argv: list[str]) -> int:
     if "--check-if-reference" in argv and not ref.is_dir():
         print(f"flag tables: no reference help texts at {ref}; not checked", file=sys.stderr)
         return 0
-    tables = {name: rows_of(p, (ref / file).read_text()) for name, p, file in SOURCES}
+    tables = {name: rows_from_help(p, (ref / file).read_text()) for name, p, file in SOURCES}
     text = render(tables)
     if check:
         if OUT.read_text() != text:

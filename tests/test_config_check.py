@@ -65,7 +65,7 @@ def test_the_issue_example_fails_with_file_line_path_and_suggestion(
     f.write_text(
         '# site overrides\nengines: {llama: {args: [--flash-attn, "on", --ctx-szie, "4096"]}}\n'
     )
-    r = run("config", "--check", str(f.parent), "--executor", "llama=/nonexistent/llama-server")
+    r = run("config", "--check", str(f.parent), "--executor", "llama=/bin/true")
     assert r.code == 1, r
     first = r.out.splitlines()[0]
     assert first == (

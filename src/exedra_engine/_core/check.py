@@ -362,7 +362,7 @@ def _names(table: FlagTable) -> list[str]:
 def did_you_mean(token: str, table: FlagTable) -> str:
     """The flag of `table` most like `token` (``--ctx-szie`` -> ``--ctx-size``, ``-ngll`` ->
     ``-ngl``), or ""."""
-    hit = difflib.get_close_matches(token, _names(table), n=1, cutoff=0.6)
+    hit = difflib.get_close_matches(token, _names(table), n=1, cutoff=0.7)
     return hit[0] if hit else ""
 
 
@@ -616,12 +616,12 @@ class TableOrigin(Value, frozen=True, kw_only=True, omit_defaults=True):
     """Why the bundled table was used although a binary was named (its help gave no flags...)."""
 
     def describe(self) -> str:
-        """One line for humans: ``llama-server: /usr/bin/llama-server --help (b6000)``."""
-        version = f" ({self.version})" if self.version else ""
+        """One line for humans: ``llama-server: /usr/bin/llama-server --help, version b6000``."""
         if self.source == "binary":
-            return f"{self.binary}: {self.path} --help{version}"
-        note = f"; {self.note}" if self.note else ""
-        return f"{self.binary}: the bundled table{version}{note}"
+            return f"{self.binary}: {self.path} --help, version {self.version or 'not stated'}"
+        made = f", made from {self.version}" if self.version else ""
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.binary}: the bundled table{made}{note}"
 
 
 def bundled_origin(kind: str, note: str = "") -> TableOrigin:

@@ -184,7 +184,7 @@ WHISPER: Final = ExecutorProfile(
     kind=Kind.TRANSCRIBE,
     binary="whisper-server",
     flag_rows=_flagdata.WHISPER,
-    table_version="1.8.5",
+    table_version="version 1.8.5",
     help_style="whisper.cpp",
     help_corrections={
         # whisper-server reads a value after --tmp-dir although its help shows no metavar.

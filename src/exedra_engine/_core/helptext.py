@@ -35,9 +35,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from exedra_engine._core.flags import Row
+from exedra_engine._core.executors import ExecutorProfile
+from exedra_engine._core.flags import FlagTable, Row, table_from_rows
 
 STYLES = ("llama.cpp", "whisper.cpp")
+PARSER_VERSION = 1
+"""Bumped whenever a change here changes the rows of some help text: cached parses of an
+installed binary's help made by another version are read again."""
 
 _NEG = ("--no-", "-no-")
 _INT_DEFAULT = re.compile(r"^-?\d+(?![.\d])")
@@ -69,6 +73,16 @@ def apply_corrections(rows: Iterable[Row], corrections: Mapping[str, Row]) -> tu
         elif fix[2] >= 0:
             out.append(fix)
     return tuple(out)
+
+
+def rows_from_help(profile: ExecutorProfile, text: str) -> tuple[Row, ...]:
+    """The rows of `profile`'s executor from its help text, corrections applied."""
+    return apply_corrections(parse_help(profile.help_style, text), profile.help_corrections)
+
+
+def table_from_help_rows(profile: ExecutorProfile, rows: Iterable[Row]) -> FlagTable:
+    """The flag table of `profile`'s executor from rows of its help (`rows_from_help`)."""
+    return table_from_rows(profile.binary, tuple(rows), profile.repeatable)
 
 
 def version_from(text: str) -> str:

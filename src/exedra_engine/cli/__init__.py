@@ -120,6 +120,7 @@ def cmd_probe(a: argparse.Namespace) -> int:
         e = hw.executor(k)
         what = (
             f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
+            + f"  version: {shown(e.version or 'not stated')}"
             if e
             else "not installed"
         )
