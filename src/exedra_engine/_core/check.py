@@ -32,7 +32,6 @@ of them), or, on a tie, only when it holds for each.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
@@ -41,6 +40,9 @@ from exedra_engine._core.config import LocatedConfig, field_path
 from exedra_engine._core.executors import ExecutorProfile, executor_profile, profiles
 from exedra_engine._core.flags import Flag, FlagTable
 from exedra_engine._core.struct import Value
+
+# difflib (8 ms to import) is imported where a did-you-mean is made: a plan's cold start,
+# which imports this module through the planner, never pays for it.
 
 Severity = Literal["error", "warning"]
 
@@ -112,11 +114,10 @@ def _choice_problem(
 ) -> tuple[str, str] | None:
     if value in choices:
         return None
-    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
     lower = [c for c in choices if c == value.lower()]
     return (
         f"{name} takes one of {', '.join(choices)}: {binary} refuses {value!r} at start",
-        (lower or close or [""])[0],
+        lower[0] if lower else _close(value, choices, 0.5),
     )
 
 
@@ -349,10 +350,9 @@ def _profile_env(p: ExecutorProfile) -> frozenset[str]:
 def _close_env(name: str, known: Sequence[str], prefix: str) -> str:
     if prefix and name.startswith(prefix):
         tails = {k[len(prefix) :]: k for k in known if k.startswith(prefix)}
-        hit = difflib.get_close_matches(name[len(prefix) :], list(tails), n=1, cutoff=0.6)
-        return tails[hit[0]] if hit else ""
-    hit = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
-    return hit[0] if hit else ""
+        hit = _close(name[len(prefix) :], list(tails), 0.6)
+        return tails[hit] if hit else ""
+    return _close(name, known, 0.75)
 
 
 def _names(table: FlagTable) -> list[str]:
@@ -362,7 +362,13 @@ def _names(table: FlagTable) -> list[str]:
 def did_you_mean(token: str, table: FlagTable) -> str:
     """The flag of `table` most like `token` (``--ctx-szie`` -> ``--ctx-size``, ``-ngll`` ->
     ``-ngl``), or ""."""
-    hit = difflib.get_close_matches(token, _names(table), n=1, cutoff=0.7)
+    return _close(token, _names(table), 0.7)
+
+
+def _close(word: str, candidates: Sequence[str], cutoff: float) -> str:
+    import difflib
+
+    hit = difflib.get_close_matches(word, candidates, n=1, cutoff=cutoff)
     return hit[0] if hit else ""
 
 

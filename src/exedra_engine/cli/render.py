@@ -106,9 +106,12 @@ def _argv_lines(args: Sequence[str]) -> str:
 
 
 def finding_line(f: Finding) -> str:
-    """One finding as a compiler prints one: ``file:line: severity: path: message [code]``."""
-    loc = f"{f.file}:{f.line}" if f.file and f.line else f.file or "-"
+    """One finding as a compiler prints one: ``file:line: severity: path: message [code]``
+    (``path: severity: message [code]`` for the caller's args, which are in no file)."""
     hint = f" (did you mean {f.suggestion}?)" if f.suggestion else ""
+    if not f.file:
+        return shown(f"{f.path}: {f.severity}: {f.message}{hint} [{f.code}]")
+    loc = f"{f.file}:{f.line}" if f.line else f.file
     return shown(f"{loc}: {f.severity}: {f.path}: {f.message}{hint} [{f.code}]")
 
 
