@@ -109,4 +109,8 @@ def run_check(a: argparse.Namespace) -> int:
 
 
 def print_schema() -> int:
-    raise NotImplementedError
+    """The JSON Schema of override files, for editors and CI (see docs/how-to/lint-overrides.md)."""
+    from exedra_engine._core.schema import config_schema
+
+    print_json(config_schema())
+    return 0
