@@ -10,6 +10,10 @@
 
 Engine flags are derived here and nowhere else (see `engine_args`). After merging, the
 endpoint is read back from the merged argv and env exactly as the executor reads them.
+
+`explain_launch` also judges the layers by a flag table it is given (`exedra_engine._core.
+check`): what they pass to the executor that it would refuse, ignore or misread. Findings are
+warnings; they never change the plan.
 """
 
 from __future__ import annotations

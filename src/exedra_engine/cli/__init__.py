@@ -442,7 +442,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=cmd_inspect)
 
-    s = sub.add_parser("config", help="print the merged admin overrides")
+    s = sub.add_parser(
+        "config",
+        help="print the merged admin overrides; --check judges them by the executors' flags, "
+        "--schema prints their JSON Schema",
+    )
     s.add_argument(
         "path", nargs="?", default=None, help=f"file or directory (default {DEFAULT_CONFIG_PATH})"
     )
