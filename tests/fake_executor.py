@@ -10,6 +10,7 @@ FAKE_MODE chooses the behaviour:
   ignore-term  like ok, but ignore SIGTERM
   flood        like ok, and write FAKE_LINES log lines as fast as possible first
   fork         like ok, with a grandchild in the same process group
+``--help`` and ``--version`` alone print one line and exit 0 (no flags, no version).
 FAKE_READY_FILE, if set, receives the CLOCK_MONOTONIC instant /health turned 200, and
 FAKE_EXIT_FILE the instant the process is about to exit after SIGTERM (both comparable with
 time.monotonic() in other processes of this machine).
@@ -98,5 +99,14 @@ def main() -> None:
     server.serve_forever()
 
 
-if __name__ == "__main__":
+def _asked_about_itself() -> bool:
+    # Asked for its flags (config --check, plan --explain) or its version (probe): it has none
+    # to tell, and must not start serving instead.
+    if sys.argv[1:] in (["--help"], ["--version"]):
+        print("fake executor: no help", file=sys.stderr)
+        return True
+    return False
+
+
+if __name__ == "__main__" and not _asked_about_itself():
     main()

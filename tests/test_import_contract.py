@@ -28,6 +28,7 @@ PURE_STDLIB = frozenset(
         "bisect",
         "collections",
         "dataclasses",
+        "difflib",
         "enum",
         "functools",
         "heapq",

@@ -42,7 +42,16 @@ class NoEndpoint(EngineError):
 
 
 class ConfigError(EngineError):
-    """An override file is unreadable, malformed or ill-typed."""
+    """An override file is unreadable, malformed or ill-typed.
+
+    `file`, `line` and `path` say where, when that is known ("", 0, "" otherwise): the
+    message already names them; these are for tools that annotate the file."""
+
+    def __init__(self, message: str, *, file: str = "", line: int = 0, path: str = "") -> None:
+        super().__init__(message)
+        self.file = file
+        self.line = line
+        self.path = path
 
 
 class PlanError(EngineError):

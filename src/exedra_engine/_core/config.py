@@ -30,9 +30,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+import msgspec
 from returns.result import Failure, Result, Success
 
 from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Config, Override
 from exedra_engine.errors import ConfigError
 
@@ -78,7 +80,13 @@ T = TypeVar("T")
 class _Bad(Exception):
     def __init__(self, node: yaml.Node | None, path: str, message: str) -> None:
         self.line = node.start_mark.line + 1 if node is not None else 0
+        self.path = path
         super().__init__(f"{path}: {message}")
+
+
+def field_path(path: str, key: str) -> str:
+    """The field path of `key` in the mapping at `path`: ``$.models.qwen``, ``$.models['q-7b']``."""
+    return f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]"
 
 
 def _shape(node: yaml.Node) -> str:
@@ -87,13 +95,19 @@ def _shape(node: yaml.Node) -> str:
 
 
 class _Walk:
-    """Checks one document against the schema; counts nodes so alias bombs stop early."""
+    """Checks one document against the schema; counts nodes so alias bombs stop early.
 
-    def __init__(self) -> None:
+    With `lines`, records the line of every field path it visits (a mapping entry's path at
+    its key's line), so later checks can name the line of each token."""
+
+    def __init__(self, lines: dict[str, int] | None = None) -> None:
         self.nodes = 0
+        self.lines = lines
 
     def _visit(self, node: yaml.Node, path: str) -> None:
         self.nodes += 1
+        if self.lines is not None:
+            self.lines.setdefault(path, node.start_mark.line + 1)
         if self.nodes > _MAX_NODES:
             raise _Bad(node, path, f"document has more than {_MAX_NODES} nodes")
         if node.tag not in _TYPE_NAMES and node.tag != _STR:
@@ -131,10 +145,12 @@ class _Walk:
             if knode.tag == "tag:yaml.org,2002:merge":
                 raise _Bad(knode, path, "merge keys (<<) are not supported")
             key = self.string(knode, path, key_what)
-            sub = f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]"
+            sub = field_path(path, key)
             if key in out:
                 raise _Bad(knode, sub, f"duplicate key {key!r} (first on line {lines[key]})")
             lines[key] = knode.start_mark.line + 1
+            if self.lines is not None:
+                self.lines.setdefault(sub, lines[key])
             out[key] = value(vnode, sub, key)
         return out
 
@@ -291,26 +307,72 @@ class _Composer:
         raise self.yaml.composer.ComposerError(None, None, problem, event.start_mark)
 
 
+class LocatedConfig(Value, frozen=True, kw_only=True):
+    """One override file's config, with the line of every field path in it."""
+
+    source: str
+    """The file name, as errors and findings name it."""
+    config: Config
+    lines: dict[str, int] = msgspec.field(default_factory=dict)
+    """Line (from 1) by field path: ``$.engines.llama.args[2]`` at its token's line, a mapping
+    entry (``$.env.OMP_NUM_THREADS``) at its key's line."""
+
+    def line(self, path: str) -> int:
+        """The line of `path`, or of the nearest enclosing path recorded; 0 if none is."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = _parent(path)
+        return 0
+
+
+def _parent(path: str) -> str:
+    cut = max(path.rfind("."), path.rfind("["))
+    return path[:cut] if cut > 0 else ""
+
+
 def config_from_yaml(text: str, source: str) -> Result[Config, ConfigError]:
     """Parse one override document; `source` (a file name) prefixes every error."""
+    return _from_yaml(text, source, None).map(lambda located: located.config)
+
+
+def located_config_from_yaml(text: str, source: str) -> Result[LocatedConfig, ConfigError]:
+    """`config_from_yaml`, keeping the line of every field path (for `config --check`)."""
+    return _from_yaml(text, source, {})
+
+
+def _from_yaml(
+    text: str, source: str, lines: dict[str, int] | None
+) -> Result[LocatedConfig, ConfigError]:
     import yaml
 
     try:
         node = _compose(text)
     except _Bad as e:
-        return Failure(ConfigError(f"{source}:{e.line}: {e}"))
+        return Failure(_error(source, e))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{source}:{mark.line + 1}" if mark else source
-        return Failure(ConfigError(f"{where}: invalid YAML: {e.problem or e.context}"))
+        return Failure(
+            ConfigError(
+                f"{where}: invalid YAML: {e.problem or e.context}",
+                file=source,
+                line=mark.line + 1 if mark else 0,
+            )
+        )
     except (yaml.YAMLError, ValueError) as e:  # ValueError: a character libyaml refuses
-        return Failure(ConfigError(f"{source}: invalid YAML: {_one_line(str(e))}"))
+        return Failure(ConfigError(f"{source}: invalid YAML: {_one_line(str(e))}", file=source))
     if node is None:
-        return Success(Config())
+        return Success(LocatedConfig(source=source, config=Config()))
     try:
-        return Success(_Walk().config(node))
+        config = _Walk(lines).config(node)
     except _Bad as e:
-        return Failure(ConfigError(f"{source}:{e.line}: {e}"))
+        return Failure(_error(source, e))
+    return Success(LocatedConfig(source=source, config=config, lines=lines or {}))
+
+
+def _error(source: str, e: _Bad) -> ConfigError:
+    return ConfigError(f"{source}:{e.line}: {e}", file=source, line=e.line, path=e.path)
 
 
 def _one_line(text: str) -> str:

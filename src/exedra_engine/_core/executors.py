@@ -18,7 +18,7 @@ from typing import Final
 import msgspec
 
 from exedra_engine._core import _flagdata
-from exedra_engine._core.flags import FlagTable, Row, table_from_rows
+from exedra_engine._core.flags import FlagTable, Row, ShortRow, table_from_rows
 from exedra_engine._core.kinds import Kind, _add_kind
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import UnsupportedKind
@@ -31,10 +31,21 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """The `Kind` value (`ModelSpec.kind`, the ``engines:`` key of override files)."""
     binary: str
     """The executable's name, as found on PATH."""
-    flag_rows: tuple[Row, ...]
-    """The flag table, generated from the binary's own help: (names, negations, nargs, env)."""
+    flag_rows: tuple[Row | ShortRow, ...]
+    """The flag table, generated from the binary's own help: (names, negations, nargs, env,
+    takes)."""
     repeatable: frozenset[str] = frozenset()
     """Flags whose repeats add values rather than replace them."""
+    table_version: str = ""
+    """The build its bundled table (`flag_rows`) was generated from, as shown to users."""
+    help_style: str = ""
+    """How its ``--help`` text is laid out (`exedra_engine._core.helptext.STYLES`): the table of
+    an installed binary is read from it. "": not readable, the bundled table is used."""
+    help_corrections: Mapping[str, Row] = msgspec.field(default_factory=dict)
+    """Facts its help text leaves out, by the last name of the row they replace (a negative
+    nargs drops the row), checked against the executor's sources and behaviour."""
+    version_flag: str = ""
+    """The flag that prints its version ("": it has none)."""
 
     host_flag: str = "--host"
     port_flag: str = "--port"
@@ -68,6 +79,8 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     model_flag: str = "--model"
     alias_flag: str = ""
     """The flag that names the served model after `ModelSpec.id` ("": none)."""
+    alias_separator: str = ""
+    """The executor splits the alias value at this character into several names ("": never)."""
     ctx_flag: str = ""
     """The context-size flag ("": the executor has none, and `Constraints.ctx` is refused)."""
     threads_flag: str = "--threads"
@@ -122,6 +135,10 @@ LLAMA: Final = ExecutorProfile(
     kind=Kind.LLAMA,
     binary="llama-server",
     flag_rows=_flagdata.LLAMA,
+    table_version="build 0.10434",
+    help_style="llama.cpp",
+    # `llama-server --version` prints "version: 0.5.0-dev (build 1, commit 0c1e570)" on stderr.
+    version_flag="--version",
     # Options whose handler appends rather than replaces (llama.cpp common/arg.cpp push_back).
     repeatable=frozenset(
         {
@@ -149,6 +166,7 @@ LLAMA: Final = ExecutorProfile(
     ready_prefix_flag="--api-prefix",
     ready_prefix_env="LLAMA_ARG_API_PREFIX",
     alias_flag="--alias",
+    alias_separator=",",  # "set model name aliases, comma-separated"
     ctx_flag="--ctx-size",
     ui_off_args=("--no-webui",),
     # Otherwise layer placement is llama-server's own fitting (-ngl auto, --fit on): it
@@ -166,6 +184,16 @@ WHISPER: Final = ExecutorProfile(
     kind=Kind.TRANSCRIBE,
     binary="whisper-server",
     flag_rows=_flagdata.WHISPER,
+    table_version="version 1.8.5",
+    help_style="whisper.cpp",
+    help_corrections={
+        # whisper-server reads a value after --tmp-dir although its help shows no metavar.
+        "--tmp-dir": (("--tmp-dir",), (), 1, (), ""),
+        # -fa and -nfa are two help lines but one setting.
+        "--flash-attn": (("-fa", "--flash-attn"), ("-nfa", "--no-flash-attn"), 0, (), ""),
+        "--no-flash-attn": ((), (), -1, (), ""),
+    },
+    # No version_flag: whisper-server has no --version (it prints its usage, on stderr).
     ready_prefix_flag="--request-path",
     cpu_only_args=("--no-gpu",),
     capabilities={"asr": ()},

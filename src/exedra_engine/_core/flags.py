@@ -25,6 +25,9 @@ class Flag(Value, frozen=True, kw_only=True):
     nargs: int = 0
     env: tuple[str, ...] = ()
     repeatable: bool = False
+    takes: str = ""
+    """What its value must be, as the executor's help says: ``int``, ``float``, ``number`` or
+    ``choice:a,b,c`` ("": any text; see `exedra_engine._core.helptext`)."""
 
 
 class Item(Value, frozen=True, kw_only=True):
@@ -121,14 +124,21 @@ def _key(names: tuple[str, ...], negations: tuple[str, ...]) -> str:
     return longs[-1]
 
 
-Row = tuple[tuple[str, ...], tuple[str, ...], int, tuple[str, ...]]
-"""One flag of a generated table: (names, negations, nargs, env)."""
+Row = tuple[tuple[str, ...], tuple[str, ...], int, tuple[str, ...], str]
+"""One flag of a generated table: (names, negations, nargs, env, takes)."""
+ShortRow = tuple[tuple[str, ...], tuple[str, ...], int, tuple[str, ...]]
+"""A row without `takes` (what its value must be is then not known): (names, negations,
+nargs, env), as profiles registered before tables said what values take."""
 
 
-def table_from_rows(binary: str, rows: Sequence[Row], repeatable: frozenset[str]) -> FlagTable:
+def table_from_rows(
+    binary: str, rows: Sequence[Row | ShortRow], repeatable: frozenset[str]
+) -> FlagTable:
     """The table of `binary` from its generated rows (see `exedra_engine._core._flagdata`)."""
     flags = []
-    for names, negations, nargs, env in rows:
+    for row in rows:
+        names, negations, nargs, env = row[0], row[1], row[2], row[3]
+        takes = row[4] if len(row) == 5 else ""
         key = _key(names, negations)
         flags.append(
             Flag(
@@ -138,6 +148,7 @@ def table_from_rows(binary: str, rows: Sequence[Row], repeatable: frozenset[str]
                 nargs=nargs,
                 env=env,
                 repeatable=bool(repeatable & {key, *names}),
+                takes=takes,
             )
         )
     return FlagTable(binary, flags)

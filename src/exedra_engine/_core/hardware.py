@@ -41,6 +41,8 @@ class ExecutorFile(Value, frozen=True, kw_only=True):
     path: str
     libs: tuple[str, ...] = ()
     """File names in the binary's directory and its lib directories."""
+    version: str = ""
+    """What its ``--version`` says, as `exedra_engine._core.helptext.version_from` reads it."""
 
 
 class HostSnapshot(Value, frozen=True, kw_only=True):
@@ -63,7 +65,7 @@ def hardware_from(snap: HostSnapshot) -> Hardware:
         ),
         gpus=tuple(gpu_from(n) for n in sorted(snap.drm, key=lambda n: _natural(n.render))),
         executors=tuple(
-            ExecutorInfo(kind=e.kind, path=e.path, backends=backends_of(e.libs))
+            ExecutorInfo(kind=e.kind, path=e.path, backends=backends_of(e.libs), version=e.version)
             for e in snap.executors
         ),
     )

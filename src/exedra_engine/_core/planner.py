@@ -10,17 +10,24 @@
 
 Engine flags are derived here and nowhere else (see `engine_args`). After merging, the
 endpoint is read back from the merged argv and env exactly as the executor reads them.
+
+`explain_launch` also judges the layers by a flag table it is given (`exedra_engine._core.
+check`): what they pass to the executor that it would refuse, ignore or misread. Findings are
+warnings; they never change the plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Sequence, Set
 
 import msgspec
 from returns.result import Failure, Result
 
+from exedra_engine._core.check import Finding, check_plan_layers
+from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.endpoint import Resolved, resolve, resolve_merged
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
@@ -43,10 +50,14 @@ RANK_CALLER = 5
 
 
 class Explained(Value, frozen=True, kw_only=True):
-    """A plan and the provenance of each of its argv options and env variables."""
+    """A plan, the provenance of each of its argv options and env variables, and what its
+    layers pass to the executor that it would refuse, ignore or misread."""
 
     plan: LaunchPlan
     sources: tuple[Source, ...]
+    findings: tuple[Finding, ...] = ()
+    """Warnings about the layers (`exedra_engine._core.check`), judged by the flag table given
+    to `explain_launch`: the plan is made as it would be without them."""
 
 
 def plan_launch(
@@ -75,9 +86,20 @@ def explain_launch(
     *,
     model: ModelInfo | None = None,
     ports_in_use: Set[int] = frozenset(),
+    flags: FlagTable | None = None,
+    config_files: Sequence[LocatedConfig] = (),
 ) -> Result[Explained, EngineError]:
-    """`plan_launch`, plus which layer set each argv option and env variable."""
-    return as_result(_plan, spec, hw, constraints, model, ports_in_use, explain=True)
+    """`plan_launch`, plus which layer set each argv option and env variable, and the
+    findings of its layers.
+
+    `flags` is the table the layers are judged by (an installed binary's own, from its
+    help; default: the profile's bundled table); it judges, it does not change the plan.
+    `config_files` are the override files `constraints.overrides` was merged from, with
+    their lines, so findings name file and line; without them the merged overrides are
+    judged as one unnamed file.
+    """
+    judge = (flags, tuple(config_files))
+    return as_result(_plan, spec, hw, constraints, model, ports_in_use, explain=True, judge=judge)
 
 
 # Inside the planner, failures are raised and turned into values once, at the public boundary
@@ -90,6 +112,7 @@ def _plan(
     ports_in_use: Set[int],
     *,
     explain: bool,
+    judge: tuple[FlagTable | None, tuple[LocatedConfig, ...]] | None = None,
 ) -> Explained:
     if hw is None:
         raise NoHardware("hardware snapshot is None: call probe() first")
@@ -122,7 +145,28 @@ def _plan(
         ready=ready_path(profile, m),
         port_scanned=scanned,
     )
-    return Explained(plan=plan, sources=m.sources)
+    found = _findings(profile, spec, constraints, *judge) if judge is not None else ()
+    return Explained(plan=plan, sources=m.sources, findings=found)
+
+
+def _findings(
+    profile: ExecutorProfile,
+    spec: ModelSpec,
+    c: Constraints,
+    flags: FlagTable | None,
+    files: tuple[LocatedConfig, ...],
+) -> tuple[Finding, ...]:
+    if not files and c.overrides is not None:
+        files = (LocatedConfig(source="", config=c.overrides),)
+    return check_plan_layers(
+        spec.kind,
+        flags or profile.flags,
+        files=files,
+        model_id=spec.id,
+        run_args=spec.run_args,
+        caller_args=c.extra_args,
+        caller_env=env_items(c.extra_env, "caller env"),
+    )
 
 
 def engine_args(

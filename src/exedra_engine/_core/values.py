@@ -40,6 +40,9 @@ class ExecutorInfo(Value, frozen=True, kw_only=True, omit_defaults=True):
     path: str
     backends: tuple[str, ...] = ()
     """Short backend names (``cpu``, ``vulkan``, ``cuda``, ...), sorted."""
+    version: str = ""
+    """The version the binary states (``0.5.0-dev (build 1, commit 0c1e570)``); "" when it
+    states none (whisper-server has no ``--version``) or it was not asked."""
 
     def has_gpu_backend(self) -> bool:
         """Whether any known backend drives a GPU (not cpu, blas or rpc)."""

@@ -38,22 +38,27 @@ def load_config(
 
 
 def _load(p: str, files: HostFiles) -> Config:
+    return merge_all([_parse(f, read_override(f, files)) for f in override_paths(p, files)])
+
+
+def override_paths(p: str, files: HostFiles) -> list[str]:
+    """The override files `p` names, in the order they apply: [] for a path that does not
+    exist, `p` itself for a file, a directory's YAML files by name. Raises `ConfigError`."""
     if "\0" in p:
         raise ConfigError(f"{p!r}: the path contains a NUL character")
     try:
         kind = files.file_kind(p)
     except OSError as e:
-        raise ConfigError(f"{p}: cannot read: {e.strerror or e}") from None
+        raise ConfigError(f"{p}: cannot read: {e.strerror or e}", file=p) from None
     if kind == "missing":
-        return Config()
-    paths = _directory(p, files) if kind == "directory" else [p]
-    return merge_all([_parse(f, _read(f, files)) for f in paths])
+        return []
+    return _directory(p, files) if kind == "directory" else [p]
 
 
 def _directory(p: str, files: HostFiles) -> list[str]:
     entries = files.list_dir(p)
     if entries is None:
-        raise ConfigError(f"{p}: cannot list directory")
+        raise ConfigError(f"{p}: cannot list directory", file=p)
     names = []
     for n in entries:
         if n.startswith("."):
@@ -61,7 +66,10 @@ def _directory(p: str, files: HostFiles) -> list[str]:
         if n.endswith(_ENDINGS):
             names.append(n)
         elif n.lower().endswith(_ENDINGS):
-            raise ConfigError(f"{posixpath.join(p, n)}: rename it to end in .yaml to be read")
+            raise ConfigError(
+                f"{posixpath.join(p, n)}: rename it to end in .yaml to be read",
+                file=posixpath.join(p, n),
+            )
     return [posixpath.join(p, n) for n in names]
 
 
@@ -74,23 +82,24 @@ def _parse(path: str, text: str) -> Config:
     raise AssertionError("a Result is a Success or a Failure")
 
 
-def _read(path: str, files: HostFiles) -> str:
+def read_override(path: str, files: HostFiles) -> str:
+    """One override file's text, raising `ConfigError` for what cannot be read as one."""
     try:
         stream, size = files.open_file(path)
         if size > _MAX_FILE:
             stream.close()
-            raise ConfigError(f"{path}: larger than {_MAX_FILE} bytes")
+            raise ConfigError(f"{path}: larger than {_MAX_FILE} bytes", file=path)
         with stream:
             data = stream.read(_MAX_FILE + 1)
     except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, expected a YAML file") from None
+        raise ConfigError(f"{path}: is a directory, expected a YAML file", file=path) from None
     except NotRegularFile:
-        raise ConfigError(f"{path}: not a regular file, expected a YAML file") from None
+        raise ConfigError(f"{path}: not a regular file, expected a YAML file", file=path) from None
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}", file=path) from None
     if len(data) > _MAX_FILE:
-        raise ConfigError(f"{path}: larger than {_MAX_FILE} bytes")
+        raise ConfigError(f"{path}: larger than {_MAX_FILE} bytes", file=path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})", file=path) from None

@@ -3,9 +3,13 @@ and calls the pure `plan_launch`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from returns.result import Failure, Result, Success
 
+from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.netstat import ports_in_use
 from exedra_engine._core.planner import Explained, explain_launch
@@ -35,8 +39,11 @@ def plan_explained(
     files: HostFiles | None = None,
     *,
     check_ports: bool = True,
+    flags: FlagTable | None = None,
+    config_files: Sequence[LocatedConfig] = (),
 ) -> Result[Explained, EngineError]:
-    """`plan`, with the provenance of every argv option and env variable.
+    """`plan`, with the provenance of every argv option and env variable and the findings of
+    its layers (judged by `flags`, see `explain_launch`).
 
     Without `check_ports` the plan is made as if every port were free: a dry run for another
     machine, independent of what listens here.
@@ -44,7 +51,15 @@ def plan_explained(
     host = files or LocalHost()
     in_use = read_ports_in_use(host, spec.kind) if check_ports else frozenset()
     return model_facts(spec, host).bind(
-        lambda model: explain_launch(spec, hw, constraints, model=model, ports_in_use=in_use)
+        lambda model: explain_launch(
+            spec,
+            hw,
+            constraints,
+            model=model,
+            ports_in_use=in_use,
+            flags=flags,
+            config_files=config_files,
+        )
     )
 
 

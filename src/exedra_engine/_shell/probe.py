@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 
 from returns.result import Result, Success
 
-from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.hardware import DrmNode, ExecutorFile, HostSnapshot, hardware_from
 from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.values import Hardware
+from exedra_engine._shell.flag_tables import executor_version
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.ports import Host, HostFiles, HostProcess
 from exedra_engine.errors import EngineError
@@ -19,11 +21,18 @@ DRM = "/sys/class/drm"
 _LIB_DIRS = (".", "../lib", "../lib64", "../lib/ggml", "../lib64/ggml")
 
 
+Versions = Callable[[ExecutorProfile, str], str]
+"""How an executor's version is learnt: (its profile, its path) -> the version it states."""
+
+
 def probe(host: Host | None = None) -> Result[Hardware, EngineError]:
-    """Inspect the host: CPU threads and RAM, DRM render devices, installed executors.
+    """Inspect the host: CPU threads and RAM, DRM render devices, installed executors and
+    their versions.
 
     A host without /sys/class/drm is a CPU-only host, not an error. `host` roots the reads
     elsewhere (fixture trees in tests); the calling process's environment is never changed.
+    Versions are asked of the binaries of this machine only (``BINARY --version``, cached
+    per binary, see `exedra_engine._shell.flag_tables`): with a `host`, they are "".
     """
     return Success(host_hardware(host))
 
@@ -31,11 +40,11 @@ def probe(host: Host | None = None) -> Result[Hardware, EngineError]:
 def host_hardware(host: Host | None = None) -> Hardware:
     """`probe` without the Result: probing cannot fail, unknown facts read as 0."""
     h = host or LocalHost()
-    return hardware_from(snapshot(h, h))
+    return hardware_from(snapshot(h, h, versions=None if host else executor_version))
 
 
-def snapshot(files: HostFiles, proc: HostProcess) -> HostSnapshot:
-    """Read every raw fact `hardware_from` needs."""
+def snapshot(files: HostFiles, proc: HostProcess, versions: Versions | None = None) -> HostSnapshot:
+    """Read every raw fact `hardware_from` needs; `versions` asks each executor found."""
     cgroup = _cgroup_dir(files)
     return HostSnapshot(
         affinity_cpus=proc.affinity_cpus(),
@@ -47,7 +56,9 @@ def snapshot(files: HostFiles, proc: HostProcess) -> HostSnapshot:
             for name in files.list_dir(DRM) or ()
             if name.startswith("renderD")
         ),
-        executors=tuple(e for e in (_executor(files, proc, k) for k in supported_kinds()) if e),
+        executors=tuple(
+            e for e in (_executor(files, proc, k, versions) for k in supported_kinds()) if e
+        ),
     )
 
 
@@ -80,8 +91,11 @@ def _drm_node(files: HostFiles, render: str) -> DrmNode:
     )
 
 
-def _executor(files: HostFiles, proc: HostProcess, kind: Kind) -> ExecutorFile | None:
-    name = executor_profile(kind).binary
+def _executor(
+    files: HostFiles, proc: HostProcess, kind: Kind, versions: Versions | None
+) -> ExecutorFile | None:
+    profile = executor_profile(kind)
+    name = profile.binary
     for d in proc.search_path():
         candidate = posixpath.join(d, name)
         if files.is_executable(candidate):
@@ -89,5 +103,8 @@ def _executor(files: HostFiles, proc: HostProcess, kind: Kind) -> ExecutorFile |
             libs: list[str] = []
             for rel in _LIB_DIRS:
                 libs.extend(files.list_dir(posixpath.normpath(posixpath.join(real_dir, rel))) or ())
-            return ExecutorFile(kind=kind, path=candidate, libs=tuple(sorted(set(libs))))
+            version = versions(profile, candidate) if versions else ""
+            return ExecutorFile(
+                kind=kind, path=candidate, libs=tuple(sorted(set(libs))), version=version
+            )
     return None

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 import msgspec
 from returns.result import Failure, Result, Success
 
+from exedra_engine._core.check import TableOrigin, bundled_origin
+from exedra_engine._core.config import LocatedConfig, merge_all
 from exedra_engine._core.executors import executor_profile, profiles
 from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.planner import Explained, layer_names
@@ -40,6 +42,7 @@ from exedra_engine._core.redact import (
     redact_said,
 )
 from exedra_engine._core.values import Constraints, ExecutorInfo, Hardware, ModelSpec
+from exedra_engine._shell.check import located_configs
 from exedra_engine._shell.inspect import inspect
 from exedra_engine._shell.load_config import load_config
 from exedra_engine._shell.plan import plan_explained
@@ -48,6 +51,8 @@ from exedra_engine._version import __version__
 from exedra_engine.cli.render import (
     PROG,
     fail,
+    finding_line,
+    findings_summary,
     print_json,
     print_plan,
     shown,
@@ -120,6 +125,7 @@ def cmd_probe(a: argparse.Namespace) -> int:
         e = hw.executor(k)
         what = (
             f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
+            + f"  version: {shown(e.version or 'not stated')}"
             if e
             else "not installed"
         )
@@ -146,6 +152,16 @@ def cmd_inspect(a: argparse.Namespace) -> int:
 
 
 def cmd_config(a: argparse.Namespace) -> int:
+    if a.schema:
+        from exedra_engine.cli.check import print_schema
+
+        return print_schema()
+    if a.check:
+        from exedra_engine.cli.check import run_check
+
+        return run_check(a)
+    if a.executor or a.strict:
+        return fail(EngineError("--executor and --strict go with --check"))
     match load_config(a.path):
         case Failure(err):
             return fail(err)
@@ -240,7 +256,10 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--show-secrets", action="store_true", help="print API keys unredacted")
 
 
-def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constraints], EngineError]:
+Request = tuple[ModelSpec, Hardware, Constraints, tuple[LocatedConfig, ...]]
+
+
+def _request(a: argparse.Namespace) -> Result[Request, EngineError]:
     from exedra_engine.errors import PlanError
 
     spec = ModelSpec(
@@ -257,12 +276,13 @@ def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constra
             hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor))
         )
     overrides = None
+    files: tuple[LocatedConfig, ...] = ()
     if not a.no_config:
-        match load_config(a.config):
+        match located_configs(a.config):
             case Failure() as failed:
                 return failed
-            case Success(overrides):
-                pass
+            case Success(files):
+                overrides = merge_all([f.config for f in files])
     key = ""
     if a.api_key_env:
         key = os.environ.get(a.api_key_env, "")
@@ -291,20 +311,44 @@ def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constra
                 extra_args=tuple(a.arg),
                 extra_env=tuple(a.env),
             ),
+            files,
         )
     )
 
 
-def _planned(a: argparse.Namespace) -> Result[Explained, EngineError]:
-    return _request(a).bind(lambda r: plan_explained(*r, check_ports=not a.no_port_check))
+def _planned(a: argparse.Namespace) -> Result[tuple[Explained, TableOrigin], EngineError]:
+    """The plan, explained, with the table its layers were judged by: with ``--explain`` or
+    ``--strict`` the executor's own (its ``--help``, cached), else the bundled one."""
+
+    def go(r: Request) -> Result[tuple[Explained, TableOrigin], EngineError]:
+        spec, hw, constraints, files = r
+        profile = executor_profile(spec.kind)
+        exe = hw.executor(spec.kind)
+        flags, origin = None, bundled_origin(spec.kind)
+        if exe is not None and (a.explain or a.strict):
+            from exedra_engine._shell.flag_tables import executor_table
+
+            flags, origin = executor_table(profile, exe.path)
+        return plan_explained(
+            spec,
+            hw,
+            constraints,
+            check_ports=not a.no_port_check,
+            flags=flags,
+            config_files=files,
+        ).map(lambda e: (e, origin))
+
+    return _request(a).bind(go)
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
     match _planned(a):
         case Failure(err):
             return fail(err)
-        case Success(e):
+        case Success((e, origin)):
             pass
+    if a.strict and e.findings and not a.explain:
+        return _findings_verdict(a, e)
     plan = shown_plan(e.plan, a.show_secrets)
     names = layer_names(e.plan.spec)
     sources = [
@@ -319,12 +363,14 @@ def cmd_plan(a: argparse.Namespace) -> int:
     ]
     if a.json:
         if a.explain:
-            print_json({"plan": plan, "sources": sources})
+            print_json(
+                {"plan": plan, "sources": sources, "findings": e.findings, "flag_table": origin}
+            )
         else:
             print_json(plan)
-        return 0
-    print_plan(plan)
-    if a.explain:
+    else:
+        print_plan(plan)
+    if a.explain and not a.json:
         print(
             "\nwhere each part came from (lowest layer first: run_args, engine, config env, "
             "config engines, config models, caller):"
@@ -333,6 +379,29 @@ def cmd_plan(a: argparse.Namespace) -> int:
             print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
             for o in s.overrode:
                 print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
+        print(f"\nfindings, judged by {shown(origin.describe())}:")
+        for f in e.findings:
+            print(f"  {finding_line(f)}")
+        if not e.findings:
+            print("  none")
+    return _findings_verdict(a, e)
+
+
+def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
+    """Exit 0; with ``--strict``, 2 when the plan has findings. Without ``--explain`` the
+    findings are summed up on stderr, where a plan's JSON on stdout is not disturbed."""
+    if not e.findings:
+        return 0
+    summary = findings_summary(e.findings)
+    if a.strict:
+        first = finding_line(e.findings[0])
+        return fail(EngineError(f"--strict: the plan has findings ({summary}); first: {first}"))
+    if not a.explain:
+        print(
+            f"{PROG}: warning: {summary} in what this plan passes on, judged by the bundled "
+            "flag table; plan --explain lists them, judged by the installed binary",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -340,9 +409,10 @@ def cmd_launch(a: argparse.Namespace) -> int:
     match _planned(a):
         case Failure(err):
             return fail(err)
-        case Success(e):
+        case Success((e, _)):
             from exedra_engine.cli.launch import run_launch
 
+            _findings_verdict(a, e)
             return run_launch(e.plan, a)
     raise AssertionError("a Result is a Success or a Failure")
 
@@ -372,12 +442,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=cmd_inspect)
 
-    s = sub.add_parser("config", help="print the merged admin overrides")
+    s = sub.add_parser(
+        "config",
+        help="print the merged admin overrides; --check judges them by the executors' flags, "
+        "--schema prints their JSON Schema",
+    )
     s.add_argument(
         "path", nargs="?", default=None, help=f"file or directory (default {DEFAULT_CONFIG_PATH})"
     )
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--show-secrets", action="store_true", help="print secret env values")
+    s.add_argument(
+        "--check",
+        action="store_true",
+        help="judge the files by the executors' flags; exit 1 on findings, 2 if unreadable",
+    )
+    s.add_argument(
+        "--executor",
+        action="append",
+        default=[],
+        metavar="[KIND=]PATH",
+        help="with --check: judge by this binary's own --help (repeatable; the kind is "
+        "found from the binary's name unless given)",
+    )
+    s.add_argument("--strict", action="store_true", help="with --check: warnings fail too")
+    s.add_argument("--schema", action="store_true", help="print the JSON Schema of override files")
     s.set_defaults(func=cmd_config)
 
     s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
@@ -385,7 +474,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--explain",
         action="store_true",
-        help="show which layer set each argv option and env variable",
+        help="show which layer set each argv option and env variable, and the findings of "
+        "the layers, judged by the executor's own --help",
+    )
+    s.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a plan whose layers have findings (exit 2), judged as with --explain",
     )
     s.set_defaults(func=cmd_plan)
 
@@ -405,7 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
     )
-    s.set_defaults(func=cmd_launch, explain=False)
+    s.set_defaults(func=cmd_launch, explain=False, strict=False)
 
     s = sub.add_parser(
         "demo",

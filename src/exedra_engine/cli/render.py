@@ -6,12 +6,16 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from exedra_engine._core.redact import redact_plan
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError
+
+if TYPE_CHECKING:
+    from exedra_engine._core.check import Finding
 
 PROG = "exedra-engine"
 
@@ -99,3 +103,19 @@ def _argv_lines(args: Sequence[str]) -> str:
         else:
             lines[-1] += " " + tok
     return "\n          ".join(lines)
+
+
+def finding_line(f: Finding) -> str:
+    """One finding as a compiler prints one: ``file:line: severity: path: message [code]``
+    (``path: severity: message [code]`` for the caller's args, which are in no file)."""
+    hint = f" (did you mean {f.suggestion}?)" if f.suggestion else ""
+    if not f.file:
+        return shown(f"{f.path}: {f.severity}: {f.message}{hint} [{f.code}]")
+    loc = f"{f.file}:{f.line}" if f.line else f.file
+    return shown(f"{loc}: {f.severity}: {f.path}: {f.message}{hint} [{f.code}]")
+
+
+def findings_summary(findings: Sequence[Finding]) -> str:
+    errors = sum(f.severity == "error" for f in findings)
+    warnings = len(findings) - errors
+    return f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"

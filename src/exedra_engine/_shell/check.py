@@ -1,0 +1,98 @@
+"""`check_config`: read override files through `HostFiles` as `load_config` does, and judge
+each one purely (`exedra_engine._core.check`) by the flag tables it is given."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from returns.result import Failure, Result, Success
+
+from exedra_engine._core.check import Finding, check_file
+from exedra_engine._core.config import LocatedConfig, located_config_from_yaml
+from exedra_engine._core.flags import FlagTable
+from exedra_engine._core.outcome import as_result
+from exedra_engine._core.struct import Value
+from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.load_config import override_paths, read_override
+from exedra_engine._shell.ports import HostFiles
+from exedra_engine.constants import DEFAULT_CONFIG_PATH
+from exedra_engine.errors import ConfigError, EngineError
+
+
+class CheckReport(Value, frozen=True, kw_only=True):
+    """The findings of a set of override files, in file and line order."""
+
+    files: tuple[str, ...]
+    """The files judged, in the order they apply."""
+    findings: tuple[Finding, ...] = ()
+    invalid: bool = False
+    """Whether a file is one the loader refuses (its finding has code ``invalid-file``)."""
+
+
+def check_config(
+    path: str | os.PathLike[str] | None = None,
+    files: HostFiles | None = None,
+    tables: Mapping[str, FlagTable] | None = None,
+) -> Result[CheckReport, EngineError]:
+    """Judge the override files at `path` (a file or a directory, as `load_config` reads it;
+    None: `DEFAULT_CONFIG_PATH`) by `tables` (by kind; the bundled tables otherwise).
+
+    A file the loader refuses becomes an ``invalid-file`` finding and the others are still
+    judged; a path that cannot be read or listed is a `ConfigError`.
+    """
+    p = os.fspath(path) if path else DEFAULT_CONFIG_PATH
+    return as_result(_check, p, files or LocalHost(), tables or {})
+
+
+def located_configs(
+    path: str | os.PathLike[str] | None = None, files: HostFiles | None = None
+) -> Result[tuple[LocatedConfig, ...], EngineError]:
+    """Every override file at `path` parsed with its lines, in the order they apply (their
+    configs merge into what `load_config` returns)."""
+    p = os.fspath(path) if path else DEFAULT_CONFIG_PATH
+    return as_result(_located_all, p, files or LocalHost())
+
+
+def _located_all(p: str, files: HostFiles) -> tuple[LocatedConfig, ...]:
+    out = []
+    for f in override_paths(p, files):
+        match located_config_from_yaml(read_override(f, files), f):
+            case Success(located):
+                out.append(located)
+            case Failure(err):
+                raise err
+    return tuple(out)
+
+
+def _check(p: str, files: HostFiles, tables: Mapping[str, FlagTable]) -> CheckReport:
+    paths = override_paths(p, files)
+    findings: list[Finding] = []
+    invalid = False
+    for f in paths:
+        text = read_override(f, files)
+        match located_config_from_yaml(text, f):
+            case Success(located):
+                findings.extend(check_file(located, tables))
+            case Failure(err):
+                invalid = True
+                findings.append(_invalid(f, err))
+    return CheckReport(files=tuple(paths), findings=tuple(findings), invalid=invalid)
+
+
+def _invalid(f: str, err: ConfigError) -> Finding:
+    message = str(err)
+    where = f"{f}:{err.line}: " if err.line else f"{f}: "
+    if message.startswith(where):
+        message = message[len(where) :]
+    if err.path and message.startswith(err.path + ": "):
+        message = message[len(err.path) + 2 :]
+    return Finding(
+        severity="error",
+        code="invalid-file",
+        file=f,
+        line=err.line,
+        path=err.path or "$",
+        token="",
+        message=message,
+    )

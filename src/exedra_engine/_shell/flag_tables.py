@@ -1,0 +1,195 @@
+"""An installed executor's own flags and version: ``BINARY --help`` and ``BINARY --version``
+run under a timeout, parsed by the code that generated the bundled tables
+(`exedra_engine._core.helptext`), cached per binary.
+
+The cache is one JSON file per binary in ``${XDG_CACHE_HOME:-~/.cache}/exedra-engine/
+flag-tables/``, keyed by the binary's real path, size and modification time (and the
+parser's version), written atomically; a binary replaced in place is read again. A binary
+that cannot be run, times out, or lists no flags is judged by the bundled table, and the
+origin says why. Nothing here raises: an unusable cache is a cache miss.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from exedra_engine._core.executors import ExecutorProfile
+from exedra_engine._core.flags import FlagTable, Row
+from exedra_engine._core.helptext import (
+    PARSER_VERSION,
+    rows_from_help,
+    table_from_help_rows,
+    version_from,
+)
+from exedra_engine._core.struct import Value
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from exedra_engine._core.check import TableOrigin
+
+# subprocess, tempfile and the findings module are imported where used: `probe` (every plan's
+# cold start) reads a cached version and needs none of them.
+
+TIMEOUT = 10.0
+"""Seconds a binary gets to print its help or version (a cold llama-server takes ~0.1 s)."""
+_MAX_OUTPUT = 4 << 20
+
+
+class ExecutorFacts(Value, frozen=True, kw_only=True):
+    """What one binary says about itself, as cached."""
+
+    parser: int
+    path: str
+    """The binary's real path (links resolved)."""
+    size: int
+    mtime_ns: int
+    version: str | None = None
+    """Its version ("" when it states none); None until asked."""
+    rows: tuple[Row, ...] | None = None
+    """Its flags, parsed from its help; None until asked."""
+    note: str = ""
+    """Why `rows` is empty, when it is: the help could not be read or listed no flags."""
+
+
+def cache_dir() -> str:
+    """Where parsed help texts are cached."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "exedra-engine", "flag-tables")
+
+
+def executor_version(profile: ExecutorProfile, path: str) -> str:
+    """The version the binary at `path` states (""; whisper-server has no ``--version``)."""
+    facts = _facts(profile, path, want_rows=False)
+    return (facts.version or "") if facts else ""
+
+
+def executor_table(profile: ExecutorProfile, path: str) -> tuple[FlagTable, TableOrigin]:
+    """The flag table of the binary at `path`, from its own help, and where it came from;
+    `profile`'s bundled table (saying why) when the help gives no flags."""
+    from exedra_engine._core.check import TableOrigin, bundled_origin
+
+    facts = _facts(profile, path, want_rows=True)
+    if facts is None:
+        return profile.flags, bundled_origin(profile.kind, f"{path} cannot be read")
+    if not facts.rows:
+        return profile.flags, bundled_origin(profile.kind, facts.note)
+    origin = TableOrigin(
+        kind=profile.kind,
+        binary=profile.binary,
+        source="binary",
+        path=path,
+        version=facts.version or "",
+    )
+    return table_from_help_rows(profile, facts.rows), origin
+
+
+def _facts(profile: ExecutorProfile, path: str, *, want_rows: bool) -> ExecutorFacts | None:
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except (OSError, ValueError):
+        return None
+    entry = os.path.join(cache_dir(), _entry_name(real, st.st_size, st.st_mtime_ns))
+    facts = _read(entry, real, st.st_size, st.st_mtime_ns)
+    if facts is None:
+        facts = ExecutorFacts(parser=PARSER_VERSION, path=real, size=st.st_size,
+                              mtime_ns=st.st_mtime_ns)  # fmt: skip
+    changed = False
+    if facts.version is None:
+        version = ""
+        if profile.version_flag:
+            text, _ = _run([path, profile.version_flag])
+            version = version_from(text)
+        facts = msgspec.structs.replace(facts, version=version)
+        changed = True
+    if want_rows and facts.rows is None:
+        facts = _with_rows(profile, path, facts)
+        changed = True
+    if changed:
+        _write(entry, facts)
+    return facts
+
+
+def _with_rows(profile: ExecutorProfile, path: str, facts: ExecutorFacts) -> ExecutorFacts:
+    if not profile.help_style:
+        note = f"{profile.binary}'s help is not one this library reads"
+        return msgspec.structs.replace(facts, rows=(), note=note)
+    text, problem = _run([path, "--help"])
+    rows = rows_from_help(profile, text) if not problem else ()
+    note = problem or ("" if rows else f"{path} --help listed no flags")
+    return msgspec.structs.replace(facts, rows=rows, note=note)
+
+
+def _entry_name(real: str, size: int, mtime_ns: int) -> str:
+    # Readable, and unique enough: the entry holds the path, size and time it was made for,
+    # and a mismatch is a miss.
+    tail = re.sub(r"[^A-Za-z0-9._-]", "_", real)[-120:]
+    return f"{tail}-{size}-{mtime_ns}-p{PARSER_VERSION}.json"
+
+
+def _read(entry: str, real: str, size: int, mtime_ns: int) -> ExecutorFacts | None:
+    try:
+        with open(entry, "rb") as f:
+            facts = msgspec.json.decode(f.read(_MAX_OUTPUT), type=ExecutorFacts)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    same = (facts.parser, facts.path, facts.size, facts.mtime_ns)
+    return facts if same == (PARSER_VERSION, real, size, mtime_ns) else None
+
+
+def _write(entry: str, facts: ExecutorFacts) -> None:
+    import tempfile
+
+    directory = os.path.dirname(entry)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(msgspec.json.encode(facts))
+            os.replace(tmp, entry)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # a read-only home: the next run asks the binary again
+
+
+def _run(argv: list[str]) -> tuple[str, str]:
+    """The output (stdout, then stderr: whisper-server prints its help there) of `argv`, and
+    why there is none ("" when it ran). Its whole process group is killed at the timeout, so
+    a binary that starts serving instead of answering leaves nothing behind."""
+    import subprocess
+
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except (OSError, ValueError) as e:
+        return "", f"{argv[0]} cannot be run: {getattr(e, 'strerror', None) or e}"
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
+        return "", f"{argv[0]} {argv[1]} did not exit within {TIMEOUT:g} s"
+    text = (out[:_MAX_OUTPUT] + b"\n" + err[:_MAX_OUTPUT]).decode("utf-8", errors="replace")
+    return text, ""
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()

@@ -1,0 +1,116 @@
+"""``exedra-engine config --check`` and ``config --schema``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from returns.result import Failure, Result, Success
+
+from exedra_engine._core.check import TableOrigin, bundled_origin, has_errors
+from exedra_engine._core.executors import profiles
+from exedra_engine._core.flags import FlagTable
+from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._shell.check import check_config
+from exedra_engine._shell.flag_tables import executor_table
+from exedra_engine._shell.probe import host_hardware
+from exedra_engine.cli.render import fail, finding_line, findings_summary, print_json, shown
+from exedra_engine.constants import DEFAULT_CONFIG_PATH
+from exedra_engine.errors import EngineError
+
+
+def named_executors(specs: Sequence[str]) -> Result[dict[str, str], EngineError]:
+    """``--executor [KIND=]PATH`` values by kind: the kind given, or the one whose binary the
+    file is named after (``/opt/b6000/llama-server``)."""
+    out: dict[str, str] = {}
+    kinds = {k.value for k in supported_kinds()}
+    for spec in specs:
+        kind, eq, path = spec.partition("=")
+        if not eq or kind not in kinds:
+            path = spec
+            name = os.path.basename(path)
+            found = [
+                p.kind for p in profiles() if name == p.binary or name.startswith(p.binary + "-")
+            ]
+            if not found:
+                known = ", ".join(f"{p.kind}=PATH" for p in profiles())
+                return Failure(
+                    EngineError(
+                        f"--executor {spec}: cannot tell its kind from its name; write {known}"
+                    )
+                )
+            kind = found[0]
+        if not os.path.isfile(path) or not os.access(path, os.X_OK):
+            return Failure(EngineError(f"--executor {spec}: {path} is not an executable file"))
+        out[kind] = path
+    return Success(out)
+
+
+def judging_tables(
+    named: dict[str, str], kinds: Sequence[str] | None = None
+) -> tuple[dict[str, FlagTable], list[TableOrigin]]:
+    """The table each kind (of `kinds`, default all) is judged by, and where each came from:
+    the binary named for it, else the one installed on PATH, read by its own ``--help``;
+    the bundled table when there is neither."""
+    hw = (
+        host_hardware()
+        if any(k not in named for k in kinds or [p.kind for p in profiles()])
+        else None
+    )
+    tables: dict[str, FlagTable] = {}
+    origins: list[TableOrigin] = []
+    for p in profiles():
+        if kinds is not None and p.kind not in kinds:
+            continue
+        installed = hw.executor(Kind(p.kind)) if hw else None
+        path = named.get(p.kind) or (installed.path if installed else "")
+        if not path:
+            origins.append(bundled_origin(p.kind, "not installed"))
+            continue
+        tables[p.kind], origin = executor_table(p, path)
+        origins.append(origin)
+    return tables, origins
+
+
+def run_check(a: argparse.Namespace) -> int:
+    """Exit 0 when the files are clean, 1 on findings that fail (errors; with ``--strict``
+    warnings too), 2 when a file cannot be read or is one the loader refuses."""
+    match named_executors(a.executor):
+        case Failure(err):
+            return fail(err)
+        case Success(named):
+            pass
+    tables, origins = judging_tables(named)
+    match check_config(a.path, tables=tables):
+        case Failure(err):
+            return fail(err)
+        case Success(report):
+            pass
+    if a.json:
+        print_json(report.findings)
+        for o in origins:
+            print(f"judged by {shown(o.describe())}", file=sys.stderr)
+    else:
+        for f in report.findings:
+            print(finding_line(f))
+        where = shown(os.fsdecode(a.path or DEFAULT_CONFIG_PATH))
+        n = len(report.files)
+        print(
+            f"{where}: {n} file{'s' * (n != 1)}, {findings_summary(report.findings)}"
+            + (" (--strict: warnings fail)" if a.strict else "")
+        )
+        for o in origins:
+            print(f"judged by {shown(o.describe())}")
+    if report.invalid:
+        return 2
+    return 1 if has_errors(report.findings, strict=a.strict) else 0
+
+
+def print_schema() -> int:
+    """The JSON Schema of override files, for editors and CI (see docs/how-to/lint-overrides.md)."""
+    from exedra_engine._core.schema import config_schema
+
+    print_json(config_schema())
+    return 0
