@@ -40,6 +40,7 @@ from exedra_engine._core.redact import (
     redact_said,
 )
 from exedra_engine._core.values import Constraints, ExecutorInfo, Hardware, ModelSpec
+from exedra_engine._shell.hardware_file import load_hardware
 from exedra_engine._shell.inspect import inspect
 from exedra_engine._shell.load_config import load_config
 from exedra_engine._shell.plan import plan_explained
@@ -228,6 +229,12 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
         help="caller environment, the top layer (repeatable)",
     )
     g.add_argument(
+        "--hardware",
+        metavar="FILE",
+        help="plan for the host this file describes (from `probe --json` there): its GPUs, "
+        "threads, executors and backends, instead of this machine's",
+    )
+    g.add_argument(
         "--executor", metavar="PATH", help="executor binary to plan with instead of the one on PATH"
     )
     g.add_argument(
@@ -250,7 +257,14 @@ def _request(a: argparse.Namespace) -> Result[tuple[ModelSpec, Hardware, Constra
         capabilities=tuple(a.capability),
         run_args=tuple(a.run_arg),
     )
-    hw = host_hardware()
+    if a.hardware:
+        match load_hardware(a.hardware):
+            case Failure() as failed:
+                return failed
+            case Success(hw):
+                pass
+    else:
+        hw = host_hardware()
     if a.executor:
         others = tuple(e for e in hw.executors if e.kind != spec.kind)
         hw = msgspec.structs.replace(
