@@ -1,4 +1,4 @@
-"""The ``exedra-engine`` command line: probe, inspect, config, plan, launch, demo.
+"""The ``exedra-engine`` command line: probe, inspect, config, plan, emit, launch, demo.
 
 Every command prints a short readable summary, or with ``--json`` the value as JSON.
 Exit status: 0 success, 1 a failure at run time (the executor crashed or never became
@@ -46,6 +46,7 @@ from exedra_engine._shell.load_config import load_config
 from exedra_engine._shell.plan import plan_explained
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._version import __version__
+from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.render import (
     PROG,
     fail,
@@ -314,6 +315,8 @@ def _planned(a: argparse.Namespace) -> Result[Explained, EngineError]:
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
+    if getattr(a, "emit", None):
+        return _plan_and_emit(a)
     match _planned(a):
         case Failure(err):
             return fail(err)
@@ -348,6 +351,45 @@ def cmd_plan(a: argparse.Namespace) -> int:
             for o in s.overrode:
                 print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
     return 0
+
+
+def _plan_and_emit(a: argparse.Namespace) -> int:
+    from exedra_engine.cli.emit import run_emit
+
+    match _request(a):
+        case Failure(err):
+            return fail(err)
+        case Success(req):
+            pass
+    match plan_explained(*req, check_ports=not a.no_port_check):
+        case Failure(err):
+            return fail(err)
+        case Success(e):
+            # The emitter is host-blind: the hardware the plan was made for is passed to it.
+            return run_emit(e.plan, req[1], a, e.sources)
+    raise AssertionError("a Result is a Success or a Failure")
+
+
+def cmd_emit(a: argparse.Namespace) -> int:
+    from exedra_engine.cli.emit import load_plan, run_emit
+
+    plan = load_plan(a.plan)
+    if isinstance(plan, EngineError):
+        return fail(plan)
+    hw = None
+    if a.hardware:
+        match load_hardware(a.hardware):
+            case Failure(err):
+                return fail(err)
+            case Success(hw):
+                pass
+    return run_emit(plan, hw, a)
+
+
+def cmd_wait_ready(a: argparse.Namespace) -> int:
+    from exedra_engine.cli.emit import cmd_wait_ready as run
+
+    return run(a)
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
@@ -399,9 +441,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--explain",
         action="store_true",
-        help="show which layer set each argv option and env variable",
+        help="show which layer set each argv option and env variable (with --emit: where "
+        "each emitted field came from)",
     )
+    add_emit_options(s, target_flag="--emit")
     s.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser(
+        "emit", help="render a saved plan (plan --json) for Kubernetes, systemd or Quadlet"
+    )
+    s.add_argument("plan", metavar="PLAN.json", help="a plan saved with plan --json")
+    s.add_argument(
+        "--hardware",
+        metavar="FILE",
+        help="the hardware file the plan was made for (names the GPU resource)",
+    )
+    s.add_argument("--explain", action="store_true", help="say where each field came from")
+    add_emit_options(s, target_flag="--target")
+    s.set_defaults(func=cmd_emit)
+
+    s = sub.add_parser("wait-ready", help="wait until a URL answers 200 (a unit's readiness)")
+    s.add_argument("url", help="the executor's ready URL, e.g. http://127.0.0.1:8080/health")
+    s.add_argument("--timeout", type=float, default=300.0, metavar="S", help="default 300")
+    s.add_argument("--interval", type=float, default=1.0, metavar="S", help="default 1")
+    s.set_defaults(func=cmd_wait_ready)
 
     s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
     _add_plan_options(s)

@@ -318,6 +318,18 @@ def _without_keys(
     return keyed or bool(_key_vars(p) & set(env_dict(plan.env))), tuple(out)
 
 
+def plan_is_keyed(plan: LaunchPlan) -> bool:
+    """Whether the plan requires an API key (its own, or one a key flag or variable sets)."""
+    p = executor_profile(plan.spec.kind)
+    if plan.api_key or _key_vars(p) & set(env_dict(plan.env)):
+        return True
+    try:
+        items = p.flags.split_items(plan.args, "plan args")
+    except EngineError:
+        return False
+    return any(it.key in p.key_flags for it in items if it.key is not None)
+
+
 def _env_without_keys(p: ExecutorProfile, plan: LaunchPlan) -> tuple[tuple[str, str], ...]:
     keys = _key_vars(p)
     out = []
