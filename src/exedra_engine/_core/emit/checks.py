@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from exedra_engine._core.emit import ini
-from exedra_engine._core.emit.shape import Target, plan_is_keyed
+from exedra_engine._core.emit.shape import Target, key_vars, plan_is_keyed
 from exedra_engine._core.endpoint import env_dict, resolve
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.redact import REDACTED, is_secret_name
@@ -90,12 +90,9 @@ def _argv_problems(
 
 
 def _env_problems(p: ExecutorProfile, envmap: Mapping[str, str]) -> list[str]:
-    key_vars = {p.key_env} | {
-        v for f in p.key_flags if (fl := p.flags.flags.get(f)) is not None for v in fl.env
-    }
     out = []
     for name, value in envmap.items():
-        if name in key_vars and value:
+        if name in key_vars(p) and value:
             out.append(f"env sets {name}: the key must come from the mounted file only")
         elif is_secret_name(name) and value:
             out.append(f"env sets {name}, a secret-named variable, in plain text")
@@ -278,6 +275,10 @@ def _words(value: str, specifiers: Mapping[str, str]) -> list[str]:
     return ini.exec_argv(value, specifiers)
 
 
+def _env_words(value: str) -> list[str]:
+    return ini.split_words(ini.resolve_specifiers(value, {}))
+
+
 def _systemd(plan: LaunchPlan, text: str) -> list[str]:
     p = executor_profile(plan.spec.kind)
     s = ini.read_ini(text)
@@ -288,7 +289,7 @@ def _systemd(plan: LaunchPlan, text: str) -> list[str]:
         return [f"{len(starts)} ExecStart= lines, not one"]
     try:
         argv = _words(starts[0], {"d": cred, "n": "UNIT"})
-        env = [w for e in ini.setting(s, "Service", "Environment") for w in ini.split_words(e)]
+        env = [w for e in ini.setting(s, "Service", "Environment") for w in _env_words(e)]
     except ValueError as e:
         return [f"ExecStart= or Environment= does not parse: {e}"]
     if argv[:1] != [plan.command]:
@@ -325,7 +326,7 @@ def _quadlet(plan: LaunchPlan, text: str) -> list[str]:
     out: list[str] = []
     try:
         argv = [w for e in ini.setting(s, "Container", "Exec") for w in _words(e, {})]
-        env = [w for e in ini.setting(s, "Container", "Environment") for w in ini.split_words(e)]
+        env = [w for e in ini.setting(s, "Container", "Environment") for w in _env_words(e)]
     except ValueError as e:
         return [f"Exec= or Environment= does not parse: {e}"]
     secrets = [v.split(",") for v in ini.setting(s, "Container", "Secret")]

@@ -291,9 +291,14 @@ def _stem(path: str) -> str:
     return base.rsplit(".", 1)[0] if "." in base[1:] else base
 
 
+def key_vars(p: ExecutorProfile) -> frozenset[str]:
+    """The variables that give the executor its key (the key variable, the key-file one)."""
+    return _key_vars(p)
+
+
 def _key_vars(p: ExecutorProfile) -> frozenset[str]:
     names = {p.key_env} if p.key_env else set()
-    for flag in p.key_flags:
+    for flag in (p.key_flag, p.key_file_flag):
         f = p.flags.flags.get(flag)
         if f is not None:
             names.update(f.env)
