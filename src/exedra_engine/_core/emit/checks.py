@@ -43,16 +43,23 @@ def check_files(
     """What is wrong with `files` as a deployment of `plan` on `target` ([] if nothing).
     `secrets` are key texts that must appear nowhere (the plan's own key, when known)."""
     problems: list[str] = []
-    known = [k for k in (*secrets, plan.api_key) if k and k != REDACTED]
+    known = [_standing(k) for k in (*secrets, plan.api_key) if k and k != REDACTED]
     for name, text in sorted(files.items()):
         if REDACTED in text:
             problems.append(f"{name}: carries the redaction marker {REDACTED}: a key stood there")
-        if any(k in text for k in known):
+        if any(k.search(text) for k in known):
             problems.append(f"{name}: carries the API key in plain text")
     check = {Target.K8S: _k8s, Target.SYSTEMD: _systemd, Target.QUADLET: _quadlet}[target]
     for name, text in sorted(files.items()):
         problems += [f"{name}: {p}" for p in check(plan, text)]
     return problems
+
+
+def _standing(key: str) -> re.Pattern[str]:
+    # The key as a word of its own (a value, an argument), not inside another word: a
+    # one-letter key is not "found" in every name that holds the letter.
+    edge = r"A-Za-z0-9_.~+/=-"
+    return re.compile(rf"(?<![{edge}]){re.escape(key)}(?![{edge}])")
 
 
 # -- shared ----------------------------------------------------------------------------------
