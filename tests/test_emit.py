@@ -370,6 +370,15 @@ def test_what_cannot_be_emitted_is_an_error(
     assert "abc" not in str(r.failure())
 
 
+def test_a_models_dir_that_volume_would_misread_is_refused() -> None:
+    r = emit(plan_for("none"), Target.QUADLET, EmitOptions(models_dir="/var/lib/exedra/models"))
+    assert r.unwrap()
+    spec_path = "/srv/a:b/model.gguf"
+    plan = plan_for("none", extra_args=("--model", spec_path))
+    r = emit(plan, Target.QUADLET, hardware=hardware("none"))
+    assert "Volume= reads as its separators" in str(r.failure())
+
+
 def test_a_gpu_plan_without_its_hardware_file_says_what_to_give() -> None:
     r = emit(plan_for("nvidia"), Target.K8S)
     assert isinstance(r.failure(), EmitError)

@@ -47,6 +47,11 @@ def emit_quadlet(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[O
     if not p.image_http_get:
         raise EmitError(f"no health command is known for the {p.binary} images")
     health = json.dumps([*p.image_http_get, url], ensure_ascii=True)
+    if ":" in s.models_dir or "," in s.models_dir:
+        raise EmitError(
+            f"the models directory {s.models_dir!r} holds ':' or ',', which Volume= reads as "
+            "its separators: give --models-dir without them"
+        )
     try:
         container: list[tuple[str, str]] = [
             ("ContainerName", plain(s.name)),
