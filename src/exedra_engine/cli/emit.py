@@ -19,7 +19,6 @@ import msgspec
 from returns.result import Failure, Success
 
 from exedra_engine._core.emit import EmitOptions, Emitted, Storage, Target, emit
-from exedra_engine._core.emit.checks import check_files
 from exedra_engine._core.layers import Source
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.cli.render import PROG, fail, shown
@@ -144,6 +143,8 @@ def print_origins(emitted: Emitted, out: TextIO) -> None:
 
 
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
+    from exedra_engine._core.emit.checks import check_files
+
     files = dict(emitted.files)
     drift: list[str] = []
     if a.out:

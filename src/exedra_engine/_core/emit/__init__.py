@@ -17,8 +17,6 @@ from collections.abc import Mapping, Sequence
 
 from returns.result import Result
 
-from exedra_engine._core.emit.k8s import emit_k8s
-from exedra_engine._core.emit.quadlet import emit_quadlet
 from exedra_engine._core.emit.shape import (
     EmitOptions,
     Origin,
@@ -27,7 +25,6 @@ from exedra_engine._core.emit.shape import (
     Target,
     shape,
 )
-from exedra_engine._core.emit.systemd import emit_systemd
 from exedra_engine._core.layers import Source
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
@@ -67,6 +64,12 @@ def emit_files(
     sources: Sequence[Source] = (),
 ) -> Emitted:
     """`emit`, raising the `EngineError` instead of returning it."""
+    # The targets are loaded when used: the command line parses its options without them
+    # (and without PyYAML, which only the Kubernetes target needs).
+    from exedra_engine._core.emit.k8s import emit_k8s
+    from exedra_engine._core.emit.quadlet import emit_quadlet
+    from exedra_engine._core.emit.systemd import emit_systemd
+
     s: Shape = shape(plan, target, options, hardware, sources)
     render = {Target.K8S: emit_k8s, Target.SYSTEMD: emit_systemd, Target.QUADLET: emit_quadlet}
     files, extra = render[target](s, options)

@@ -20,8 +20,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from exedra_engine._core.emit import ini
 from exedra_engine._core.emit.shape import Target, key_vars, plan_is_keyed
 from exedra_engine._core.endpoint import env_dict, resolve
@@ -139,6 +137,8 @@ def _url_problems(what: str, url: str, plan: LaunchPlan) -> list[str]:
 
 
 def _k8s(plan: LaunchPlan, text: str) -> list[str]:
+    import yaml  # here: only Kubernetes manifests are YAML
+
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:

@@ -9,10 +9,9 @@ machine that emits.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
-
-import yaml
 
 from exedra_engine._core.emit.shape import (
     KEY_DIR,
@@ -189,9 +188,11 @@ def emit_k8s(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[Origi
 def dump_yaml(docs: list[dict[str, Any]]) -> str:
     """Documents as YAML: block style, keys in the order built, every string that could be
     misread (``"8080"``, ``"on"``, ``"a: b"``) quoted by the dumper, not by hand."""
+    import yaml  # here: a command line that emits no manifest never loads PyYAML
+
     return yaml.dump_all(
         docs,
-        Dumper=_Dumper,
+        Dumper=_dumper(),
         explicit_start=True,
         sort_keys=False,
         default_flow_style=False,
@@ -200,10 +201,16 @@ def dump_yaml(docs: list[dict[str, Any]]) -> str:
     )
 
 
-class _Dumper(yaml.SafeDumper):
-    # A value used twice (the labels, the probe) is written twice, not as an anchor and alias.
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
+@functools.cache
+def _dumper() -> Any:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        # A value used twice (the labels, the probe) is written twice, not as an alias.
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return Dumper
 
 
 def _models_volume(s: Shape, options: EmitOptions, origins: list[Origin]) -> dict[str, Any]:
