@@ -26,6 +26,10 @@ MODEL_PATHS = (
 )
 
 
+# The how-to of each emit target, and the file its commands write and the test validates.
+EMIT_PAGES = {"kubernetes.md": "qwen.yaml", "systemd.md": "qwen.service", "quadlet.md": ""}
+
+
 def blocks(page: Path, lang: str) -> list[str]:
     return [body for kind, body in BLOCK.findall(page.read_text()) if kind == lang]
 
@@ -58,13 +62,42 @@ def test_yaml_examples_are_valid_overrides(page: Path) -> None:
 
 
 def _commands(page: Path) -> list[str]:
+    """The exedra-engine command lines of a page's sh blocks, each with its ``> FILE``."""
     out = []
     for body in blocks(page, "sh"):
         for line in body.replace("\\\n", " ").splitlines():
             line = line.split("  #")[0].strip()
             if line.startswith("exedra-engine ") and line.split()[1] != "launch":
-                out.append(line.split(" > ")[0])
+                out.append(line)
     return out
+
+
+def _validate_outputs(root: Path) -> list[str]:
+    """What the pages' commands wrote, checked as the tests check emitted files: manifests
+    with kubernetes-validate --strict, units with systemd-analyze verify (nothing on stderr)."""
+    import subprocess
+    import sys
+
+    import kubernetes_validate
+    import yaml
+
+    checked = []
+    for f in sorted(root.rglob("*.yaml")):
+        if "engine.d" in f.parts:
+            continue
+        for doc in yaml.safe_load_all(f.read_text()):
+            if doc:
+                kubernetes_validate.validate(doc, "1.35", strict=True)
+        checked.append(f.name)
+    for f in sorted(root.rglob("*.service")):
+        # the readiness waiter the page names must exist on the checking host: this Python
+        f.write_text(f.read_text().replace("/usr/bin/exedra-engine", sys.executable))
+        r = subprocess.run(
+            ["systemd-analyze", "verify", str(f)], capture_output=True, text=True, check=False
+        )
+        assert (r.returncode, r.stderr) == (0, ""), (f, r.stderr)
+        checked.append(f.name)
+    return checked
 
 
 @pytest.mark.parametrize(
@@ -86,8 +119,17 @@ def test_shell_examples_succeed(
     for line in _commands(page):
         for p in MODEL_PATHS:
             line = line.replace(p, str(tiny_llama))
+        command, _, redirect = line.partition(" > ")
+        capsys.readouterr()
         try:
-            code = main(shlex.split(line)[1:])
+            code = main(shlex.split(command)[1:])
         except SystemExit as e:  # argparse: --help, --version, usage errors
             code = e.code if isinstance(e.code, int) else int(e.code is not None)
-        assert code == 0, (line, capsys.readouterr().err)
+        out, err = capsys.readouterr()
+        assert code == 0, (line, err)
+        if redirect:
+            (tmp_path / redirect.strip()).write_text(out)
+    if page.name in EMIT_PAGES:
+        want = [EMIT_PAGES[page.name]] if EMIT_PAGES[page.name] else []
+        assert _validate_outputs(tmp_path) == want
+        assert any(" --check" in c for c in _commands(page)), "the page validates its output"

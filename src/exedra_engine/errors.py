@@ -67,5 +67,15 @@ class LaunchError(EngineError):
     """The executor process could not be started at all."""
 
 
+class HardwareFileError(EngineError):
+    """A hardware file (the output of ``exedra-engine probe --json``) is unreadable or does not
+    describe a host: the message names the file and the field."""
+
+
+class EmitError(EngineError):
+    """A plan cannot be rendered for a target as asked (a loopback bind in a container, a
+    secret that would have to be written into the output, a GPU whose resource is unknown)."""
+
+
 class ModelUnreadable(EngineError):
     """The model path is missing, a directory, or cannot be read."""

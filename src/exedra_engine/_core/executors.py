@@ -91,6 +91,21 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     capabilities: Mapping[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     """What the executor serves, and the flags each capability adds."""
 
+    model_file_flags: frozenset[str] = frozenset({"--model"})
+    """Flags (canonical keys) whose value is a model file. An emitter for a container rewrites
+    each to its mount point, and mounts the directory that holds them."""
+    images: Mapping[str, str] = msgspec.field(default_factory=dict)
+    """The executor's published server image by GGML backend (``cuda``, ``hip``...); the
+    ``""`` entry is the CPU image. An emitter's default when no image is given."""
+    image_command: str = ""
+    """The executor's path inside those images (the container's command)."""
+    image_env: tuple[str, ...] = ()
+    """KEY=VALUE variables those images set (their ``ENV``) that the executor reads: a lower
+    layer under the plan's env, which the endpoint read-back must see."""
+    image_http_get: tuple[str, ...] = ()
+    """A command in those images that exits 0 when a URL (appended) answers 2xx: the
+    container health check."""
+
     gguf: bool = True
     """Whether its models are GGUF files (whisper-server's are ggml .bin files, whose header
     `inspect` cannot read: then the plan is made without it)."""
@@ -175,6 +190,22 @@ LLAMA: Final = ExecutorProfile(
     capabilities={"llm": (), "vlm": (), "embeddings": ("--embeddings",), "rerank": ("--rerank",)},
     refused_architectures=frozenset({"whisper"}),
     format_hint="plan it as kind transcribe",
+    model_file_flags=frozenset(
+        {"--model", "--model-draft", "--mmproj", "--lora", "--control-vector"}
+    ),
+    # ggml-org's images (.devops/*.Dockerfile, target "server"): ENTRYPOINT /app/llama-server,
+    # ENV LLAMA_ARG_HOST=0.0.0.0, curl installed for their own HEALTHCHECK.
+    images={
+        "": "ghcr.io/ggml-org/llama.cpp:server",
+        "cuda": "ghcr.io/ggml-org/llama.cpp:server-cuda",
+        "hip": "ghcr.io/ggml-org/llama.cpp:server-rocm",
+        "vulkan": "ghcr.io/ggml-org/llama.cpp:server-vulkan",
+        "sycl": "ghcr.io/ggml-org/llama.cpp:server-intel",
+        "musa": "ghcr.io/ggml-org/llama.cpp:server-musa",
+    },
+    image_command="/app/llama-server",
+    image_env=("LLAMA_ARG_HOST=0.0.0.0",),
+    image_http_get=("curl", "-fsS", "-o", "/dev/null"),
     # It binds with SO_REUSEADDR: a restart on a port in TIME_WAIT succeeds at once.
     time_wait_blocks_bind=False,
 )
@@ -200,6 +231,18 @@ WHISPER: Final = ExecutorProfile(
     gguf=False,
     architectures=frozenset({"whisper"}),
     format_hint="whisper-server loads ggml whisper models",
+    model_file_flags=frozenset({"--model", "--vad-model"}),
+    # ggml-org's whisper.cpp images (.devops/main*.Dockerfile): the build tree in /app,
+    # ENTRYPOINT ["bash", "-c"] (replaced by the container's command), curl installed.
+    images={
+        "": "ghcr.io/ggml-org/whisper.cpp:main",
+        "cuda": "ghcr.io/ggml-org/whisper.cpp:main-cuda",
+        "vulkan": "ghcr.io/ggml-org/whisper.cpp:main-vulkan",
+        "sycl": "ghcr.io/ggml-org/whisper.cpp:main-intel",
+        "musa": "ghcr.io/ggml-org/whisper.cpp:main-musa",
+    },
+    image_command="/app/build/bin/whisper-server",
+    image_http_get=("curl", "-fsS", "-o", "/dev/null"),
     # It binds without SO_REUSEADDR and fails with "address in use" until TIME_WAIT ends.
     time_wait_blocks_bind=True,
 )

@@ -1,4 +1,4 @@
-"""The ``exedra-engine`` command line: probe, inspect, config, plan, launch, demo.
+"""The ``exedra-engine`` command line: probe, inspect, config, plan, emit, launch, demo.
 
 Every command prints a short readable summary, or with ``--json`` the value as JSON.
 Exit status: 0 success, 1 a failure at run time (the executor crashed or never became
@@ -34,6 +34,7 @@ from exedra_engine._core.check import TableOrigin, bundled_origin
 from exedra_engine._core.config import LocatedConfig, merge_all
 from exedra_engine._core.executors import executor_profile, profiles
 from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.layers import Source
 from exedra_engine._core.planner import Explained, layer_names
 from exedra_engine._core.redact import (
     redact_config,
@@ -43,11 +44,13 @@ from exedra_engine._core.redact import (
 )
 from exedra_engine._core.values import Constraints, ExecutorInfo, Hardware, ModelSpec
 from exedra_engine._shell.check import located_configs
+from exedra_engine._shell.hardware_file import load_hardware
 from exedra_engine._shell.inspect import inspect
 from exedra_engine._shell.load_config import load_config
 from exedra_engine._shell.plan import plan_explained
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._version import __version__
+from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.render import (
     PROG,
     fail,
@@ -244,6 +247,12 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
         help="caller environment, the top layer (repeatable)",
     )
     g.add_argument(
+        "--hardware",
+        metavar="FILE",
+        help="plan for the host this file describes (from `probe --json` there): its GPUs, "
+        "threads, executors and backends, instead of this machine's",
+    )
+    g.add_argument(
         "--executor", metavar="PATH", help="executor binary to plan with instead of the one on PATH"
     )
     g.add_argument(
@@ -269,7 +278,14 @@ def _request(a: argparse.Namespace) -> Result[Request, EngineError]:
         capabilities=tuple(a.capability),
         run_args=tuple(a.run_arg),
     )
-    hw = host_hardware()
+    if a.hardware:
+        match load_hardware(a.hardware):
+            case Failure() as failed:
+                return failed
+            case Success(hw):
+                pass
+    else:
+        hw = host_hardware()
     if a.executor:
         others = tuple(e for e in hw.executors if e.kind != spec.kind)
         hw = msgspec.structs.replace(
@@ -342,6 +358,8 @@ def _planned(a: argparse.Namespace) -> Result[tuple[Explained, TableOrigin], Eng
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
+    if getattr(a, "emit", None):
+        return _plan_and_emit(a)
     match _planned(a):
         case Failure(err):
             return fail(err)
@@ -350,17 +368,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
     if a.strict and e.findings and not a.explain:
         return _findings_verdict(a, e)
     plan = shown_plan(e.plan, a.show_secrets)
-    names = layer_names(e.plan.spec)
-    sources = [
-        s
-        if a.show_secrets
-        else msgspec.structs.replace(
-            s,
-            text=redact_env(s.text) if s.what == "env" else redact_option(s.text),
-            overrode=tuple(redact_said(o, names) for o in s.overrode),
-        )
-        for s in e.sources
-    ]
+    sources = _shown_sources(e, a.show_secrets)
     if a.json:
         if a.explain:
             print_json(
@@ -371,20 +379,38 @@ def cmd_plan(a: argparse.Namespace) -> int:
     else:
         print_plan(plan)
     if a.explain and not a.json:
-        print(
-            "\nwhere each part came from (lowest layer first: run_args, engine, config env, "
-            "config engines, config models, caller):"
-        )
-        for s in sources:
-            print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
-            for o in s.overrode:
-                print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
-        print(f"\nfindings, judged by {shown(origin.describe())}:")
-        for f in e.findings:
-            print(f"  {finding_line(f)}")
-        if not e.findings:
-            print("  none")
+        _print_explain(sources, e, origin)
     return _findings_verdict(a, e)
+
+
+def _shown_sources(e: Explained, show_secrets: bool) -> list[Source]:
+    if show_secrets:
+        return list(e.sources)
+    names = layer_names(e.plan.spec)
+    return [
+        msgspec.structs.replace(
+            s,
+            text=redact_env(s.text) if s.what == "env" else redact_option(s.text),
+            overrode=tuple(redact_said(o, names) for o in s.overrode),
+        )
+        for s in e.sources
+    ]
+
+
+def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> None:
+    print(
+        "\nwhere each part came from (lowest layer first: run_args, engine, config env, "
+        "config engines, config models, caller):"
+    )
+    for s in sources:
+        print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
+        for o in s.overrode:
+            print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
+    print(f"\nfindings, judged by {shown(origin.describe())}:")
+    for f in e.findings:
+        print(f"  {finding_line(f)}")
+    if not e.findings:
+        print("  none")
 
 
 def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
@@ -403,6 +429,45 @@ def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _plan_and_emit(a: argparse.Namespace) -> int:
+    from exedra_engine.cli.emit import run_emit
+
+    match _request(a):
+        case Failure(err):
+            return fail(err)
+        case Success(req):
+            pass
+    match plan_explained(*req, check_ports=not a.no_port_check):
+        case Failure(err):
+            return fail(err)
+        case Success(e):
+            # The emitter is host-blind: the hardware the plan was made for is passed to it.
+            return run_emit(e.plan, req[1], a, e.sources)
+    raise AssertionError("a Result is a Success or a Failure")
+
+
+def cmd_emit(a: argparse.Namespace) -> int:
+    from exedra_engine.cli.emit import load_plan, run_emit
+
+    plan = load_plan(a.plan)
+    if isinstance(plan, EngineError):
+        return fail(plan)
+    hw = None
+    if a.hardware:
+        match load_hardware(a.hardware):
+            case Failure(err):
+                return fail(err)
+            case Success(hw):
+                pass
+    return run_emit(plan, hw, a)
+
+
+def cmd_wait_ready(a: argparse.Namespace) -> int:
+    from exedra_engine.cli.emit import cmd_wait_ready as run
+
+    return run(a)
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
@@ -475,14 +540,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--explain",
         action="store_true",
         help="show which layer set each argv option and env variable, and the findings of "
-        "the layers, judged by the executor's own --help",
+        "the layers, judged by the executor's own --help (with --emit: where each emitted "
+        "field came from)",
     )
     s.add_argument(
         "--strict",
         action="store_true",
         help="refuse a plan whose layers have findings (exit 2), judged as with --explain",
     )
+    add_emit_options(s, target_flag="--emit")
     s.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser(
+        "emit", help="render a saved plan (plan --json) for Kubernetes, systemd or Quadlet"
+    )
+    s.add_argument("plan", metavar="PLAN.json", help="a plan saved with plan --json")
+    s.add_argument(
+        "--hardware",
+        metavar="FILE",
+        help="the hardware file the plan was made for (names the GPU resource)",
+    )
+    s.add_argument("--explain", action="store_true", help="say where each field came from")
+    add_emit_options(s, target_flag="--target")
+    s.set_defaults(func=cmd_emit)
+
+    s = sub.add_parser("wait-ready", help="wait until a URL answers 200 (a unit's readiness)")
+    s.add_argument("url", help="the executor's ready URL, e.g. http://127.0.0.1:8080/health")
+    s.add_argument("--timeout", type=float, default=300.0, metavar="S", help="default 300")
+    s.add_argument("--interval", type=float, default=1.0, metavar="S", help="default 1")
+    s.set_defaults(func=cmd_wait_ready)
 
     s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
     _add_plan_options(s)

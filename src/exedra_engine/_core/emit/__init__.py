@@ -1,0 +1,81 @@
+"""Emit a plan for the engines that already run fleets: Kubernetes, systemd, Podman Quadlet.
+
+`emit(plan, target, options, hardware=...)` is pure and host-blind: it reads nothing from the
+machine it runs on, and equal inputs give byte-identical files. The output is built as data
+(dicts, INI sections) and serialized (YAML, systemd's INI with its escaping), so no value can
+break the file or inject into it. `Emitted.origins` says where each field that one could
+wonder about came from: the plan (and its layer), the hardware file, an option, or a default
+and its reason.
+
+`check(plan, target, files)` re-reads emitted (or edited) files and lists what is wrong with
+them: the semantic checks a schema cannot make (`exedra_engine._core.emit.checks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from returns.result import Result
+
+from exedra_engine._core.emit.shape import (
+    EmitOptions,
+    Origin,
+    Shape,
+    Storage,
+    Target,
+    shape,
+)
+from exedra_engine._core.layers import Source
+from exedra_engine._core.outcome import as_result
+from exedra_engine._core.struct import Value
+from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine.errors import EngineError
+
+__all__ = ["EmitOptions", "Emitted", "Origin", "Storage", "Target", "emit", "emit_files"]
+
+
+class Emitted(Value, frozen=True, kw_only=True):
+    """The files for one target, by file name, and where their fields came from."""
+
+    files: dict[str, str]
+    origins: tuple[Origin, ...]
+
+
+def emit(
+    plan: LaunchPlan,
+    target: Target,
+    options: EmitOptions = EmitOptions(),
+    *,
+    hardware: Hardware | None = None,
+    sources: Sequence[Source] = (),
+) -> Result[Emitted, EngineError]:
+    """The files that run `plan` on `target`. `hardware` is the hardware file the plan was
+    made for (its GPU driver names the GPU resource); `sources` are the plan's provenance
+    (`explain_launch`), for `Emitted.origins`. Fails with `EmitError` for a plan that cannot
+    be emitted as asked (a loopback bind in a container, a secret in the plan's env)."""
+    return as_result(emit_files, plan, target, options, hardware, sources)
+
+
+def emit_files(
+    plan: LaunchPlan,
+    target: Target,
+    options: EmitOptions = EmitOptions(),
+    hardware: Hardware | None = None,
+    sources: Sequence[Source] = (),
+) -> Emitted:
+    """`emit`, raising the `EngineError` instead of returning it."""
+    # The targets are loaded when used: the command line parses its options without them
+    # (and without PyYAML, which only the Kubernetes target needs).
+    from exedra_engine._core.emit.k8s import emit_k8s
+    from exedra_engine._core.emit.quadlet import emit_quadlet
+    from exedra_engine._core.emit.systemd import emit_systemd
+
+    s: Shape = shape(plan, target, options, hardware, sources)
+    render = {Target.K8S: emit_k8s, Target.SYSTEMD: emit_systemd, Target.QUADLET: emit_quadlet}
+    files, extra = render[target](s, options)
+    return Emitted(files=dict(sorted(files.items())), origins=(*s.origins, *extra))
+
+
+def targets() -> Mapping[str, Target]:
+    """Target names as the command line spells them."""
+    return {t.value: t for t in Target}

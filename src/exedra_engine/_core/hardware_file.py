@@ -1,0 +1,54 @@
+"""A hardware file: the JSON that ``exedra-engine probe --json`` prints, decoded into `Hardware`.
+
+Planning for another host starts here: the file is made on the target and the plan is made
+anywhere, from the file alone. Decoding is strict (an unknown or misspelt field is an error,
+as in a plan) and each error names the file and the field, by msgspec's path
+(``host.json: $.gpus[0].vram: Expected `int`, got `str```). Pure: the caller reads the bytes.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from exedra_engine._core.values import Hardware
+from exedra_engine.errors import HardwareFileError
+
+
+def hardware_from_json(data: bytes | str, where: str) -> Hardware:
+    """The `Hardware` that `data` describes, raising `HardwareFileError` naming `where`."""
+    try:
+        hw = msgspec.json.decode(data, type=Hardware)
+    except msgspec.ValidationError as e:
+        raise HardwareFileError(f"{where}: {_with_path_first(str(e))}") from None
+    except msgspec.DecodeError as e:
+        raise HardwareFileError(f"{where}: not JSON ({e})") from None
+    _check(hw, where)
+    return hw
+
+
+def _with_path_first(message: str) -> str:
+    # msgspec says "Expected `int`, got `str` - at `$.cpu.threads`"; the path reads first.
+    what, sep, path = message.rpartition(" - at ")
+    return f"{path.strip('`')}: {what}" if sep else f"$: {message}"
+
+
+def _check(hw: Hardware, where: str) -> None:
+    """What the types cannot say: counts and sizes a probe can print."""
+    problems: list[tuple[str, str]] = []
+    if hw.cpu.threads < 1:
+        problems.append(("$.cpu.threads", f"{hw.cpu.threads} is not a thread count (at least 1)"))
+    if hw.cpu.ram < 0:
+        problems.append(("$.cpu.ram", f"{hw.cpu.ram} is not a size in bytes"))
+    for i, g in enumerate(hw.gpus):
+        if g.vram < 0:
+            problems.append((f"$.gpus[{i}].vram", f"{g.vram} is not a size in bytes"))
+    seen: set[str] = set()
+    for i, e in enumerate(hw.executors):
+        if not e.path:
+            problems.append((f"$.executors[{i}].path", "is empty"))
+        if e.kind in seen:
+            problems.append((f"$.executors[{i}].kind", f"{e.kind.value} is listed twice"))
+        seen.add(e.kind)
+    if problems:
+        path, what = problems[0]
+        raise HardwareFileError(f"{where}: {path}: {what}")

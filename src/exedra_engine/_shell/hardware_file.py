@@ -1,0 +1,32 @@
+"""`load_hardware`: read a hardware file (``exedra-engine probe --json`` on the target host)
+and decode it purely (`exedra_engine._core.hardware_file`)."""
+
+from __future__ import annotations
+
+import os
+
+from returns.result import Failure, Result
+
+from exedra_engine._core.hardware_file import hardware_from_json
+from exedra_engine._core.outcome import as_result
+from exedra_engine._core.values import Hardware
+from exedra_engine.errors import EngineError, HardwareFileError
+
+_MAX = 1 << 20
+"""A probe's JSON is a few hundred bytes; a file larger than this is not one."""
+
+
+def load_hardware(path: str | os.PathLike[str]) -> Result[Hardware, EngineError]:
+    """The `Hardware` a hardware file describes; `HardwareFileError` naming the file (and the
+    field, for a file that is JSON but not a host)."""
+    where = os.fsdecode(path)
+    try:
+        # O_NONBLOCK: a FIFO named like the file must not hang the caller.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(_MAX + 1)
+    except OSError as e:
+        return Failure(HardwareFileError(f"{where}: cannot read: {e.strerror or e}"))
+    if len(data) > _MAX:
+        return Failure(HardwareFileError(f"{where}: larger than {_MAX} bytes: not a probe's JSON"))
+    return as_result(hardware_from_json, data, where)

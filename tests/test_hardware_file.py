@@ -1,0 +1,159 @@
+"""Planning for another host: `probe --json` there, `plan --hardware FILE` anywhere.
+
+Every fixture tree is probed, written as the probe's JSON, and planned from the file alone;
+a broken file is an error that names the file and the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from exedra_engine import Kind, LaunchPlan
+from exedra_engine._core.hardware_file import hardware_from_json
+from exedra_engine._shell.hardware_file import load_hardware
+from exedra_engine._shell.probe import probe
+from exedra_engine.cli import main
+from exedra_engine.errors import HardwareFileError
+from tests.conftest import HOSTS, host
+
+TREES = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _plan_args(hw_file: Path, *extra: str) -> list[str]:
+    return [
+        "plan",
+        "--hardware",
+        str(hw_file),
+        "--model",
+        "/var/lib/exedra/models/qwen/model.gguf",
+        "--kind",
+        "llama",
+        "--no-config",
+        "--port",
+        "8080",
+        "--no-port-check",
+        "--json",
+        *extra,
+    ]
+
+
+def test_every_fixture_tree_is_found() -> None:
+    assert {"amdgpu", "intel-xe", "intel-arc-dkms", "nvidia", "laptop-two-gpus", "none"} <= set(
+        TREES
+    )
+
+
+@pytest.mark.parametrize("tree", TREES)
+def test_plan_from_the_hardware_file_of_each_fixture_host(
+    tree: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hw = probe(host(tree)).unwrap()
+    f = tmp_path / f"{tree}.json"
+    f.write_bytes(msgspec.json.encode(hw))
+
+    def no_probe(*_: object) -> None:
+        raise AssertionError("planning with --hardware must not probe this machine")
+
+    monkeypatch.setattr("exedra_engine.cli.host_hardware", no_probe)
+    exe = hw.executor(Kind.LLAMA)
+    extra = () if exe else ("--executor", "/usr/bin/llama-server")
+    code, out, err = _cli(capsys, *_plan_args(f, *extra))
+    assert code == 0, err
+    plan = msgspec.json.decode(out, type=LaunchPlan)
+    assert plan.command == (exe.path if exe else "/usr/bin/llama-server")
+    gpu_plan = bool(hw.gpus) and exe is not None and exe.has_gpu_backend()
+    assert ("--n-gpu-layers" not in plan.args) == gpu_plan, (tree, plan.args)
+
+
+def test_a_file_with_a_gpu_backend_plans_for_the_gpu_this_machine_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "nvidia.json"
+    f.write_bytes(msgspec.json.encode(probe(host("nvidia")).unwrap()))
+    code, out, _ = _cli(capsys, *_plan_args(f))
+    assert code == 0
+    plan = json.loads(out)
+    assert plan["command"] == "/usr/bin/llama-server"
+    assert "--n-gpu-layers" not in plan["args"]
+    # the same request for this CPU-only machine is a CPU plan
+    code, out, _ = _cli(capsys, *_plan_args(f, "--no-gpu"))
+    assert json.loads(out)["args"][-2:] == ["--n-gpu-layers", "0"]
+
+
+def test_what_probe_json_prints_decodes_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, "probe", "--json")
+    assert code == 0
+    hw = hardware_from_json(out, "probe.json")
+    assert msgspec.json.decode(msgspec.json.encode(hw)) == json.loads(out)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"cpu": {"threads": "8"}}', "host.json: $.cpu.threads: Expected `int`, got `str`"),
+        ("{}", "host.json: $: Object missing required field `cpu`"),
+        (
+            '{"cpu": {"threads": 8}, "gpus": [{"card": "card0", "driver": "xe", "vram": -1}]}',
+            "host.json: $.gpus[0].vram: -1 is not a size in bytes",
+        ),
+        (
+            '{"cpu": {"threads": 8}, "gpus": [{"card": "card0", "drivr": "xe"}]}',
+            "host.json: $.gpus[0]: Object contains unknown field `drivr`",
+        ),
+        (
+            '{"cpu": {"threads": 8}, "executors": [{"kind": "llamas", "path": "/x"}]}',
+            "host.json: $.executors[0].kind: Invalid enum value 'llamas'",
+        ),
+        ('{"cpu": {"threads": 0}}', "host.json: $.cpu.threads: 0 is not a thread count"),
+        (
+            '{"cpu": {"threads": 1}, "executors": [{"kind": "llama", "path": ""}]}',
+            "host.json: $.executors[0].path: is empty",
+        ),
+        (
+            '{"cpu": {"threads": 1}, "executors": [{"kind": "llama", "path": "/a"},'
+            ' {"kind": "llama", "path": "/b"}]}',
+            "host.json: $.executors[1].kind: llama is listed twice",
+        ),
+        ("cpu: 8", "host.json: not JSON"),
+    ],
+)
+def test_a_bad_file_names_the_file_and_the_field(text: str, said: str) -> None:
+    with pytest.raises(HardwareFileError) as e:
+        hardware_from_json(text, "host.json")
+    assert str(e.value).startswith(said), str(e.value)
+
+
+def test_the_command_line_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "host.json"
+    f.write_text('{"cpu": {"threads": 8, "ram": "lots"}}')
+    code, _, err = _cli(capsys, *_plan_args(f))
+    assert code == 2
+    assert err == f"exedra-engine: error: {f}: $.cpu.ram: Expected `int`, got `str`\n"
+    code, _, err = _cli(capsys, *_plan_args(tmp_path / "missing.json"))
+    assert code == 2 and "missing.json: cannot read: No such file" in err
+    code, _, err = _cli(capsys, *_plan_args(tmp_path))
+    assert code == 2 and "cannot read" in err
+
+
+def test_load_hardware_refuses_what_is_not_a_probe(tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    big.write_text(" " * (2 << 20))
+    assert "larger than" in str(load_hardware(big).failure())
+    ok = tmp_path / "ok.json"
+    ok.write_text('{"cpu": {"threads": 4}}')
+    assert load_hardware(ok).unwrap().cpu.threads == 4
