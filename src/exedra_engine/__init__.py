@@ -63,9 +63,24 @@ from exedra_engine.errors import (
 )
 
 if TYPE_CHECKING:
+    from exedra_engine._core.check import Finding
+    from exedra_engine._core.emit import EmitOptions, Emitted, Storage, Target, emit
+    from exedra_engine._core.schema import config_schema
+    from exedra_engine._shell.check import CheckReport, check_config
+    from exedra_engine._shell.hardware_file import load_hardware
     from exedra_engine._trio.launcher import ExitReason, Instance, launch, open_instance
 
 __all__ = [
+    "CheckReport",
+    "EmitOptions",
+    "Emitted",
+    "Finding",
+    "Storage",
+    "Target",
+    "check_config",
+    "config_schema",
+    "emit",
+    "load_hardware",
     "ExecutorProfile",
     "executor_profile",
     "register_executor",
@@ -120,18 +135,27 @@ __all__ = [
     "supported_kinds",
 ]
 
-_LAZY = frozenset({"ExitReason", "Instance", "launch", "open_instance"})
+# Loaded on first use, so that planning-only users never pay for them: the launcher needs trio
+# (~120-140 ms to import), the emitter and the checker only matter when asked for.
+_LAZY = {
+    **dict.fromkeys(("ExitReason", "Instance", "launch", "open_instance"), "_trio.launcher"),
+    **dict.fromkeys(("EmitOptions", "Emitted", "Storage", "Target", "emit"), "_core.emit"),
+    "Finding": "_core.check",
+    "config_schema": "_core.schema",
+    "CheckReport": "_shell.check",
+    "check_config": "_shell.check",
+    "load_hardware": "_shell.hardware_file",
+}
 
 
 if not TYPE_CHECKING:
     # Hidden from type checkers, which see the imports above: a typo in an attribute name
     # must stay a type error, not become Any.
     def __getattr__(name: str) -> object:
-        # The launcher needs trio (~120-140 ms to import); planning-only users never pay for it.
         if name in _LAZY:
             import importlib
 
-            value = getattr(importlib.import_module("exedra_engine._trio.launcher"), name)
+            value = getattr(importlib.import_module(f"exedra_engine.{_LAZY[name]}"), name)
             globals()[name] = value
             return value
         raise AttributeError(f"module 'exedra_engine' has no attribute {name!r}")
