@@ -12,6 +12,7 @@ whisper-server 1.8.5); each field's docstring says what it decides.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Final
 
@@ -134,13 +135,19 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     @property
     def key_flags(self) -> frozenset[str]:
         """Every flag that configures authentication."""
-        return frozenset(f for f in (self.key_flag, self.key_file_flag) if f) | self.secret_flags
+        return _key_flags(self.key_flag, self.key_file_flag, self.secret_flags)
 
     def serves_architecture(self, arch: str) -> bool:
         """Whether a GGUF model of `arch` is one this executor loads."""
         if arch in self.refused_architectures:
             return False
         return not self.architectures or arch in self.architectures
+
+
+@functools.cache
+def _key_flags(key_flag: str, key_file_flag: str, secret: frozenset[str]) -> frozenset[str]:
+    # Asked per token by the checker: built once per profile, not per call.
+    return frozenset(f for f in (key_flag, key_file_flag) if f) | secret
 
 
 _TABLES: dict[str, FlagTable] = {}
