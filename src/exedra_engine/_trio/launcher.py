@@ -186,6 +186,12 @@ class _LogPump:
             if buf:
                 self._line(buf + b"\n")
 
+    @classmethod
+    def for_plan(cls, logs: Logs, plan: LaunchPlan, resolved: Resolved) -> _LogPump:
+        """The pump for `plan`'s executor: every secret it is handed is hidden in its lines,
+        not only the API keys (a log line may quote HF_TOKEN or --hf-token too)."""
+        return cls(logs, (*resolved.api_keys, *plan_secrets(plan.args, plan.env)))
+
     def _line(self, raw: bytes) -> None:
         line = self.redactor.bytes(raw)
         self.tail.append(line.decode("utf-8", errors="replace").rstrip("\n"))
@@ -429,8 +435,7 @@ async def _attempt(
     """One start. None once the process has run and exited after ``started()``; the
     readiness failure when it never got there (the child is dead by then)."""
     r = resolve(plan.spec.kind, plan.args, plan.env)
-    # Every secret, not only the API keys: a log line may quote HF_TOKEN or --hf-token too.
-    pump = _LogPump(logs, (*r.api_keys, *plan_secrets(plan.args, plan.env)))
+    pump = _LogPump.for_plan(logs, plan, r)
     # Checked here because with a setpriv prefix a missing binary would only show as
     # setpriv's own exit status.
     if shutil.which(plan.command) is None:
