@@ -3,19 +3,25 @@ one-line message; never a traceback (issue 5, hostile command lines)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import io
 import itertools
 import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import msgspec
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from exedra_engine import LaunchPlan
 from exedra_engine.cli import main
+from exedra_engine.testing import write_tiny_llama
 
 OPTIONS = [
     "--model",
@@ -97,8 +103,19 @@ def test_random_argv_around_a_valid_request(argv: list[str], kind: str) -> None:
 
 # -- non-UTF-8 argv under a strict UTF-8 stdout (issue 14, D6) ------------------------------
 
-# What Python makes of argv bytes that are not UTF-8 on Linux: os.fsdecode's lone surrogates.
-raw = st.binary(max_size=12).map(os.fsdecode)
+# What Python makes of argv bytes that are not UTF-8 on Linux: os.fsdecode's lone surrogates,
+# alone, glued to readable text, or the few values argparse treats specially.
+raw = st.one_of(
+    st.binary(max_size=12).map(os.fsdecode),
+    st.builds(
+        lambda a, b, c: a + os.fsdecode(b) + c,
+        st.text(max_size=4),
+        st.binary(min_size=1, max_size=4),
+        st.text(max_size=4),
+    ),
+    st.sampled_from(["--", "-", "", "=", os.fsdecode(b"\xff"), os.fsdecode(b"-\x80=\xc3")]),
+)
+PLAN = ["plan", "--kind", "llama", "--executor", "/usr/bin/true", "--no-port-check"]
 COMMANDS = (
     ["probe"],
     ["probe", "--json"],
@@ -106,10 +123,13 @@ COMMANDS = (
     ["inspect", "--json"],
     ["config"],
     ["config", "--json"],
-    ["plan", "--kind", "llama", "--executor", "/usr/bin/true", "--no-port-check"],
-    ["plan", "--kind", "llama", "--executor", "/usr/bin/true", "--no-port-check", "--json"],
-    ["plan", "--kind", "llama", "--executor", "/usr/bin/true", "--no-port-check", "--explain"],
+    PLAN,
+    [*PLAN, "--json"],
+    [*PLAN, "--explain"],
+    [*PLAN, "--explain", "--json"],
 )
+PLAN_OPTIONS = ["--id", "--arg", "--env", "--env-value", "--model", "--config", "--run-arg"]
+PLAN_OPTIONS += ["--host", "--executor", "--api-key-env", "--capability"]
 
 
 def run_strict(argv: list[str]) -> tuple[int, bytes, bytes]:
@@ -127,34 +147,66 @@ def run_strict(argv: list[str]) -> tuple[int, bytes, bytes]:
     return code, out.getvalue(), err.getvalue()
 
 
-@given(
-    st.sampled_from(COMMANDS),
-    st.lists(
-        st.tuples(st.sampled_from(["path", "--id", "--arg", "--env", "--model", "--config"]), raw),
-        min_size=1,
-        max_size=3,
-    ),
-)
-def test_undecodable_argv_never_breaks_output(
-    command: list[str], extras: list[tuple[str, str]]
-) -> None:
+@functools.cache
+def undecodable_files() -> tuple[str, str]:
+    """A tiny model and a config file that exist under names that are not UTF-8 (the drill's
+    ``cp M $'m\\xff.gguf'``), so that commands succeed on them and print their paths."""
+    d = Path(tempfile.mkdtemp(prefix="exedra-argv-"))
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
+    model = os.fsdecode(os.fsencode(d) + b"/m\xff\xfe.gguf")
+    write_tiny_llama(model)
+    config = os.fsdecode(os.fsencode(d) + b"/c\x80.yaml")
+    Path(config).write_text("env: {A: b}\nengines: {llama: {args: [--ctx-size, '64']}}\n")
+    return model, config
+
+
+def _argv(command: list[str], extras: list[tuple[str, str]], real: tuple[bool, bool]) -> list[str]:
+    model, config = undecodable_files()
     argv = list(command)
+    paths = [model if command[0] == "inspect" else config] if any(real) else []
     for opt, value in extras:
-        if command[0] == "plan" and opt != "path":
-            value = f"{value}=x" if opt == "--env" else value
+        if command[0] == "plan" and opt in PLAN_OPTIONS:
+            if opt == "--env":
+                value = f"{value}=x"
+            elif opt == "--env-value":
+                opt, value = "--env", f"A={value}"
             argv.append(f"{opt}={value}")
         elif command[0] in ("inspect", "config") and opt == "path":
-            argv.append(value)
+            paths.append(value)
+    if command[0] in ("inspect", "config"):
+        argv += paths[-1:]  # one path: the last one drawn
     if command[0] == "inspect" and len(argv) == len(command):
         argv.append(os.fsdecode(b"/nonexistent/m\xff.gguf"))
-    if command[0] == "plan" and not any(a.startswith("--model=") for a in argv):
-        argv.append("--model=" + os.fsdecode(b"/m\xfe.gguf"))
+    if command[0] == "plan":
+        if real[0]:
+            argv.append(f"--model={model}")
+        if real[1]:
+            argv.append(f"--config={config}")
+        if not any(a.startswith("--model=") for a in argv):
+            argv.append("--model=" + os.fsdecode(b"/m\xfe.gguf"))
+    return argv
+
+
+@given(
+    st.sampled_from(COMMANDS),
+    st.lists(st.tuples(st.sampled_from(["path", *PLAN_OPTIONS]), raw), max_size=3),
+    st.tuples(st.booleans(), st.booleans()),
+)
+def test_undecodable_argv_never_breaks_output(
+    command: list[str], extras: list[tuple[str, str]], real: tuple[bool, bool]
+) -> None:
+    # `real`: an existing model or config under an undecodable name, given first, so that the
+    # drawn options can still override it and most runs reach what a success prints.
+    argv = _argv(command, extras, real)
     code, out, err = run_strict(argv)
+    event(f"{command[0]} exit {code}")
     assert code in (0, 1, 2), (argv, err)
     out.decode("utf-8")  # both streams are valid UTF-8 whatever argv held
     err.decode("utf-8")
     assert b"Traceback" not in err
     if code == 0 and "--json" in argv:
         json.loads(out)
-    if code != 0:
+    if code == 0:
+        assert out.strip(), argv
+    else:
         assert err.count(b"\n") <= 2, err  # one line (argparse may add its usage line)

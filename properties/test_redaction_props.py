@@ -1,16 +1,24 @@
 """No API key in any output, by any route, of any length (issue 14).
 
-The property is differential, so that a one-character key needs no guess about which "1" in
-``127.0.0.1`` is the key: every command runs twice, once with the generated keys and once with
-each key replaced by a long sentinel. Where keys are redacted where they stand, both runs print
-the same bytes, and the sentinel is nowhere in them. A key that leaked would differ between the
-runs or show its sentinel. With ``--show-secrets`` the sentinel must appear: the check can fail.
+The CLI property is differential, so that a one-character key needs no guess about which "1"
+in ``127.0.0.1`` is the key: every command runs twice, once with the generated keys and once
+with each key replaced by a long sentinel. Where keys are redacted where they stand, both runs
+print the same text, and the sentinel is nowhere in it. A key that leaked would differ between
+the runs or show its sentinel. With ``--show-secrets`` the generated key must appear: the check
+can fail.
 
 Routes: the caller's ``--api-key-env``, ``--env LLAMA_API_KEY=`` and ``--env HF_TOKEN=``,
-``--arg --api-key K`` and ``--arg=--api-key=K``, ``--run-arg --hf-token K``, and an override
-file's env, engine env, engine args and model args; several at once, so lower keys are replaced
-by higher ones and show only in ``--explain``'s "overrode" entries. Surfaces: plan text,
-``--json``, ``--explain`` text and JSON, ``config`` text and JSON, and errors.
+``--arg --api-key K``, ``--arg=--api-key=K`` and ``--arg -hft K``, ``--run-arg --hf-token K``
+and ``--run-arg=--api-key=K``, and an override file's env (``HF_TOKEN``, ``LLAMA_API_KEY``),
+engine env, engine args in both forms, model args and model env; several at once, so lower
+keys are replaced by higher ones and show only in ``--explain``'s "overrode" entries; and an
+override that blanks the caller's key (an error while keys are present). Surfaces: plan text,
+``--json``, ``--explain`` text and JSON, ``config`` text and JSON, errors (a port out of range,
+a malformed ``--env``), and the executor's log lines through the launcher's own log pump.
+
+Log lines are checked against the free-text rule written plainly
+(`secret_strategies.reference_redact`): a short key where it stands as a token, a long key
+anywhere, nothing else touched.
 """
 
 from __future__ import annotations
@@ -22,28 +30,37 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from hypothesis import assume, given
+import msgspec
+import trio
+import trio.testing
+from hypothesis import event, given
 from hypothesis import strategies as st
 
+from exedra_engine import LaunchPlan
+from exedra_engine._core.endpoint import resolve
+from exedra_engine._core.redact import TextRedactor, redact_bytes
+from exedra_engine._trio.launcher import _LogPump
 from exedra_engine.cli import main
+from properties.secret_strategies import keys, log_lines, reference_redact
 
-# Keys start with a letter or digit (argparse reads a leading "-" as an option) and hold no
-# comma (llama-server would split them; the planner refuses it).
-KEYS = st.text(
-    st.sampled_from("abcdefghijklmnopqrstuvwxyzABCXYZ0123456789_-.+/=:@"), min_size=0, max_size=10
-).map(lambda s: "k" + s if not s[:1].isalnum() else s)
 ROUTES = (
     "key_env",
     "env_key",
     "env_token",
     "arg_key",
     "arg_key_eq",
+    "arg_hft",
     "run_arg_token",
+    "run_arg_key_eq",
     "cfg_env",
+    "cfg_env_key",
     "cfg_engine_env",
     "cfg_engine_args",
+    "cfg_engine_args_eq",
     "cfg_model_args",
+    "cfg_model_env",
 )
 SURFACES = (
     ["plan"],
@@ -52,6 +69,11 @@ SURFACES = (
     ["plan", "--explain", "--json"],
 )
 VAR = "EXEDRA_PROP_KEY"
+# What the executor is handed as a secret, named here, not taken from the code under test.
+SECRET_VARS = frozenset({"LLAMA_API_KEY", "HF_TOKEN"})
+SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "-hft"})
+# Routes that set the API key in the caller's layer, above an override that blanks it.
+TOP_KEYS = frozenset({"env_key", "arg_key", "arg_key_eq"})
 
 
 def _sentinel(i: int) -> str:
@@ -74,26 +96,38 @@ def _request(routes: dict[str, str], model: str, config: str) -> tuple[list[str]
             argv += ["--arg=--api-key", f"--arg={key}"]
         elif route == "arg_key_eq":
             argv.append(f"--arg=--api-key={key}")
+        elif route == "arg_hft":
+            argv += ["--arg=-hft", f"--arg={key}"]
         elif route == "run_arg_token":
             argv += ["--run-arg=--hf-token", f"--run-arg={key}"]
+        elif route == "run_arg_key_eq":
+            argv.append(f"--run-arg=--api-key={key}")
     return argv, env
 
 
-def _config(routes: dict[str, str]) -> str:
-    doc: dict[str, object] = {}
-    engine: dict[str, object] = {}
+def _config(routes: dict[str, str], blank: bool = False) -> str:
+    env: dict[str, str] = {}
+    engine: dict[str, Any] = {"env": {}, "args": []}
+    model: dict[str, Any] = {"env": {}, "args": []}
     for route, key in routes.items():
         if route == "cfg_env":
-            doc["env"] = {"HF_TOKEN": key}
+            env["HF_TOKEN"] = key
+        elif route == "cfg_env_key":
+            env["LLAMA_API_KEY"] = key
         elif route == "cfg_engine_env":
-            engine["env"] = {"LLAMA_API_KEY": key}
+            engine["env"]["LLAMA_API_KEY"] = key
         elif route == "cfg_engine_args":
-            engine["args"] = ["--api-key", key]
+            engine["args"] += ["--api-key", key]
+        elif route == "cfg_engine_args_eq":
+            engine["args"] += [f"--hf-token={key}"]
         elif route == "cfg_model_args":
-            doc["models"] = {"m": {"args": [f"--api-key={key}"]}}
-    if engine:
-        doc["engines"] = {"llama": engine}
-    return json.dumps(doc)  # JSON is YAML
+            model["args"] += [f"--api-key={key}"]
+        elif route == "cfg_model_env":
+            model["env"]["HF_TOKEN"] = key
+    if blank:  # an admin override that would switch the caller's key off: refused
+        model["env"]["LLAMA_API_KEY"] = ""
+    doc = {"env": env, "engines": {"llama": engine}, "models": {"m": model}}
+    return json.dumps(doc, ensure_ascii=False)  # JSON is YAML; keys as UTF-8 text
 
 
 @contextlib.contextmanager
@@ -117,49 +151,146 @@ def _run(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
     return code, out.getvalue() + "\0" + err.getvalue()
 
 
-def _outputs(routes: dict[str, str], tmp: Path) -> dict[str, tuple[int, str]]:
+def _outputs(routes: dict[str, str], blank: bool, tmp: Path) -> dict[str, tuple[int, str]]:
     cfg = tmp / "c.yaml"  # one name for both runs: it is printed
-    cfg.write_text(_config(routes))
+    cfg.write_text(_config(routes, blank), encoding="utf-8")
     argv, env = _request(routes, str(tmp / "absent.gguf"), str(cfg))
     outputs = {" ".join(s): _run([*s, *argv], env) for s in SURFACES}
     outputs["config"] = _run(["config", str(cfg)], {})
     outputs["config --json"] = _run(["config", "--json", str(cfg)], {})
-    # An error after the keys were read: a port the planner refuses.
-    outputs["error"] = _run(["plan", *argv, "--port", "70000"], env)
+    # Errors after the keys were read: a port the planner refuses, a malformed entry.
+    outputs["error port"] = _run(["plan", *argv, "--port", "70000"], env)
+    outputs["error env"] = _run(["plan", *argv, "--env=NOEQUALS"], env)
     return outputs
 
 
-@given(
-    st.dictionaries(st.sampled_from(ROUTES), KEYS, min_size=1, max_size=4),
-)
-def test_no_key_in_any_output(routes: dict[str, str]) -> None:
-    # Equal keys by two routes are one key to the executor, but two sentinels are two.
-    assume(len(set(routes.values())) == len(routes))
-    sentinels = {r: _sentinel(i) for i, r in enumerate(routes)}  # same order: same argv
+def _handed(plan: LaunchPlan) -> list[str]:
+    """The secrets the plan hands its executor, read from the unredacted plan by the names of
+    this file, split at commas as llama-server reads a key list."""
+    values = [v for n, _, v in (e.partition("=") for e in plan.env) if n in SECRET_VARS]
+    for i, tok in enumerate(plan.args):
+        name, eq, value = tok.partition("=")
+        if tok in SECRET_FLAGS and i + 1 < len(plan.args):
+            values.append(plan.args[i + 1])
+        elif eq and name in SECRET_FLAGS:
+            values.append(value)
+    return [k for v in values for k in (v, *v.split(",")) if k]
+
+
+def _pumped(plan: LaunchPlan, data: bytes, chunk: int) -> tuple[bytes, list[str]]:
+    """`data` as the launcher's log pump for `plan` forwards it, fed in `chunk`-byte pieces,
+    and the tail it keeps."""
+    sink = io.BytesIO()
+    pump = _LogPump.for_plan(sink, plan, resolve(plan.spec.kind, plan.args, plan.env))
+
+    async def go() -> None:
+        send, recv = trio.testing.memory_stream_one_way_pair()
+        async with trio.open_nursery() as n:
+            n.start_soon(pump.read, recv)
+            n.start_soon(pump.write)
+            for at in range(0, len(data), chunk):
+                await send.send_all(data[at : at + chunk])
+            await send.aclose()
+
+    trio.run(go)
+    return sink.getvalue(), list(pump.tail)
+
+
+def _log_surface(routes: dict[str, str], tmp: Path, chunk: int) -> None:
+    # The executor may log any secret it is handed: each one, in the places a log line
+    # quotes a key, and inside words, through the launcher's own pump.
+    cfg = tmp / "c.yaml"
+    cfg.write_text(_config(routes), encoding="utf-8")
+    argv, env = _request(routes, str(tmp / "absent.gguf"), str(cfg))
+    code, text = _run(["plan", "--json", "--show-secrets", *argv], env)
+    assert code == 0, text
+    plan = msgspec.json.decode(text.partition("\0")[0], type=LaunchPlan)
+    handed = _handed(plan)
+    assert handed, plan  # every route hands the executor a secret
+    lines = [
+        line.format(k=k)
+        for k in handed
+        for line in ("Bearer {k}", "key={k}", '{{"api_key": "{k}"}}', "q4_{k}_m.gguf", "{k}")
+    ]
+    forwarded, tail = _pumped(plan, "".join(f"{line}\n" for line in lines).encode(), chunk)
+    expected = [reference_redact(line, handed) for line in lines]
+    assert forwarded.decode().split("\n")[:-1] == expected
+    assert tail == expected[-len(tail) :]
+
+
+def _routes(max_size: int) -> st.SearchStrategy[dict[str, str]]:
+    """Routes, each with its own key: equal keys by two routes are one key to the executor,
+    but two sentinels are two."""
+    some = st.tuples(st.integers(1, max_size), st.permutations(ROUTES)).map(lambda t: t[1][: t[0]])
+    return some.flatmap(
+        lambda rs: st.lists(keys, min_size=len(rs), max_size=len(rs), unique=True).map(
+            lambda ks: dict(zip(rs, ks, strict=True))
+        )
+    )
+
+
+@given(_routes(5), st.booleans())
+def test_no_key_in_any_output(routes: dict[str, str], blank: bool) -> None:
+    sentinels = {r: _sentinel(i) for i, r in enumerate(routes)}  # same order: args follow it
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        real = _outputs(routes, tmp)
-        ref = _outputs(sentinels, tmp)
+        real = _outputs(routes, blank, tmp)
+        ref = _outputs(sentinels, blank, tmp)
     for surface, (code, text) in ref.items():
         for s in sentinels.values():
             assert s not in text, (surface, text)
         # Both runs print the same, key or sentinel: nothing depends on a key's text.
         assert real[surface] == (code, text), surface
-    assert real["error"][0] == 2 and "70000" in real["error"][1]
+        if blank and "key_env" in routes and not TOP_KEYS & set(routes) and surface[:4] == "plan":
+            assert code == 2, (surface, text)  # the caller's key is never dropped silently
+    event(f"plan exit {real['plan --json'][0]}")
+    assert real["error port"][0] == 2 and "70000" in real["error port"][1]
+    assert real["error env"][0] == 2 and "caller env: entry" in real["error env"][1]
 
 
-@given(st.sampled_from(ROUTES))
-def test_show_secrets_shows_them(route: str) -> None:
+@given(_routes(4), st.integers(1, 40))
+def test_no_handed_key_in_log_lines_as_a_token(routes: dict[str, str], chunk: int) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        _log_surface(routes, Path(d), chunk)
+
+
+@given(st.data(), st.lists(keys, min_size=1, max_size=4, unique=True))
+def test_log_lines_follow_the_free_text_rule(data: st.DataObject, secrets: list[str]) -> None:
+    # Any line, any keys: the compiled rule, on text and on bytes, is the plain one. Keys that
+    # extend another (a prefix, a list that holds it) are where the order of the keys shows.
+    longer = st.builds(str.__add__, st.sampled_from(secrets), st.sampled_from(["-x", "-", "0"]))
+    secrets = list(dict.fromkeys([*secrets, *data.draw(st.lists(longer, max_size=2))]))
+    line = data.draw(log_lines(secrets))
+    expected = reference_redact(line, secrets)
+    r = TextRedactor(secrets)
+    assert r.text(line) == expected
+    assert r.bytes(line.encode()) == expected.encode()
+    assert redact_bytes(line.encode(), secrets) == expected.encode()
+
+
+@given(st.sampled_from(ROUTES), keys)
+def test_show_secrets_shows_them(route: str, key: str) -> None:
     # The differential check above would pass on a CLI that printed nothing: here the same
-    # machinery must find the key when asked to show it.
+    # machinery must find the generated key when asked to show it.
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cfg = tmp / "c.yaml"
-        cfg.write_text(_config({route: _sentinel(1)}))
-        argv, env = _request({route: _sentinel(1)}, str(tmp / "absent.gguf"), str(cfg))
+        cfg.write_text(_config({route: key}), encoding="utf-8")
+        argv, env = _request({route: key}, str(tmp / "absent.gguf"), str(cfg))
         code, text = _run(["plan", "--json", "--show-secrets", *argv], env)
-        cfg_code, cfg_text = _run(["config", "--show-secrets", str(cfg)], {})
-    assert code == 0
+        cfg_code, cfg_text = _run(["config", "--json", "--show-secrets", str(cfg)], {})
+    assert code == 0, text
+    plan = msgspec.json.decode(text.partition("\0")[0], type=LaunchPlan)
+    assert key in _handed(plan), plan
     if route.startswith("cfg"):
-        assert _sentinel(1) in cfg_text and cfg_code == 0
-    assert _sentinel(1) in text
+        assert cfg_code == 0 and key in _strings(json.loads(cfg_text.partition("\0")[0]))
+
+
+def _strings(value: object) -> set[str]:
+    if isinstance(value, str):
+        return {value, *value.partition("=")[::2]}
+    if isinstance(value, dict):
+        return {s for k, v in value.items() for s in (*_strings(k), *_strings(v))}
+    if isinstance(value, list):
+        return {s for v in value for s in _strings(v)}
+    return set()

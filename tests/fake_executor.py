@@ -11,6 +11,8 @@ FAKE_MODE chooses the behaviour:
   flood        like ok, and write FAKE_LINES log lines as fast as possible first
   fork         like ok, with a grandchild in the same process group
 ``--help`` and ``--version`` alone print one line and exit 0 (no flags, no version).
+FAKE_ECHO, if set, names variables (comma separated) whose values are printed to stderr at
+start, with the argv, as an executor that logs its settings would.
 FAKE_READY_FILE, if set, receives the CLOCK_MONOTONIC instant /health turned 200, and
 FAKE_EXIT_FILE the instant the process is about to exit after SIGTERM (both comparable with
 time.monotonic() in other processes of this machine).
@@ -38,6 +40,12 @@ def _listen(args: list[str]) -> tuple[str, int]:
     return host, port
 
 
+def _echo() -> None:
+    if names := os.environ.get("FAKE_ECHO"):
+        said = " ".join(f"{n}={os.environ.get(n, '')}" for n in names.split(","))
+        print(f"fake executor: argv {' '.join(sys.argv[1:])} env {said}", file=sys.stderr)
+
+
 def main() -> None:
     host, port = _listen(sys.argv[1:])
     mode = os.environ.get("FAKE_MODE", "ok")
@@ -45,6 +53,7 @@ def main() -> None:
     ready_after = float(os.environ.get("FAKE_READY_AFTER", "0"))
     ready_file = os.environ.get("FAKE_READY_FILE")
     print(f"fake executor: mode {mode}, pid {os.getpid()}", file=sys.stderr, flush=True)
+    _echo()
     if mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if mode == "hang":

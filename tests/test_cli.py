@@ -197,6 +197,31 @@ def test_errors_stay_on_one_line_whatever_the_input(tiny_llama: Path, run: Run) 
     assert r.returncode == 2 and r.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    "option", ["--arg", "--env", "--run-arg", "--id", "--capability", "--model", "--host"]
+)
+def test_an_option_given_double_dash_as_its_value_is_that_string(
+    tiny_llama: Path, option: str, run: Run
+) -> None:
+    # Python 3.11's argparse turned ``--arg=--`` into [] and the CLI into a traceback.
+    r = run(*plan_args(tiny_llama), f"{option}=--", "--json")
+    assert r.returncode in (0, 2), r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("\n") <= 1
+    if r.returncode == 0:  # '--' passes through: a finding, summed up in one warning line
+        assert r.stderr == "" or r.stderr.startswith("exedra-engine: warning: ")
+
+
+def test_config_double_dash_is_a_path_not_the_default(
+    tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "--").write_text("env: {A: b}\n")
+    argv = [a for a in plan_args(tmp_path / "absent.gguf") if a != "--no-config"]
+    r = run(*argv, "--config=--", "--json")
+    assert r.returncode == 0, r.stderr
+    assert "A=b" in msgspec.json.decode(r.stdout, type=LaunchPlan).env
+
+
 # -- what only a real process shows ------------------------------------------------------
 
 

@@ -339,6 +339,30 @@ async def test_logs_to_a_text_stream(fake_hw: Hardware, monkeypatch: pytest.Monk
     assert "fake executor: listening" in out.getvalue()
 
 
+@pytest.mark.parametrize(
+    ("extra", "shown"),
+    [
+        ({"extra_env": ("HF_TOKEN=hf-env-in-logs", "DB_PASSWORD=pw-in-logs")}, "HF_TOKEN=<r"),
+        ({"extra_args": ("--hf-token", "hf-arg-in-logs")}, "--hf-token <redacted>"),
+    ],
+)
+async def test_every_secret_of_the_plan_is_redacted_in_log_lines(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any], shown: str
+) -> None:
+    # The pump used to get the API keys only: an HF_TOKEN the executor logged was shown.
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    monkeypatch.setenv("FAKE_ECHO", "HF_TOKEN,LLAMA_API_KEY,DB_PASSWORD")
+    out = io.BytesIO()
+    p = fake_plan(fake_hw, api_key="k-api-in-logs", **extra)
+    async with open_instance(p, logs=out) as inst:
+        pass
+    text = out.getvalue().decode()
+    assert "fake executor: argv" in text and shown in text, text
+    for secret in ("k-api-in-logs", "hf-env-in-logs", "pw-in-logs", "hf-arg-in-logs"):
+        assert secret not in text
+        assert not any(secret in line for line in inst.log_tail)
+
+
 @pytest.mark.parametrize("via", ["setpriv", "pre-exec hook"])
 def test_killed_parent_leaves_no_executor(fake_hw: Hardware, tmp_path: Path, via: str) -> None:
     from exedra_engine._trio.launcher import _setpriv

@@ -11,7 +11,13 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exedra_engine._core.redact import REDACTED, SHORT_KEY, TextRedactor, redact_text
+from exedra_engine._core.redact import (
+    REDACTED,
+    SHORT_KEY,
+    TextRedactor,
+    plan_secrets,
+    redact_text,
+)
 from exedra_engine._trio.launcher import _LogPump
 
 KEY = st.text(
@@ -73,3 +79,9 @@ async def test_the_log_pump_forwards_and_keeps_redacted_lines() -> None:
         "auth Bearer <redacted>\r",
         "key <redacted> \ufffd",
     ]
+
+
+def test_plan_secrets_are_every_secret_the_executor_is_handed() -> None:
+    args = ("--port", "8080", "--api-key", "a,b", "--hf-token=hft1", "-hft", "t2", "--ctx", "9")
+    env = ("HF_TOKEN=tok", "LLAMA_API_KEY=", "PATH=/bin", "MY_PASSWORD=pw")
+    assert set(plan_secrets(args, env)) == {"a,b", "a", "b", "hft1", "t2", "tok", "pw"}

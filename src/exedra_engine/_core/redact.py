@@ -9,7 +9,17 @@ one-character key ``1`` would otherwise turn ``127.0.0.1`` into ``<redacted>27.0
   ``HF_TOKEN``, ``*_PASSWORD``...).
 
 Only free text that has no structure, an executor's log lines, is searched for the keys it
-may carry (`TextRedactor`: a short key only where it stands as a token).
+may carry (`TextRedactor`, built once per launch from `plan_secrets`), by this rule:
+
+- a key of `SHORT_KEY` (8) characters or more is replaced wherever it occurs: that long a
+  string is no accident of the text around it;
+- a shorter key is replaced only where it stands as a token: the character before it and the
+  character after it are each absent or outside ``[A-Za-z0-9_]``. With the key ``k``,
+  ``Bearer k``, ``key=k`` and ``"k"`` are redacted and ``gemma-3-270m-q4_k_m.gguf`` is left as
+  it is. A short key glued inside a word stays visible: no rule can hide it there without
+  turning every word that contains it into noise;
+- keys are tried longest first at each place, so a key that contains another is hidden whole.
+  Neighbours are judged on the original text, not on what an earlier replacement left.
 """
 
 from __future__ import annotations
@@ -117,6 +127,29 @@ def redact_config(cfg: Config) -> Config:
 SHORT_KEY: Final = 8
 """Keys shorter than this are redacted in free text only where they stand as a token."""
 
+_NOT_WORD_BEFORE: Final = "(?<![A-Za-z0-9_])"
+_NOT_WORD_AFTER: Final = "(?![A-Za-z0-9_])"
+
+
+def plan_secrets(args: Sequence[str], env: Iterable[str]) -> tuple[str, ...]:
+    """Every secret a plan hands its executor, as free text may quote it: the value of each
+    key flag (``--api-key K``, ``--hf-token=K``) and of each secret-named variable
+    (``LLAMA_API_KEY=K``, ``HF_TOKEN=K``), whole and split at commas (llama-server reads a
+    comma-separated list of API keys)."""
+    values: list[str] = []
+    for i, tok in enumerate(args):
+        name, eq, value = tok.partition("=")
+        if is_secret_flag(tok) and i + 1 < len(args):
+            values.append(args[i + 1])
+        elif eq and tok[:1] == "-" and is_secret_flag(name):
+            values.append(value)
+    for item in env:
+        name, eq, value = item.partition("=")
+        if eq and is_secret_name(name):
+            values.append(value)
+    out = [*values, *(part for v in values if "," in v for part in v.split(","))]
+    return tuple(dict.fromkeys(v for v in out if v))
+
 
 class TextRedactor:
     """Hides keys in free text (an executor's log lines), where nothing says where a key
@@ -134,7 +167,7 @@ class TextRedactor:
         alts = [
             re.escape(k)
             if len(k) >= SHORT_KEY
-            else rf"(?<![A-Za-z0-9_]){re.escape(k)}(?![A-Za-z0-9_])"
+            else f"{_NOT_WORD_BEFORE}{re.escape(k)}{_NOT_WORD_AFTER}"
             for k in keys
         ]
         self._text = re.compile("|".join(alts)) if alts else None
@@ -152,8 +185,6 @@ class TextRedactor:
 
 
 _REDACTED_BYTES: Final = REDACTED.encode()
-_NOT_WORD_BEFORE: Final = "(?<![A-Za-z0-9_])"
-_NOT_WORD: Final = "(?![A-Za-z0-9_])"
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:

@@ -45,7 +45,7 @@ from exedra_engine._core.endpoint import Resolved, env_dict, resolve
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.planner import next_free_port, with_port
-from exedra_engine._core.redact import TextRedactor
+from exedra_engine._core.redact import TextRedactor, plan_secrets
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
 from exedra_engine._shell.host import LocalHost
@@ -185,6 +185,12 @@ class _LogPump:
                     self._line(line + b"\n")
             if buf:
                 self._line(buf + b"\n")
+
+    @classmethod
+    def for_plan(cls, logs: Logs, plan: LaunchPlan, resolved: Resolved) -> _LogPump:
+        """The pump for `plan`'s executor: every secret it is handed is hidden in its lines,
+        not only the API keys (a log line may quote HF_TOKEN or --hf-token too)."""
+        return cls(logs, (*resolved.api_keys, *plan_secrets(plan.args, plan.env)))
 
     def _line(self, raw: bytes) -> None:
         line = self.redactor.bytes(raw)
@@ -429,7 +435,7 @@ async def _attempt(
     """One start. None once the process has run and exited after ``started()``; the
     readiness failure when it never got there (the child is dead by then)."""
     r = resolve(plan.spec.kind, plan.args, plan.env)
-    pump = _LogPump(logs, r.api_keys)
+    pump = _LogPump.for_plan(logs, plan, r)
     # Checked here because with a setpriv prefix a missing binary would only show as
     # setpriv's own exit status.
     if shutil.which(plan.command) is None:

@@ -99,6 +99,17 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # CPython 3.11's argparse strips an explicit "--" value (``--arg=--``) and hands the
+        # action an empty list where a string belongs: a traceback further on. The value is
+        # the string "--", as later Pythons read it.
+        given = list(arg_strings)
+        value = super()._get_values(action, arg_strings)
+        if action.option_strings and action.nargs is None and given == ["--"] and value == []:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+        return value
+
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         # argparse swallows a failed write (--help into a closed pipe or /dev/full would exit
         # 0 having printed nothing); main() reports it like any other failed write.

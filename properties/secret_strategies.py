@@ -1,0 +1,92 @@
+"""Strategies for API keys and the free text (log lines) that may quote them (issue 14), and
+the free-text redaction rule written plainly, to check the compiled one against.
+
+Keys are what a caller could really set: printable text of one character or more, with no
+comma (llama-server splits a key list at commas; the planner refuses one), no NUL and no
+whitespace. Short keys are drawn often, from the characters that the rest of the output holds
+too (``1`` of ``127.0.0.1``, ``k`` of ``q4_k_m``, ``-`` and ``=`` of every flag), since those
+are the ones a substring search would over-redact and a careless rule would leak.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import strategies as st
+
+from exedra_engine._core.redact import REDACTED, SHORT_KEY
+
+_PRINTABLE = st.characters(
+    codec="utf-8",
+    exclude_categories=("Cc", "Cs", "Cf", "Co", "Cn", "Zs", "Zl", "Zp"),
+    exclude_characters=",",
+)
+_COMMON = "abkmqAZ019_-.=:/@+\"'$\\<>é€"
+
+
+def _is_key(k: str) -> bool:
+    return bool(k) and k.isprintable() and "," not in k and not any(c.isspace() for c in k)
+
+
+keys = st.one_of(
+    st.text(st.sampled_from(_COMMON), min_size=1, max_size=3),
+    st.text(_PRINTABLE, min_size=1, max_size=14),
+    st.sampled_from(["1", "k", "0", "-", "=", "m", "127.0.0.1", "8080", "llama", "<redacted>"]),
+).filter(_is_key)
+"""One API key: as short as one character, any printable text but comma and whitespace."""
+
+# Where a log line may quote a key: as its own token, or glued inside a word.
+_AS_TOKEN = ("Bearer {k}", "key={k}", '"{k}"', "api_key: {k}", "({k})", "{k}")
+_IN_A_WORD = ("q4_{k}_m.gguf", "x{k}", "{k}9", "{k}{k}")
+_FILLER = st.text(st.sampled_from("abkqxAZ0189_-./:=\"'() "), max_size=10)
+
+
+@st.composite
+def log_lines(draw: st.DrawFn, secrets: list[str]) -> str:
+    """One log line (no newline) made of filler and the `secrets`, in both kinds of place."""
+    parts = draw(
+        st.lists(
+            st.one_of(
+                _FILLER,
+                st.builds(
+                    str.format,
+                    st.sampled_from(_AS_TOKEN + _IN_A_WORD),
+                    k=st.sampled_from(secrets),
+                ),
+            ),
+            max_size=8,
+        )
+    )
+    return " ".join(parts)
+
+
+_WORD = re.compile("[A-Za-z0-9_]")
+
+
+def stands_as_token(text: str, at: int, key: str) -> bool:
+    """Whether `key`, found at `at` in `text`, stands as a token there: neither neighbour a
+    letter, digit or ``_``."""
+    before = text[at - 1] if at > 0 else ""
+    after = text[at + len(key) : at + len(key) + 1]
+    return not _WORD.fullmatch(before) and not _WORD.fullmatch(after)
+
+
+def reference_redact(text: str, secrets: list[str]) -> str:
+    """The rule of `exedra_engine._core.redact` for free text, written plainly, with no
+    regular expression: at each place, the longest secret that starts there and is long
+    (`SHORT_KEY` or more) or stands as a token in `text` is replaced; else the character
+    is kept."""
+    ordered = sorted({k for k in secrets if k}, key=len, reverse=True)
+    out, pos = [], 0
+    while pos < len(text):
+        for key in ordered:
+            if text.startswith(key, pos) and (
+                len(key) >= SHORT_KEY or stands_as_token(text, pos, key)
+            ):
+                out.append(REDACTED)
+                pos += len(key)
+                break
+        else:
+            out.append(text[pos])
+            pos += 1
+    return "".join(out)
