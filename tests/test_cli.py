@@ -211,6 +211,25 @@ def test_an_option_given_double_dash_as_its_value_is_that_string(
         assert r.stderr == "" or r.stderr.startswith("exedra-engine: warning: ")
 
 
+def test_an_undecodable_host_is_escaped_in_the_endpoint_line(tmp_path: Path) -> None:
+    # Found by the soak run: plan --host $'\x80' printed the URL raw, a UnicodeEncodeError
+    # under a strict UTF-8 stdout.
+    import contextlib
+    import io
+
+    out = io.BytesIO()
+    strict = io.TextIOWrapper(out, encoding="utf-8", errors="strict")
+    argv = [
+        *plan_args(tmp_path / "absent.gguf"),
+        "--no-port-check",
+        "--host=" + os.fsdecode(b"\x80"),
+    ]
+    with contextlib.redirect_stdout(strict):
+        assert main(argv) == 0
+        strict.flush()
+    assert "endpoint  http://\\udc80:" in out.getvalue().decode()
+
+
 def test_config_double_dash_is_a_path_not_the_default(
     tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -262,21 +281,30 @@ def test_a_full_stdout_is_one_line_and_exit_1(argv: tuple[str, ...]) -> None:
     assert r.stderr.startswith("exedra-engine: error: cannot write: ")
 
 
-def test_launch_runs_until_sigterm(tiny_llama: Path) -> None:
+@pytest.mark.parametrize("name", [None, b"m\xff.gguf"])
+def test_launch_runs_until_sigterm(tiny_llama: Path, tmp_path: Path, name: bytes | None) -> None:
+    # Also under a model name that is not UTF-8 and a stdout that accepts only UTF-8: the
+    # ready line's JSON escapes the path (it was a UnicodeEncodeError once the executor ran).
+    import shutil
     import signal
     import time
 
-    launch = ["launch", *plan_args(tiny_llama, "--json")[1:]]
+    model = tiny_llama
+    if name is not None:
+        model = Path(os.fsdecode(os.fsencode(tmp_path) + b"/" + name))
+        shutil.copy(tiny_llama, model)
+    launch = ["launch", *plan_args(model, "--json")[1:]]
     p = subprocess.Popen(
         [sys.executable, "-m", "exedra_engine", *launch],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "FAKE_MODE": "ok"},
+        env={**os.environ, "FAKE_MODE": "ok", "PYTHONIOENCODING": "utf-8:strict"},
     )
     assert p.stdout is not None
     ready = json.loads(p.stdout.readline())
     assert ready["url"].startswith("http://127.0.0.1:")
+    assert ready["plan"]["spec"]["path"] == os.fspath(model)
     time.sleep(0.1)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=20)

@@ -6,7 +6,6 @@ import argparse
 import signal
 import sys
 
-import msgspec
 import trio
 from returns.result import Failure, Success
 
@@ -24,7 +23,7 @@ def run_launch(plan: LaunchPlan, a: argparse.Namespace) -> int:
 
 async def _main(plan: LaunchPlan, a: argparse.Namespace) -> int:
     from exedra_engine.cli.render import fail as _fail
-    from exedra_engine.cli.render import shown_plan
+    from exedra_engine.cli.render import json_text, shown, shown_plan
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
@@ -39,9 +38,9 @@ async def _main(plan: LaunchPlan, a: argparse.Namespace) -> int:
                     "pid": inst.pid,
                     "plan": shown_plan(inst.plan, a.show_secrets),
                 }
-                sys.stdout.write(msgspec.json.encode(body).decode() + "\n")
+                sys.stdout.write(json_text(body, indent=False) + "\n")
             else:
-                print(f"ready     {inst.endpoint.url}  (pid {inst.pid}); Ctrl-C stops it")
+                print(f"ready     {shown(inst.endpoint.url)}  (pid {inst.pid}); Ctrl-C stops it")
             sys.stdout.flush()
 
             async def on_signal() -> None:

@@ -43,15 +43,21 @@ def fail(err: EngineError, code: int = 2) -> int:
     return code
 
 
-def json_text(value: object) -> str:
-    """`value` as indented JSON text that any UTF-8 stream can write: a lone surrogate in a
-    string (a path's undecodable byte) is written as its ``\\udcXX`` escape."""
+def json_text(value: object, *, indent: bool = True) -> str:
+    """`value` as JSON text that any UTF-8 stream can write, indented or on one line: a lone
+    surrogate in a string (a path's undecodable byte) is written as its ``\\udcXX`` escape."""
     try:
-        return msgspec.json.format(msgspec.json.encode(value)).decode()
+        data = msgspec.json.encode(value)
+        return (msgspec.json.format(data) if indent else data).decode()
     except UnicodeEncodeError:
         import json  # only here: a cold start that prints plain JSON never loads it
 
-        text = json.dumps(msgspec.to_builtins(value), ensure_ascii=False, indent=2)
+        text = json.dumps(
+            msgspec.to_builtins(value),
+            ensure_ascii=False,
+            indent=2 if indent else None,
+            separators=None if indent else (",", ":"),
+        )
         return re.sub(_SURROGATE, lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
@@ -80,7 +86,7 @@ def print_plan(plan: LaunchPlan) -> None:
     for i, e in enumerate(plan.env):
         print(("env       " if i == 0 else "          ") + shown(e))
     print(
-        f"endpoint  {plan.url}  (ready: {plan.ready}"
+        f"endpoint  {shown(plan.url)}  (ready: {shown(plan.ready)}"
         + (", scanned port" if plan.port_scanned else "")
         + ")"
     )
