@@ -7,9 +7,16 @@ tests; paths it is given and returns are host paths ("/sys/class/drm"), never ro
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from typing import BinaryIO
 
+from exedra_engine._core.netstat import (
+    NETLINK_SOCK_DIAG,
+    DiagError,
+    sock_diag_ports,
+    sock_diag_request,
+)
 from exedra_engine._shell.ports import FileKind, NotRegularFile
 
 _MAX_TEXT = 1 << 20
@@ -96,6 +103,27 @@ class LocalHost:
                 raise IsADirectoryError(21, "is a directory", path)
             raise NotRegularFile(0, "not a regular file", path)
         return os.fdopen(fd, "rb", buffering=0), st.st_size
+
+    def tcp_ports(self, states: int) -> frozenset[int] | None:
+        """Local ports of this network namespace's TCP sockets in `states` (a sock_diag
+        mask), by one netlink dump per address family; None where netlink is unavailable
+        (the caller then reads /proc/net/tcp). Only for the host itself: a rooted
+        `LocalHost` reads fixture files instead."""
+        if self.root != "/":
+            return None
+        try:
+            with socket.socket(
+                socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, NETLINK_SOCK_DIAG
+            ) as s:
+                s.settimeout(2.0)
+                ports: set[int] = set()
+                for seq, family in enumerate((socket.AF_INET, socket.AF_INET6), 1):
+                    s.send(sock_diag_request(family, states, seq))
+                    while not sock_diag_ports(s.recv(1 << 16), ports):
+                        pass
+                return frozenset(ports)
+        except (OSError, AttributeError, DiagError):
+            return None
 
     def affinity_cpus(self) -> int:
         if self._affinity is not None:

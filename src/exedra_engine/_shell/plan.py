@@ -11,12 +11,12 @@ from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.kinds import Kind
-from exedra_engine._core.netstat import ports_in_use
+from exedra_engine._core.netstat import holding_states, ports_in_use
 from exedra_engine._core.planner import Explained, explain_launch
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.inspect import inspect
-from exedra_engine._shell.ports import HostFiles
+from exedra_engine._shell.ports import HostFiles, HostSockets
 from exedra_engine.errors import EngineError, NotGGUF
 
 
@@ -77,8 +77,14 @@ def model_facts(spec: ModelSpec, files: HostFiles) -> Result[ModelInfo | None, E
 
 
 def read_ports_in_use(files: HostFiles, kind: Kind) -> frozenset[int]:
-    """Ports the `kind` executor could not bind in this network namespace."""
+    """Ports the `kind` executor could not bind in this network namespace: from a netlink
+    dump where the host offers one (`HostSockets`), else from /proc/net/tcp{,6}."""
+    time_wait = executor_profile(kind).time_wait_blocks_bind
+    if isinstance(files, HostSockets):
+        dumped = files.tcp_ports(holding_states(time_wait=time_wait))
+        if dumped is not None:
+            return dumped
     return ports_in_use(
         *(files.read_text(p) or "" for p in ("/proc/net/tcp", "/proc/net/tcp6")),
-        time_wait=executor_profile(kind).time_wait_blocks_bind,
+        time_wait=time_wait,
     )

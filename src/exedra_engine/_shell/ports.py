@@ -7,7 +7,7 @@ through one adapter, so a test can hand them a dict-backed fake instead of a dis
 
 from __future__ import annotations
 
-from typing import BinaryIO, Literal, Protocol
+from typing import BinaryIO, Literal, Protocol, runtime_checkable
 
 FileKind = Literal["missing", "file", "directory", "other"]
 """What a path names: nothing, a regular file, a directory, or anything else (a FIFO, a
@@ -65,6 +65,17 @@ class HostProcess(Protocol):
 
     def search_path(self) -> tuple[str, ...]:
         """The directories of PATH, in order."""
+        ...
+
+
+@runtime_checkable
+class HostSockets(Protocol):
+    """The host's TCP sockets, asked of the kernel (an optional port: without it, the ports
+    in use are read from /proc/net/tcp through `HostFiles`)."""
+
+    def tcp_ports(self, states: int) -> frozenset[int] | None:
+        """Local ports of TCP sockets in `states` (a sock_diag state mask), or None when
+        the kernel cannot be asked."""
         ...
 
 
