@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
-from exedra_engine import Constraints, Hardware, Kind, ModelSpec, NotReady, open_instance
+from exedra_engine import Constraints, Hardware, Kind, ModelSpec, NotReady, launch, open_instance
 from exedra_engine._core import readiness
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.netstat import ports_in_use
@@ -172,3 +173,38 @@ async def test_the_executor_outlives_the_thread_that_started_it(
         await trio.sleep(11.5)
         assert inst.exit_reason is None
     assert inst.exit_reason is not None and inst.exit_reason.clean
+
+
+async def test_a_stranger_answering_on_the_port_does_not_make_a_launch_ready(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process took the planned port between planning and binding, and answers 200:
+    # the fake (which binds after 1 s) then fails to bind and exits. The launch must fail
+    # with that exit, not report the stranger as the instance.
+    import http.server
+    import threading
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    stranger = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    port = stranger.server_address[1]
+    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    monkeypatch.setenv("FAKE_DELAY", "1")
+    try:
+        spec = ModelSpec(path="/nonexistent/fake.gguf", kind=Kind.LLAMA)
+        plan = plan_launch(spec, fake_hw, Constraints(port=port)).unwrap()  # no ports known
+        with trio.fail_after(30):
+            async with trio.open_nursery() as n:
+                r = await launch(n, plan)
+        err = r.failure()
+        assert isinstance(err, NotReady) and "exited before it was ready" in str(err), err
+    finally:
+        stranger.shutdown()
+        stranger.server_close()

@@ -47,6 +47,13 @@ _IPPROTO_TCP: Final = 6
 _NLMSG = struct.Struct("=IHHII")
 _DIAG_REQ = struct.Struct("=BBBBI48x")  # family, protocol, ext, pad, states, an empty sockid
 _SPORT = struct.Struct(">H")  # inet_diag_msg: family, state, timer, retrans, then sockid.sport
+# ... then the rest of sockid (46 bytes), expires, rqueue, wqueue, uid, and the socket's inode.
+_INODE = struct.Struct("=I")
+_INODE_AT: Final = 4 + 48 + 16
+
+
+LISTENING: Final = 1 << 0x0A
+"""The sock_diag state mask of listening sockets."""
 
 
 def holding_states(*, time_wait: bool = False) -> int:
@@ -68,8 +75,11 @@ class DiagError(ValueError):
     """The kernel answered a dump with an error (or bytes that are no netlink messages)."""
 
 
-def sock_diag_ports(datagram: bytes, ports: set[int]) -> bool:
-    """Add the local ports of one netlink answer to `ports`; True once the dump is done."""
+def sock_diag_ports(
+    datagram: bytes, ports: set[int], inodes: dict[int, set[int]] | None = None
+) -> bool:
+    """Add the local ports of one netlink answer to `ports` (and, given `inodes`, each port's
+    socket inodes to it); True once the dump is done."""
     off = 0
     while off + _NLMSG.size <= len(datagram):
         length, kind, _, _, _ = _NLMSG.unpack_from(datagram, off)
@@ -80,7 +90,11 @@ def sock_diag_ports(datagram: bytes, ports: set[int]) -> bool:
         if kind == _NLMSG_ERROR:
             raise DiagError("the kernel refused the sock_diag dump")
         if kind == _SOCK_DIAG_BY_FAMILY and length >= _NLMSG.size + 4 + _SPORT.size:
-            ports.add(_SPORT.unpack_from(datagram, off + _NLMSG.size + 4)[0])
+            port = _SPORT.unpack_from(datagram, off + _NLMSG.size + 4)[0]
+            ports.add(port)
+            if inodes is not None and length >= _NLMSG.size + _INODE_AT + _INODE.size:
+                inode = _INODE.unpack_from(datagram, off + _NLMSG.size + _INODE_AT)[0]
+                inodes.setdefault(port, set()).add(inode)
         off += (length + 3) & ~3
     return False
 

@@ -6,12 +6,14 @@ tests; paths it is given and returns are host paths ("/sys/class/drm"), never ro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
 from typing import BinaryIO
 
 from exedra_engine._core.netstat import (
+    LISTENING,
     NETLINK_SOCK_DIAG,
     DiagError,
     sock_diag_ports,
@@ -105,10 +107,20 @@ class LocalHost:
         return os.fdopen(fd, "rb", buffering=0), st.st_size
 
     def tcp_ports(self, states: int) -> frozenset[int] | None:
+        dumped = self._dump(states)
+        return None if dumped is None else frozenset(dumped)
+
+    def listener_inodes(self, port: int) -> frozenset[int] | None:
+        """The inodes of the sockets listening on TCP `port`, or None when the kernel cannot
+        be asked."""
+        dumped = self._dump(LISTENING)
+        return None if dumped is None else frozenset(dumped.get(port, ()))
+
+    def _dump(self, states: int) -> dict[int, set[int]] | None:
         """Local ports of this network namespace's TCP sockets in `states` (a sock_diag
-        mask), by one netlink dump per address family; None where netlink is unavailable
-        (the caller then reads /proc/net/tcp). Only for the host itself: a rooted
-        `LocalHost` reads fixture files instead."""
+        mask), each with its sockets' inodes, by one netlink dump per address family; None
+        where netlink is unavailable (the caller then reads /proc/net/tcp). Only for the host
+        itself: a rooted `LocalHost` reads fixture files instead."""
         if self.root != "/":
             return None
         try:
@@ -117,13 +129,30 @@ class LocalHost:
             ) as s:
                 s.settimeout(2.0)
                 ports: set[int] = set()
+                inodes: dict[int, set[int]] = {}
                 for seq, family in enumerate((socket.AF_INET, socket.AF_INET6), 1):
                     s.send(sock_diag_request(family, states, seq))
-                    while not sock_diag_ports(s.recv(1 << 16), ports):
+                    while not sock_diag_ports(s.recv(1 << 16), ports, inodes):
                         pass
-                return frozenset(ports)
+                return {p: inodes.get(p, set()) for p in ports}
         except (OSError, AttributeError, DiagError):
             return None
+
+    def socket_inodes(self, pid: int) -> frozenset[int] | None:
+        """The inodes of the sockets process `pid` holds open, or None when its file
+        descriptors cannot be listed."""
+        fd_dir = self._on_disk(f"/proc/{pid}/fd")
+        try:
+            names = os.listdir(fd_dir)
+        except OSError:
+            return None
+        inodes = set()
+        for n in names:
+            with contextlib.suppress(OSError):
+                target = os.readlink(os.path.join(fd_dir, n))
+                if target.startswith("socket:["):
+                    inodes.add(int(target[8:-1]))
+        return frozenset(inodes)
 
     def affinity_cpus(self) -> int:
         if self._affinity is not None:

@@ -502,7 +502,11 @@ async def _poll(
             if inst._exited.is_set():
                 return _exited_early(inst)
             if await poller.ready():
-                return None
+                if _answered_by(inst, r.port):
+                    return None
+                # Another process answered on our port: ours lost the bind, or has not bound
+                # yet. Its exit, or its own answer, decides.
+                await poller.close()
             seen = inst._pump.new_line_event()
             with trio.move_on_after(interval):
                 async with trio.open_nursery() as wake:
@@ -551,6 +555,23 @@ async def _group_gone(pgid: int) -> None:
     while _group_alive(pgid):
         await trio.sleep(delay)
         delay = min(delay * 2, 0.02)
+
+
+def _answered_by(inst: Instance, port: int) -> bool:
+    """Whether the socket listening on `port` is the executor's own (a 200 from a stranger
+    that took the port must not make a launch ready). True when the kernel cannot tell."""
+    host = LocalHost()
+    listening = host.listener_inodes(port)
+    if not listening:  # the kernel cannot be asked (or the listener just went): trust the 200
+        return True
+    held = host.socket_inodes(inst.pid)
+    if held is None:
+        # No descriptors to list: the executor has exited (a zombie has none), or /proc hides
+        # them. Only a live process whose descriptors are hidden is given the benefit.
+        stat = host.read_text(f"/proc/{inst.pid}/stat") or ""
+        state = stat.rpartition(")")[2].split()[:1]
+        return bool(state) and state[0] not in ("Z", "X")
+    return not listening.isdisjoint(held)
 
 
 def _group_alive(pgid: int) -> bool:
