@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -119,3 +121,47 @@ def fake_hw() -> Hardware:
     return Hardware(
         cpu=probe().unwrap().cpu, executors=(ExecutorInfo(kind=Kind.LLAMA, path=str(FAKE)),)
     )
+
+
+class Ran(NamedTuple):
+    """What `exedra-engine ARGS` did in this process."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def code(self) -> int:
+        return self.returncode
+
+    @property
+    def out(self) -> str:
+        return self.stdout
+
+    @property
+    def err(self) -> str:
+        return self.stderr
+
+
+Run = Callable[..., Ran]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
+    """`exedra-engine ARGS` in this process: `main(argv)`, its exit code and what it printed.
+    `env` is set for the rest of the test. Tests that need a real process (the entry points,
+    signals, a closed or full stdout) start one themselves."""
+    from exedra_engine.cli import main
+
+    def go(*args: str, env: dict[str, str] | None = None) -> Ran:
+        for k, v in (env or {}).items():
+            monkeypatch.setenv(k, v)
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse: --help, --version, usage errors
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return go

@@ -9,45 +9,15 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 import pytest
 
 from exedra_engine import LaunchPlan, __version__
 from exedra_engine.cli import main
-from tests.conftest import FAKE, HOSTS
-
-
-class Ran(NamedTuple):
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-Run = Callable[..., Ran]
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
-    """`exedra-engine ARGS` in this process: `main(argv)`, its exit code and what it printed.
-    `env` is set for the rest of the test. The few tests that need a real process (the
-    entry points, signals, a closed or full stdout) use `spawn`."""
-
-    def go(*args: str, env: dict[str, str] | None = None) -> Ran:
-        for k, v in (env or {}).items():
-            monkeypatch.setenv(k, v)
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as e:  # argparse: --help, --version, usage errors
-            code = e.code if isinstance(e.code, int) else int(e.code is not None)
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
-
-    return go
+from tests.conftest import FAKE, HOSTS, Run
 
 
 def spawn(*argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:

@@ -4,44 +4,19 @@ the token, judged by the executors' flag tables (issue 13)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
 from exedra_engine._core.check import Finding, check_file
 from exedra_engine._core.config import located_config_from_yaml
-from exedra_engine.cli import main
-
-
-class Ran(NamedTuple):
-    code: int
-    out: str
-    err: str
-
-
-Run = Callable[..., Ran]
+from tests.conftest import Run
 
 
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Parsed --help texts are cached per binary: these tests keep theirs to themselves.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    def go(*args: str) -> Ran:
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 2
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
-
-    return go
 
 
 def findings(text: str, source: str = "10-site.yaml") -> tuple[Finding, ...]:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
@@ -19,7 +17,7 @@ from exedra_engine._core.helptext import parse_help, rows_from_help, version_fro
 from exedra_engine._shell import flag_tables
 from exedra_engine._shell.flag_tables import cache_dir, executor_table, executor_version
 from exedra_engine._shell.probe import probe
-from exedra_engine.cli import main
+from tests.conftest import Run
 
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA = executor_profile(Kind.LLAMA)
@@ -38,33 +36,10 @@ REFERENCE = _reference()
 needs_reference = pytest.mark.skipif(REFERENCE is None, reason="no reference help texts")
 
 
-class Ran(NamedTuple):
-    code: int
-    out: str
-    err: str
-
-
-Run = Callable[..., Ran]
-
-
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     return tmp_path / "cache" / "exedra-engine" / "flag-tables"
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    def go(*args: str) -> Ran:
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 2
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
-
-    return go
 
 
 def fake_binary(directory: Path, name: str, help_text: str, version: str = "") -> Path:

@@ -4,9 +4,7 @@ JSON, plan --strict, and a pure planner that judges by the table it is given (is
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 import msgspec
 import pytest
@@ -27,8 +25,7 @@ from exedra_engine._core.config import located_config_from_yaml
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.flags import table_from_rows
 from exedra_engine._core.values import CPU
-from exedra_engine.cli import main
-from tests.conftest import FAKE
+from tests.conftest import FAKE, Run
 
 LLAMA = executor_profile(Kind.LLAMA)
 HW = Hardware(
@@ -41,32 +38,9 @@ HW = Hardware(
 SPEC = ModelSpec(id="qwen", path="/models/qwen.gguf", kind=Kind.LLAMA)
 
 
-class Ran(NamedTuple):
-    code: int
-    out: str
-    err: str
-
-
-Run = Callable[..., Ran]
-
-
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    def go(*args: str) -> Ran:
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 2
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
-
-    return go
 
 
 def plan_args(config: Path, *extra: str, executor: str = str(FAKE)) -> list[str]:
