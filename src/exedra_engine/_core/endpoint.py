@@ -112,9 +112,7 @@ def resolve_merged(
         host = settings[p.host_flag][0]
     if p.port_flag in settings:
         value = settings[p.port_flag][0]
-        port = stoi(value)
-        if port is None:
-            raise PlanError(f"{p.port_flag} {value!r} is not a port number")
+        port = _port(value, f"{p.port_flag} {value!r}")
     return _endpoint(p, host, port, tuple(keys))
 
 
@@ -124,9 +122,7 @@ def _from_env(
     host = env.get(p.host_env) if p.host_env else None
     port = None
     if p.port_env and p.port_env in env:
-        port = stoi(env[p.port_env])
-        if port is None:
-            raise PlanError(f"{p.port_env}={env[p.port_env]!r} is not a port number")
+        port = _port(env[p.port_env], f"{p.port_env}={env[p.port_env]!r}")
     keys = _keys(p, env.get(p.key_env, "")) if p.key_env else []
     return host, port, keys
 
@@ -152,13 +148,18 @@ def _from_args(p: ExecutorProfile, args: Sequence[str]) -> tuple[str | None, int
         if flag.key == p.host_flag:
             host = value
         elif flag.key == p.port_flag:
-            port = stoi(value)
-            if port is None:
-                raise PlanError(f"{tok} {value!r} is not a port number")
+            port = _port(value, f"{tok} {value!r}")
         elif flag.key == p.key_flag:
             keys.extend(_keys(p, value))
         i += 1 + nargs
     return host, port, keys
+
+
+def _port(value: str, shown: str) -> int:
+    port = stoi(value)
+    if port is None:
+        raise PlanError(f"{shown} is not a port number")
+    return port
 
 
 def _refuse_inline(p: ExecutorProfile, tok: str) -> None:

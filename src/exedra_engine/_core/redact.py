@@ -25,7 +25,7 @@ may carry (`TextRedactor`, built once per launch from `plan_secrets`), by this r
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -45,29 +45,33 @@ def is_secret_name(name: str) -> bool:
     return any(w in upper for w in _SECRET_WORDS)
 
 
-def redact_env(item: str, secrets: Iterable[str] = ()) -> str:
-    """``NAME=VALUE`` with the value hidden when the name says it is a secret.
-
-    `secrets` is accepted for compatibility and ignored: values are never searched.
-    """
-    del secrets
+def redact_env(item: str) -> str:
+    """``NAME=VALUE`` with the value hidden when the name says it is a secret."""
     name, sep, value = item.partition("=")
     if sep and value and is_secret_name(name):
         return f"{name}={REDACTED}"
     return item
 
 
-def redact_args(args: Sequence[str]) -> tuple[str, ...]:
-    """`args` with the value of every key flag hidden (``--api-key K``, ``--api-key=K``)."""
-    out = list(args)
-    for i, tok in enumerate(args):  # decided on the originals: ``--api-key --api-key K``
+def _secret_values(args: Sequence[str]) -> Iterator[tuple[int, str, str]]:
+    """Where each key flag's value stands in `args`: its index, the value, and the flag's
+    name when the value is inline (``--api-key=K``; "" for ``--api-key K``). Decided on the
+    tokens as given, so ``--api-key --api-key K`` hides the second ``--api-key``."""
+    for i, tok in enumerate(args):
         if is_secret_flag(tok):
-            if i + 1 < len(out):
-                out[i + 1] = REDACTED
+            if i + 1 < len(args):
+                yield i + 1, args[i + 1], ""
         elif tok[:1] == "-":
             name, sep, value = tok.partition("=")
             if sep and value and is_secret_flag(name):
-                out[i] = f"{name}={REDACTED}"
+                yield i, value, name
+
+
+def redact_args(args: Sequence[str]) -> tuple[str, ...]:
+    """`args` with the value of every key flag hidden (``--api-key K``, ``--api-key=K``)."""
+    out = list(args)
+    for i, _, inline in _secret_values(args):
+        out[i] = f"{inline}={REDACTED}" if inline else REDACTED
     return tuple(out)
 
 
@@ -136,13 +140,7 @@ def plan_secrets(args: Sequence[str], env: Iterable[str]) -> tuple[str, ...]:
     key flag (``--api-key K``, ``--hf-token=K``) and of each secret-named variable
     (``LLAMA_API_KEY=K``, ``HF_TOKEN=K``), whole and split at commas (llama-server reads a
     comma-separated list of API keys)."""
-    values: list[str] = []
-    for i, tok in enumerate(args):
-        name, eq, value = tok.partition("=")
-        if is_secret_flag(tok) and i + 1 < len(args):
-            values.append(args[i + 1])
-        elif eq and tok[:1] == "-" and is_secret_flag(name):
-            values.append(value)
+    values = [value for _, value, _ in _secret_values(args)]
     for item in env:
         name, eq, value = item.partition("=")
         if eq and is_secret_name(name):
