@@ -8,6 +8,7 @@ from typing import Any
 import trio
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.log_pump import feed
 
 from exedra_engine._trio.launcher import _LogPump
 from properties.strategies import keys
@@ -44,13 +45,7 @@ def test_log_lines_never_carry_a_key(ks: list[str], words: list[str], chunk: int
     async def main() -> tuple[bytes, tuple[str, ...]]:
         sink = Collect()
         pump = _LogPump(sink, tuple(ks))
-        send, recv = trio.testing.memory_stream_one_way_pair()
-        async with trio.open_nursery() as n:
-            n.start_soon(pump.read, recv)
-            n.start_soon(pump.write)
-            for i in range(0, len(raw), chunk):
-                await send.send_all(raw[i : i + chunk])
-            await send.aclose()
+        await feed(pump, raw, chunk)
         return sink.data, tuple(pump.tail)
 
     data, tail = trio.run(main)
@@ -64,12 +59,7 @@ def test_a_key_inside_another_leaves_no_part_behind() -> None:
     async def main() -> bytes:
         sink = Collect()
         pump = _LogPump(sink, ("sk-abc", "sk-abcdef"))
-        send, recv = trio.testing.memory_stream_one_way_pair()
-        async with trio.open_nursery() as n:
-            n.start_soon(pump.read, recv)
-            n.start_soon(pump.write)
-            await send.send_all(b"keys sk-abcdef and sk-abc\n")
-            await send.aclose()
+        await feed(pump, b"keys sk-abcdef and sk-abc\n")
         return sink.data
 
     assert trio.run(main) == b"keys <redacted> and <redacted>\n"

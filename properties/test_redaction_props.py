@@ -37,6 +37,7 @@ import trio
 import trio.testing
 from hypothesis import event, given
 from hypothesis import strategies as st
+from tests.log_pump import feed
 
 from exedra_engine import LaunchPlan
 from exedra_engine._core.endpoint import resolve
@@ -183,16 +184,7 @@ def _pumped(plan: LaunchPlan, data: bytes, chunk: int) -> tuple[bytes, list[str]
     sink = io.BytesIO()
     pump = _LogPump.for_plan(sink, plan, resolve(plan.spec.kind, plan.args, plan.env))
 
-    async def go() -> None:
-        send, recv = trio.testing.memory_stream_one_way_pair()
-        async with trio.open_nursery() as n:
-            n.start_soon(pump.read, recv)
-            n.start_soon(pump.write)
-            for at in range(0, len(data), chunk):
-                await send.send_all(data[at : at + chunk])
-            await send.aclose()
-
-    trio.run(go)
+    trio.run(feed, pump, data, chunk)
     return sink.getvalue(), list(pump.tail)
 
 

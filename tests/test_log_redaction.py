@@ -6,8 +6,6 @@ from __future__ import annotations
 import io
 import re
 
-import trio
-import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +17,7 @@ from exedra_engine._core.redact import (
     redact_text,
 )
 from exedra_engine._trio.launcher import _LogPump
+from tests.log_pump import feed
 
 KEY = st.text(
     st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_characters=","),
@@ -65,12 +64,7 @@ def test_a_key_that_contains_another_goes_first() -> None:
 async def test_the_log_pump_forwards_and_keeps_redacted_lines() -> None:
     sink = io.BytesIO()
     pump = _LogPump(sink, ("k", "sk-0123456789"))
-    send, recv = trio.testing.memory_stream_one_way_pair()
-    async with trio.open_nursery() as n:
-        n.start_soon(pump.read, recv)
-        n.start_soon(pump.write)
-        await send.send_all(b"model q4_k_m.gguf\nauth Bearer k\r\nkey sk-0123456789 \xff\n")
-        await send.aclose()
+    await feed(pump, b"model q4_k_m.gguf\nauth Bearer k\r\nkey sk-0123456789 \xff\n")
     assert sink.getvalue() == (
         b"model q4_k_m.gguf\nauth Bearer <redacted>\r\nkey <redacted> \xff\n"
     )
