@@ -49,6 +49,8 @@ def container_argv(s: Shape) -> tuple[list[str], list[tuple[str, str]]]:
         f = p.flags.flag_for_env(name)
         moved = f is not None and f.key in p.model_file_flags and value
         env.append((name, in_container(value, s.models_dir) if moved else value))
+    if s.keyed:
+        args += [p.key_file_flag, key_path(s)]
     return args, env
 
 
@@ -57,11 +59,8 @@ def key_path(s: Shape) -> str:
 
 
 def emit_k8s(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[Origin]]:
-    p = executor_profile(s.profile_kind)
     origins: list[Origin] = []
     args, env = container_argv(s)
-    if s.keyed:
-        args += [p.key_file_flag, key_path(s)]
     labels = {"app.kubernetes.io/name": s.name, "app.kubernetes.io/managed-by": "exedra-engine"}
     selector = {"app.kubernetes.io/name": s.name}
     meta: dict[str, Any] = {"name": s.name, "labels": labels}

@@ -41,8 +41,6 @@ def emit_quadlet(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[O
     p = executor_profile(s.profile_kind)
     origins: list[Origin] = []
     args, env = container_argv(s)
-    if s.keyed:
-        args += [p.key_file_flag, key_path(s)]
     url = base_url(s.plan.host, s.plan.port) + s.plan.ready
     if not p.image_http_get:
         raise EmitError(f"no health command is known for the {p.binary} images")
