@@ -14,8 +14,8 @@ import pytest
 from exedra_engine._core.netstat import (
     DiagError,
     holding_states,
-    ports_from_dumps,
     ports_in_use,
+    sock_diag_ports,
     sock_diag_request,
 )
 from exedra_engine._shell.host import LocalHost
@@ -80,6 +80,13 @@ def test_netlink_agrees_with_proc(sockets: dict[str, int], time_wait: bool) -> N
 
 def test_a_rooted_host_reads_its_files_not_the_kernel() -> None:
     assert LocalHost("/tmp").tcp_ports(holding_states()) is None
+
+
+def ports_from_dumps(datagrams: list[bytes]) -> frozenset[int]:
+    ports: set[int] = set()
+    for d in datagrams:
+        sock_diag_ports(d, ports)
+    return frozenset(ports)
 
 
 def test_the_request_and_a_hostile_answer() -> None:

@@ -8,7 +8,6 @@ sockets in the states that matter, in ~1 ms; the bytes of both are parsed here.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
 from typing import Final
 
 # TCP states (include/net/tcp_states.h) that hold a local port against a new bind: listening and
@@ -97,11 +96,3 @@ def sock_diag_ports(
                 inodes.setdefault(port, set()).add(inode)
         off += (length + 3) & ~3
     return False
-
-
-def ports_from_dumps(datagrams: Iterable[bytes]) -> frozenset[int]:
-    """The local ports of whole dumps' answers (for tests and callers that have them all)."""
-    ports: set[int] = set()
-    for d in datagrams:
-        sock_diag_ports(d, ports)
-    return frozenset(ports)
