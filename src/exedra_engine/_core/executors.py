@@ -324,7 +324,3 @@ def is_secret_flag(name: str) -> bool:
     """Whether `name` is a flag of any executor whose value is a secret."""
     return name in _SECRET_FLAGS
 
-
-def is_key_flag(name: str) -> bool:
-    """Whether `name` configures authentication for any executor."""
-    return name in _KEY_FLAGS

@@ -29,7 +29,7 @@ from typing import Literal
 
 import msgspec
 
-from exedra_engine._core.executors import ExecutorProfile, foreign_key_flags, is_key_flag
+from exedra_engine._core.executors import ExecutorProfile, foreign_key_flags
 from exedra_engine._core.flags import FlagTable, Item
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import PlanError
@@ -260,7 +260,7 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
         text.isascii()
         and "\0" not in text
         and "" not in layer.args
-        and not (foreign_key_flags(profile) and _keyish(layer.args))
+        and not _foreign_key(layer.args, foreign_key_flags(profile))
     ):
         return
     for i, tok in enumerate(layer.args, 1):
@@ -281,8 +281,8 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
             )
 
 
-def _keyish(args: Sequence[str]) -> bool:
-    return any(is_key_flag(t.partition("=")[0]) for t in args if t[:1] == "-")
+def _foreign_key(args: Sequence[str], foreign: frozenset[str]) -> bool:
+    return bool(foreign) and any(t.partition("=")[0] in foreign for t in args if t[:1] == "-")
 
 
 def unfit(text: str) -> str | None:
