@@ -323,4 +323,3 @@ def secret_flags() -> frozenset[str]:
 def is_secret_flag(name: str) -> bool:
     """Whether `name` is a flag of any executor whose value is a secret."""
     return name in _SECRET_FLAGS
-
