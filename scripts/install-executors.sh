@@ -30,7 +30,7 @@ jobs=${EXEDRA_BUILD_JOBS:-$(nproc)}
 LLAMA_SDIST=llama-cpp-python==0.3.36
 WHISPER_SDIST=pywhispercpp==1.5.1
 # Bump when the way a build is made changes without its flags changing.
-RECIPE=2
+RECIPE=3
 
 # The CPU variants built, per architecture. Each x86 plugin takes ~45-60 s on 2 cores; all 14 would
 # cost ~13 min per executor. The subset covers every x86-64 level a user may have, each with a
@@ -162,12 +162,18 @@ run_logged() {
   log "$stage: done in $(($(date +%s) - start)) s"
 }
 
+# Programs built beside an executor from the same tree: llama-fit-params is the engine's own memory
+# measurement (a no-allocation load that prints what each device and the host would reserve).
+companions() { case $1 in llama-server) echo llama-fit-params ;; esac; }
+
 # build EXE SPEC SUBDIR VARIANTS FLAGS... -> prints the cache directory holding EXE and its libraries
 build() {
   local exe=$1 spec=$2 subdir=$3 variants=$4; shift 4
   local version=${spec##*==} k dest
   k=$(key "$exe" "$version" "$variants" "${COMMON_FLAGS[@]}" "$@")
   dest=$cache/$k
+  local extra
+  extra=$(companions "$exe")
   if [ -x "$dest/$exe" ]; then
     log "$exe: cached build $dest"
     prove "$exe" "$dest" || die "$exe in $dest does not run on this CPU (see above)"
@@ -195,11 +201,12 @@ build() {
   for v in $variants; do
     run_logged "$blog" "$exe: build ggml-cpu-$v" "$ninja" -C "$work/build" -j "$jobs" "ggml-cpu-$v"
   done
-  run_logged "$blog" "$exe: build $exe" "$ninja" -C "$work/build" -j "$jobs" "$exe"
-  # Install: the binary and every shared library and plugin, in one directory.
-  local stage=$work/stage
+  # shellcheck disable=SC2086 # extra is a list of target names
+  run_logged "$blog" "$exe: build $exe${extra:+ $extra}" "$ninja" -C "$work/build" -j "$jobs" "$exe" $extra
+  # Install: the binary, its companions and every shared library and plugin, in one directory.
+  local stage=$work/stage t
   mkdir -p "$stage"
-  cp -a "$work/build/bin/$exe" "$stage/"
+  for t in "$exe" $extra; do cp -a "$work/build/bin/$t" "$stage/"; done
   find "$work/build" -name '*.so*' \( -type f -o -type l \) -exec cp -a {} "$stage/" \;
   log "$exe: installed $(find "$stage" -name 'libggml-cpu*.so' | wc -l) CPU plugins"
   prove "$exe" "$stage" || die "$exe was built but fails on this CPU; it is not cached"
@@ -232,6 +239,7 @@ if [ ! -d "$bin" ]; then
   mkdir -p "$cache/bin"
   tmpbin=$(mktemp -d "$cache/bin/.tmp.XXXXXX")
   [ -z "$llama_dir" ] || ln -s "$llama_dir/llama-server" "$tmpbin/llama-server"
+  [ -z "$llama_dir" ] || ln -s "$llama_dir/llama-fit-params" "$tmpbin/llama-fit-params"
   [ -z "$whisper_dir" ] || ln -s "$whisper_dir/whisper-server" "$tmpbin/whisper-server"
   mv -T "$tmpbin" "$bin" 2>/dev/null || rm -rf "$tmpbin"
 fi
