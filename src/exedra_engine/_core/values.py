@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import msgspec
 
+from exedra_engine._core.fit_params import FitMeasurement
 from exedra_engine._core.kinds import Kind
+from exedra_engine._core.memory_plan import MemoryPlan
 from exedra_engine._core.redact import REDACTED, redact_args, redact_env
 from exedra_engine._core.struct import Value
 
@@ -20,6 +22,9 @@ class CPU(Value, frozen=True, kw_only=True):
     """CPU threads this process may run on (affinity and cgroup quota applied)."""
     ram: int = 0
     """Bytes of memory available to this process's cgroup or the host; 0 if unknown."""
+    available: int | None = None
+    """Bytes usable now (MemAvailable, bounded by the cgroup's limit less its usage); None
+    when unknown (a hardware file from an older probe)."""
 
 
 class GPU(Value, frozen=True, kw_only=True):
@@ -31,6 +36,9 @@ class GPU(Value, frozen=True, kw_only=True):
     """Kernel driver bound to the device (``amdgpu``, ``i915``, ``xe``, ``nvidia``, ...)."""
     vram: int = 0
     """Dedicated video memory in bytes; 0 when the driver does not expose it."""
+    vram_free: int | None = None
+    """Free video memory in bytes when probed (amdgpu: total less ``mem_info_vram_used``);
+    None when the driver does not expose it."""
 
 
 class ExecutorInfo(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -58,6 +66,9 @@ class Hardware(Value, frozen=True, kw_only=True):
     cpu: CPU
     gpus: tuple[GPU, ...] = ()
     executors: tuple[ExecutorInfo, ...] = ()
+    measurements: tuple[FitMeasurement, ...] = ()
+    """What llama-fit-params measured on this host (``probe --measure``), so a plan made
+    elsewhere from this host's file uses the target's own figures."""
 
     def executor(self, kind: Kind) -> ExecutorInfo | None:
         """The installed binary for `kind`, or None."""
@@ -80,6 +91,17 @@ class ModelInfo(Value, frozen=True, kw_only=True):
     blocks: int = 0
     context: int = 0
     """Training context length from ``{arch}.context_length``; 0 when absent."""
+
+
+class ModelFile(Value, frozen=True, kw_only=True):
+    """One file the executor reads at load: the model (each shard of a split set), a
+    projector, a draft model. The load budget and the container mounts count every one."""
+
+    path: str
+    size: int = 0
+    """Bytes; 0 when unknown (planned without the file)."""
+    role: str = "model"
+    """``model``, ``shard``, ``mmproj`` or ``draft``."""
 
 
 class ModelSpec(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -177,6 +199,10 @@ class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
     api_key: str = ""
     ready: str
     """Readiness HTTP path."""
+    files: tuple[ModelFile, ...] = ()
+    """Every file the executor reads at load, with its size (see `ModelFile`)."""
+    memory: MemoryPlan | None = None
+    """What the executor is expected to use, and whether it fits (see `MemoryPlan`)."""
     port_scanned: bool = False
     """True when the planner chose `port` by scanning, so `launch` may move it to the next
     free port if another process binds it first; an explicit port is never moved."""
