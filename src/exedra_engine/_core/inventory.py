@@ -123,6 +123,8 @@ class ModelInventory(Value, frozen=True, kw_only=True):
     """Which blocks use the sliding window."""
     kv_lora_rank: int = 0
     """MLA's compressed KV rank (DeepSeek-style attention)."""
+    key_length_mla: int = 0
+    """Non-zero for MLA models converted with decompressed heads: their cache keeps K only."""
     expert_count: int = 0
     expert_used_count: int = 0
     ssm_conv_kernel: int = 0
