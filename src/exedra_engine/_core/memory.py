@@ -346,10 +346,10 @@ def device_names(hw: Hardware) -> tuple[str, ...]:
 
 
 def place(inv: ModelInventory, s: MemorySettings, hw: Hardware) -> Placement:
-    """llama.cpp's layer placement for the settings: the last ``-ngl`` blocks on the
-    devices, split by ``-ts`` (default: by free memory), the output layer with them once
-    ``-ngl`` exceeds the block count; ``-ngl`` unset counts as every layer offloaded (the
-    executor's fitter moves layers back to the host only when they do not fit)."""
+    """llama.cpp's layer placement for the settings (src/llama-model.cpp, load_tensors): the
+    output layer and the last ``-ngl`` - 1 blocks on the devices, split by ``-ts`` (default:
+    by free memory), the input layer always on the host; ``-ngl`` unset counts as every
+    layer offloaded (the executor's fitter moves layers back only when they do not fit)."""
     devices = device_names(hw)
     if not devices or s.gpu_layers == 0:
         return Placement(devices=devices, layers=(-1,) * inv.blocks, output=-1, kv_on_device=False)
@@ -372,7 +372,7 @@ def place(inv: ModelInventory, s: MemorySettings, hw: Hardware) -> Placement:
         return next((d for d, b in enumerate(bounds) if frac < b), len(bounds) - 1)
 
     layers = tuple(device_of(i) if i >= first else -1 for i in range(inv.blocks))
-    output = device_of(inv.blocks) if n_gpu > inv.blocks else -1
+    output = device_of(inv.blocks)  # the output layer is the first offloaded (n_gpu >= 1)
     return Placement(devices=devices, layers=layers, output=output, kv_on_device=s.kv_offload)
 
 
