@@ -60,7 +60,7 @@ def inventories(draw: st.DrawFn) -> ModelInventory:
             )
     return ModelInventory(
         paths=("m.gguf",),
-        size=sum(t.size for t in tensors) + 4096,
+        sizes=(sum(t.size for t in tensors) + 4096,),
         architecture="x",
         tensors=tuple(tensors),
         blocks=blocks,

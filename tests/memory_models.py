@@ -34,7 +34,7 @@ def gemma3_270m() -> ModelInventory:
     b = 18
     return ModelInventory(
         paths=("gemma-3-270m-q4_k_m.gguf",),
-        size=253_000_000,
+        sizes=(253_000_000,),
         architecture="gemma3",
         blocks=b,
         context=32768,
@@ -57,7 +57,7 @@ def llama_135m() -> ModelInventory:
     b = 30
     return ModelInventory(
         paths=("llama-135m-q4_1.gguf",),
-        size=98_000_000,
+        sizes=(98_000_000,),
         architecture="llama",
         blocks=b,
         context=8192,

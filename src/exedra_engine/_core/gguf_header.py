@@ -459,6 +459,7 @@ def _parse_inventory(cur: _Cursor, path: str) -> tuple[ModelInventory, int, int]
     tensors = _tensor_infos(cur, tensor_count, alignment)
     inv = _inventory(
         arch,
+        name=strings.get("general.name", ""),
         kept=kept,
         vocab_tokens=vocab_tokens,
         tensors=tensors,
@@ -575,6 +576,7 @@ def _scalar(kept: _Kept, key: str, default: int) -> int:
 def _inventory(
     arch: str,
     *,
+    name: str,
     kept: _Kept,
     vocab_tokens: int,
     tensors: tuple[TensorInfo, ...],
@@ -607,8 +609,9 @@ def _inventory(
     recurrent_keys = any(num(k) for k in ("ssm.state_size", "wkv.head_size", "shortconv.l_cache"))
     return ModelInventory(
         paths=(path,),
-        size=size,
+        sizes=(size,),
         architecture=arch,
+        name=name,
         file_type=_scalar(kept, "general.file_type", -1) if "general.file_type" in kept else None,
         tensors=tensors,
         blocks=blocks,

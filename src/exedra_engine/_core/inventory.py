@@ -98,9 +98,10 @@ class ModelInventory(Value, frozen=True, kw_only=True):
 
     paths: tuple[str, ...]
     """The model file, or every shard of a split model in order."""
-    size: int
-    """Bytes of every file together."""
+    sizes: tuple[int, ...]
+    """Bytes of each file of `paths`."""
     architecture: str
+    name: str = ""
     file_type: int | None = None
     tensors: tuple[TensorInfo, ...] = ()
     blocks: int = 0
@@ -138,6 +139,11 @@ class ModelInventory(Value, frozen=True, kw_only=True):
     """Which blocks keep a recurrent state instead of a KV cache."""
 
     @property
+    def size(self) -> int:
+        """Bytes of every file together."""
+        return sum(self.sizes)
+
+    @property
     def tensor_bytes(self) -> int:
         """Bytes of every tensor."""
         return sum(t.size for t in self.tensors)
@@ -163,6 +169,6 @@ def combine_shards(parts: Sequence[ModelInventory]) -> ModelInventory:
     return msgspec.structs.replace(
         first,
         paths=tuple(p for part in parts for p in part.paths),
-        size=sum(p.size for p in parts),
+        sizes=tuple(n for part in parts for n in part.sizes),
         tensors=tuple(t for part in parts for t in part.tensors),
     )

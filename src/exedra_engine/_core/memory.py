@@ -16,7 +16,7 @@ reserved figures when one matches (`plan_memory`).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from msgspec.structs import replace
@@ -27,6 +27,7 @@ from exedra_engine._core.inventory import CACHE_TYPES, ModelInventory, TensorInf
 from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import GPU, Hardware
+from exedra_engine.errors import DoesNotFit
 
 MIB: Final = 1 << 20
 
@@ -704,3 +705,207 @@ def explain_memory(plan: MemoryPlan) -> tuple[str, ...]:
             line += f" (reserves {size_text(place_.reserved)})"
         lines.append(line)
     return tuple(lines)
+
+
+# --- Deciding: what the planner does with the estimate -----------------------------------
+
+HOST_MARGIN: Final = 10
+"""Percent of the host's usable memory kept out of every plan: the resident figure is an
+estimate, and the process is not alone (page cache, the kernel, a sidecar)."""
+
+
+class MemoryDecision(Value, frozen=True, kw_only=True):
+    """What the planner adds to the engine layer for memory, the plan's memory, and why."""
+
+    memory: MemoryPlan
+    engine_args: tuple[str, ...] = ()
+    """``--ctx-size N`` when the model's own context does not fit, ``--cache-ram N`` sized
+    to what is left; nothing a layer set itself."""
+    notes: tuple[str, ...] = ()
+    """The arithmetic and the decisions, for ``--explain``."""
+
+
+def usable_host(hw: Hardware) -> tuple[int | None, str]:
+    """The host memory a plan may fill (`HOST_MARGIN` kept out), and how it was found."""
+    if hw.cpu.available is not None:
+        total, what = hw.cpu.available, "available"
+    elif hw.cpu.ram:
+        total, what = hw.cpu.ram, "total, free memory unknown"
+    else:
+        return None, "host memory unknown: not judged"
+    margin = total * HOST_MARGIN // 100
+    return total - margin, f"{size_text(total)} {what} - {HOST_MARGIN}% margin"
+
+
+def decide_memory(
+    inventory: ModelInventory,
+    args: Sequence[str],
+    env: Sequence[str],
+    hardware: Hardware,
+    profile: ExecutorProfile,
+    *,
+    mmproj: ModelInventory | None = None,
+    draft: ModelInventory | None = None,
+) -> MemoryDecision:
+    """The plan's memory for its merged argv and env, raising `DoesNotFit` when a setting a
+    layer chose cannot fit; an unset context that does not fit becomes the largest that
+    does (never below 4096 tokens unless the model's own is smaller), and an unset
+    ``--cache-ram`` gets what is left of the budget (at most its default)."""
+    return _Decider(
+        inventory, args, env=env, hw=hardware, profile=profile, sides=(mmproj, draft)
+    ).run()
+
+
+class _Decider:
+    def __init__(
+        self,
+        inv: ModelInventory,
+        args: Sequence[str],
+        *,
+        env: Sequence[str],
+        hw: Hardware,
+        profile: ExecutorProfile,
+        sides: tuple[ModelInventory | None, ModelInventory | None],
+    ) -> None:
+        self.inv, self.args, self.env, self.hw, self.p, self.sides = (
+            inv,
+            args,
+            env,
+            hw,
+            profile,
+            sides,
+        )
+        self.s = read_settings(profile, args, env)
+        self.usable, self.how = usable_host(hw)
+        self.fixed_ctx = "ctx" in self.s.explicit and self.s.ctx > 0
+        self.fixed_cache = "cache_ram" in self.s.explicit
+        self.judge_devices = bool(fitter_off(self.s))
+
+    def est(self, extra: Sequence[str]) -> MemoryPlan:
+        mmproj, draft = self.sides
+        return estimate_memory(
+            self.inv,
+            (*self.args, *extra),
+            self.hw,
+            self.p,
+            env=self.env,
+            mmproj=mmproj,
+            draft=draft,
+        )
+
+    def flags(self, ctx: int | None, cache_mib: int | None) -> tuple[str, ...]:
+        out: tuple[str, ...] = ()
+        if ctx is not None:
+            out += (self.p.memory_flags["ctx"], str(ctx))
+        if cache_mib is not None and not self.fixed_cache:
+            out += (self.p.memory_flags["cache_ram"], str(cache_mib))
+        return out
+
+    def overflow(self, m: MemoryPlan) -> PlaceMemory | None:
+        if self.usable is not None and m.host.total > self.usable:
+            return m.host
+        for d in m.devices if self.judge_devices else ():
+            if d.available is not None and d.reserved > d.available:
+                return d
+        return None
+
+    def refuse(self, m: MemoryPlan, where: PlaceMemory, what: str = "") -> DoesNotFit:
+        if not what:
+            what = f"ctx {m.ctx}" if self.fixed_ctx else f"the model's context {m.ctx}"
+        return _does_not_fit(m, where, self.usable, self.how, what)
+
+    def choose_ctx(self, notes: list[str]) -> int | None:
+        """None when the argv's context fits; else the largest that does."""
+        first = self.est(self.flags(None, 0))
+        bad = self.overflow(first)
+        if bad is None:
+            return None
+        if self.fixed_ctx or self.usable is None or bad.name != "Host":
+            raise self.refuse(first, bad)
+        ctx = _largest_fitting(
+            self.inv, lambda c: self.overflow(self.est(self.flags(c, 0))) is None
+        )
+        if ctx is None:
+            m = self.est(self.flags(min(FALLBACK_CTX, self.inv.context or FALLBACK_CTX), 0))
+            raise self.refuse(
+                m, self.overflow(m) or m.host, f"the smallest context planned, {m.ctx},"
+            )
+        notes.append(
+            f"the model's context {self.inv.context or first.ctx} does not fit "
+            f"{size_text(self.usable)} usable: planned ctx {ctx}, the largest that fits"
+        )
+        return ctx
+
+    def run(self) -> MemoryDecision:
+        notes: list[str] = []
+        ctx = self.choose_ctx(notes)
+        cache_mib = None
+        if not self.fixed_cache and self.usable is not None:
+            left = self.usable - self.est(self.flags(ctx, 0)).host.total
+            cache_mib = max(min(DEFAULT_CACHE_RAM_MIB, left // MIB), 0)
+            if cache_mib < DEFAULT_CACHE_RAM_MIB:
+                notes.append(
+                    f"--cache-ram {cache_mib}: the host prompt cache gets what the budget "
+                    f"leaves (llama-server's default is {DEFAULT_CACHE_RAM_MIB} MiB a process)"
+                )
+            else:
+                cache_mib = None  # the default fits: the argv stays as the layers made it
+        engine = self.flags(ctx, cache_mib)
+        final = self.est(engine)
+        measured = matching_measurement(
+            self.hw, self.inv.paths[0], memory_args(self.p, (*self.args, *engine))
+        )
+        if measured is not None:
+            final = with_measurement(final, measured)
+            bad = self.overflow(final)
+            if bad is not None:
+                raise self.refuse(final, bad)
+        return MemoryDecision(memory=final, engine_args=engine, notes=(*self.lines(final), *notes))
+
+    def lines(self, m: MemoryPlan) -> list[str]:
+        lines = list(explain_memory(m))
+        if self.usable is not None:
+            head = re.split(r" (<=|>) ", lines[0])[0]
+            lines[0] = f"{head} <= {size_text(self.usable)} usable ({self.how})"
+        else:
+            lines.append(self.how)
+        if self.judge_devices and m.devices:
+            lines.append(
+                "devices judged by their free memory: "
+                + ", ".join(fitter_off(self.s))
+                + " switch llama.cpp's own fitter off"
+            )
+        return lines
+
+
+def _largest_fitting(inv: ModelInventory, fits: Callable[[int], bool]) -> int | None:
+    """The largest context, in whole 256-token pages, from the model's own (or 4096) down
+    to 4096 (or the model's own when smaller) for which `fits` holds; None if none does."""
+    top = inv.context or FALLBACK_CTX
+    floor = min(FALLBACK_CTX, top)
+    if not fits(floor):
+        return None
+    lo, hi = floor // CTX_PAD, max(top // CTX_PAD, floor // CTX_PAD)
+    while lo < hi:  # memory grows with the context: bisect over pages
+        mid = (lo + hi + 1) // 2
+        if fits(mid * CTX_PAD):
+            lo = mid
+        else:
+            hi = mid - 1
+    return max(lo * CTX_PAD, floor)
+
+
+def _does_not_fit(
+    m: MemoryPlan, where: PlaceMemory, usable: int | None, how: str, what: str
+) -> DoesNotFit:
+    host = where.name == "Host"
+    parts = where.parts if host else where.reserved_parts
+    need = parts.total
+    have = usable if host else where.available
+    name, size = biggest_part(parts)
+    place = "host memory" if host else f"{where.name}'s free memory"
+    there = f"{size_text(have or 0)} usable ({how})" if host else f"{size_text(have or 0)} free"
+    return DoesNotFit(
+        f"{what} needs {size_text(need)} of {place} but {there}; the biggest part is "
+        f"the {name}, {size_text(size)} ({parts_text(parts)})"
+    )
