@@ -537,12 +537,15 @@ def _plan_and_emit(a: argparse.Namespace) -> int:
             return fail(err)
         case Success(req):
             pass
-    match plan_explained(*req, check_ports=not a.no_port_check):
+    spec, hw, constraints, files = req
+    match plan_explained(
+        spec, hw, constraints, check_ports=not a.no_port_check, config_files=files
+    ):
         case Failure(err):
             return fail(err)
         case Success(e):
             # The emitter is host-blind: the hardware the plan was made for is passed to it.
-            return run_emit(e.plan, req[1], a, e.sources)
+            return run_emit(e.plan, hw, a, e.sources)
     raise AssertionError("a Result is a Success or a Failure")
 
 
