@@ -872,8 +872,9 @@ class _Decider:
             cache_mib = max(min(DEFAULT_CACHE_RAM_MIB, left // MIB), 0)
             if cache_mib < DEFAULT_CACHE_RAM_MIB:
                 notes.append(
-                    f"--cache-ram {cache_mib}: the host prompt cache gets what the budget "
-                    f"leaves (llama-server's default is {DEFAULT_CACHE_RAM_MIB} MiB a process)"
+                    f"{self.p.memory_flags['cache_ram']} {cache_mib}: the host prompt cache gets "
+                    f"what the budget leaves ({self.p.binary}'s default is "
+                    f"{DEFAULT_CACHE_RAM_MIB} MiB a process)"
                 )
             else:
                 cache_mib = None  # the default fits: the argv stays as the layers made it
