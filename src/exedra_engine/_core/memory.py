@@ -336,22 +336,23 @@ class Placement(Value, frozen=True, kw_only=True):
     kv_on_device: bool
 
 
-def device_names(hw: Hardware) -> tuple[str, ...]:
-    """The backend device names llama.cpp would give the host's GPUs (``Vulkan0``...)."""
-    exe = next((e for e in hw.executors if e.has_gpu_backend()), None)
-    if exe is None or not hw.gpus:
+def device_names(hw: Hardware, kind: str) -> tuple[str, ...]:
+    """The backend device names the `kind` executor's llama.cpp would give the host's GPUs
+    (``Vulkan0``...); none when its build has no GPU backend."""
+    exe = hw.executor(kind)  # type: ignore[arg-type]
+    if exe is None or not exe.has_gpu_backend() or not hw.gpus:
         return ()
     backend = next((b for b in exe.backends if b in _GPU_BACKENDS), "")
     prefix = _GPU_BACKENDS.get(backend, backend.upper() or "GPU")
     return tuple(f"{prefix}{i}" for i in range(len(hw.gpus)))
 
 
-def place(inv: ModelInventory, s: MemorySettings, hw: Hardware) -> Placement:
+def place(inv: ModelInventory, s: MemorySettings, hw: Hardware, kind: str) -> Placement:
     """llama.cpp's layer placement for the settings (src/llama-model.cpp, load_tensors): the
     output layer and the last ``-ngl`` - 1 blocks on the devices, split by ``-ts`` (default:
     by free memory), the input layer always on the host; ``-ngl`` unset counts as every
     layer offloaded (the executor's fitter moves layers back only when they do not fit)."""
-    devices = device_names(hw)
+    devices = device_names(hw, kind)
     if not devices or s.gpu_layers == 0:
         return Placement(devices=devices, layers=(-1,) * inv.blocks, output=-1, kv_on_device=False)
     n_gpu = inv.blocks + 1 if s.gpu_layers < 0 else min(s.gpu_layers, inv.blocks + 1)
@@ -494,11 +495,11 @@ def estimate_memory(
     """
     s = read_settings(profile, args, env)
     sh = shape(inventory, s, ctx)
-    p = place(inventory, s, hardware)
+    p = place(inventory, s, hardware, profile.kind)
     host, devices = _model_parts(inventory, s, sh, p)
     if draft is not None:
         d_host, d_devices = _model_parts(
-            draft, s, shape(draft, s, sh.ctx), place(draft, s, hardware)
+            draft, s, shape(draft, s, sh.ctx), place(draft, s, hardware, profile.kind)
         )
         host = _add(host, d_host)
         devices = [_add(a, b) for a, b in zip(devices, d_devices, strict=True)]
