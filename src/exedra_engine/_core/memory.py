@@ -715,9 +715,10 @@ def biggest_part(p: MemoryParts) -> tuple[str, int]:
     return max(named, key=lambda kv: kv[1])
 
 
-def explain_memory(plan: MemoryPlan) -> tuple[str, ...]:
+def explain_memory(plan: MemoryPlan, host_usable: tuple[int, str] | None = None) -> tuple[str, ...]:
     """The arithmetic, one line a place: ``ctx 16384: Host: weights 231 MiB + ... = 924
-    MiB <= 3.2 GiB usable``."""
+    MiB <= 3.2 GiB usable``. `host_usable` is the host budget the planner judged by and how
+    it was found (default: the host's `available`)."""
     lines = []
     for place_ in (plan.host, *plan.devices):
         judged = place_.parts if place_.name == "Host" else place_.reserved_parts
@@ -726,11 +727,15 @@ def explain_memory(plan: MemoryPlan) -> tuple[str, ...]:
             f"ctx {plan.ctx}: {place_.name} ({plan.source}, {figure}): {parts_text(judged)}"
             f" = {size_text(judged.total)}"
         )
-        if place_.available is not None:
+        if place_.name == "Host" and host_usable is not None:
+            op = "<=" if judged.total <= host_usable[0] else ">"
+            line += f" {op} {size_text(host_usable[0])} usable ({host_usable[1]})"
+        elif place_.available is not None:
             op = "<=" if judged.total <= place_.available else ">"
-            line += f" {op} {size_text(place_.available)} usable"
+            what = "usable" if place_.name == "Host" else "free"
+            line += f" {op} {size_text(place_.available)} {what}"
         if place_.name == "Host" and place_.reserved != place_.total:
-            line += f" (reserves {size_text(place_.reserved)})"
+            line += f"; reserves {size_text(place_.reserved)}"
         lines.append(line)
     return tuple(lines)
 
@@ -892,11 +897,9 @@ class _Decider:
         return MemoryDecision(memory=final, engine_args=engine, notes=(*self.lines(final), *notes))
 
     def lines(self, m: MemoryPlan) -> list[str]:
-        lines = list(explain_memory(m))
-        if self.usable is not None:
-            head = re.split(r" (<=|>) ", lines[0])[0]
-            lines[0] = f"{head} <= {size_text(self.usable)} usable ({self.how})"
-        else:
+        budget = (self.usable, self.how) if self.usable is not None else None
+        lines = list(explain_memory(m, budget))
+        if budget is None:
             lines.append(self.how)
         for i, g in enumerate(self.hw.gpus[: len(m.devices)]):
             if g.vram_free is None and g.vram:
