@@ -12,11 +12,19 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from returns.result import Failure
 
+from exedra_engine import Constraints, DoesNotFit, ModelInfo, ModelSpec, plan_launch
 from exedra_engine._core.executors import LLAMA
 from exedra_engine._core.inventory import ModelInventory, TensorInfo
 from exedra_engine._core.kinds import Kind
-from exedra_engine._core.memory import estimate_memory, kv_bytes, read_settings, shape
+from exedra_engine._core.memory import (
+    HOST_MARGIN,
+    estimate_memory,
+    kv_bytes,
+    read_settings,
+    shape,
+)
 from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
 
 CPU_HOST = Hardware(
@@ -171,3 +179,36 @@ def test_a_layer_moved_to_a_device_moves_its_bytes(
     assert after.devices[0].parts.weights - before.devices[0].parts.weights == w
     assert before.host.parts.kv - after.host.parts.kv == kv
     assert after.devices[0].parts.kv - before.devices[0].parts.kv == kv
+
+
+@given(
+    inventories(),
+    flags,
+    st.sampled_from([0, 0, 512, 4096, 32768, 10**6, 10**8]),
+    st.integers(64, 64 << 10),
+)
+def test_a_plan_never_exceeds_its_own_figures(
+    inv: ModelInventory, extra: list[str], ctx: int, available_mib: int
+) -> None:
+    # Issue 19 item 4: whatever the layers ask, the plan is refused or fits the budget
+    # (usable memory less the margin), and an unset context is never planned below 4096
+    # tokens unless the model's own is smaller.
+    hw = Hardware(
+        cpu=CPU(threads=4, ram=available_mib << 21, available=available_mib << 20),
+        executors=CPU_HOST.executors,
+    )
+    spec = ModelSpec(id="m", path="/m.gguf", kind=Kind.LLAMA)
+    info = ModelInfo(path="/m.gguf", size=inv.size, architecture="x", blocks=inv.blocks)
+    got = plan_launch(
+        spec, hw, Constraints(ctx=ctx, extra_args=tuple(extra)), model=info, inventory=inv
+    )
+    if isinstance(got, Failure):
+        assert isinstance(got.failure(), DoesNotFit), got
+        return
+    plan = got.unwrap()
+    assert plan.memory is not None
+    usable = (available_mib << 20) - (available_mib << 20) * HOST_MARGIN // 100
+    assert plan.memory.host.total <= usable
+    if not ctx:
+        own = inv.context or 4096
+        assert plan.memory.ctx >= min(own, 4096)
