@@ -528,29 +528,47 @@ def _int_array(cur: _Cursor, key: str) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
+_DIMS_TAIL: Final = {n: struct.Struct(f"<{n}QIQ") for n in range(1, MAX_DIMS + 1)}
+
+
 def _tensor_infos(cur: _Cursor, count: int, alignment: int) -> tuple[TensorInfo, ...]:
+    # The hot loop of a large model's header: the buffer is read with precompiled structs,
+    # and error messages are formatted only when one is raised.
     if count > cur.remaining() // 24:
         raise _Malformed(f"tensor count {count} cannot fit in the file")
+    what = "the tensor infos"
+    u64, u32 = _U64.unpack_from, _U32.unpack_from
     raw: list[tuple[str, int, tuple[int, ...], int, int]] = []
     for i in range(count):
-        name = cur.string(_MAX_TENSOR_NAME, f"the name of tensor {i}")
-        n_dims = cur.u32(f"the dimension count of {name!r}")
+        cur._fill(8, what)
+        (n,) = u64(cur.buf, cur.pos)
+        if n > _MAX_TENSOR_NAME:
+            if n > cur.remaining():
+                raise _Truncated(cur.size, what)
+            raise _Malformed(f"the name of tensor {i} is {n} bytes long")
+        cur._fill(12 + n, what)
+        buf, pos = cur.buf, cur.pos
+        name = buf[pos + 8 : pos + 8 + n].decode("utf-8", errors="replace")
+        (n_dims,) = u32(buf, pos + 8 + n)
         if not 1 <= n_dims <= MAX_DIMS:
             raise _Malformed(f"tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS})")
-        shape = tuple(cur.u64(f"a dimension of {name!r}") for _ in range(n_dims))
+        tail = _DIMS_TAIL[n_dims]
+        cur._fill(12 + n + tail.size, what)
+        buf, pos = cur.buf, cur.pos
+        *dims, ttype, offset = tail.unpack_from(buf, pos + 12 + n)
+        cur.pos = pos + 12 + n + tail.size
+        shape = tuple(dims)
         elements = 1
         for d in shape:
             if d > _INT64_MAX or (d and elements > _INT64_MAX // d):
                 raise _Malformed(f"tensor {name!r} of shape {shape} overflows an int64")
             elements *= d
-        ttype = cur.u32(f"the type of {name!r}")
         traits = GGML_TYPES.get(ttype)
         if traits is None:
             raise _Malformed(f"tensor {name!r} has unknown ggml type {ttype}")
         tname, blk, bsize = traits
         if shape[0] % blk:
             raise _Malformed(f"tensor {name!r}: row of {shape[0]} is not whole {tname} blocks")
-        offset = cur.u64(f"the offset of {name!r}")
         if offset % alignment:
             raise _Malformed(f"tensor {name!r}: offset {offset} is not {alignment}-aligned")
         raw.append((name, ttype, shape, elements // blk * bsize, offset))
