@@ -129,12 +129,18 @@ def cmd_probe(a: argparse.Namespace) -> int:
     if a.json:
         print_json(hw)
         return 0
-    print(f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM")
+    print(
+        f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM, "
+        f"{_free_text(hw.cpu.available)} free"
+    )
     if not hw.gpus:
         print("gpus       none (CPU-only host)")
     for g in hw.gpus:
         driver = shown(g.driver or "unknown")
-        print(f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}")
+        print(
+            f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}, "
+            f"{_free_text(g.vram_free)} free"
+        )
     for k in supported_kinds():
         e = hw.executor(k)
         what = (
@@ -145,6 +151,11 @@ def cmd_probe(a: argparse.Namespace) -> int:
         )
         print(f"{k.value:<10} {what}")
     return 0
+
+
+def _free_text(free: int | None) -> str:
+    # None is "the host does not say" (nvidia sysfs, an old probe's file): never shown as 0.
+    return "unknown" if free is None else size_text(free) if free > 0 else "0 B"
 
 
 def cmd_inspect(a: argparse.Namespace) -> int:
