@@ -79,3 +79,8 @@ class EmitError(EngineError):
 
 class ModelUnreadable(EngineError):
     """The model path is missing, a directory, or cannot be read."""
+
+
+class MeasureError(EngineError):
+    """The executor's own memory measurement (``llama-fit-params``) could not be made: the
+    binary is missing, failed, timed out, or printed something that is not its figures."""

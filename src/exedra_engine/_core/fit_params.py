@@ -8,7 +8,15 @@ host's resident peak: see docs/explanation.md), in bytes.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
+
+from exedra_engine._core.executors import ExecutorProfile
+from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.struct import Value
+from exedra_engine.errors import MeasureError
+
+MiB = 1 << 20
 
 
 class FitRow(Value, frozen=True, kw_only=True):
@@ -23,7 +31,8 @@ class FitRow(Value, frozen=True, kw_only=True):
     compute: int
     """Bytes reserved for compute buffers."""
     free: int = 0
-    """Bytes free on the device when measured; 0 when not stated (the host row)."""
+    """Bytes free on the device (for ``Host``: usable by the process) when measured, as the
+    engine reported it (devices) or the probe found it (the host); 0 when not known."""
 
     @property
     def total(self) -> int:
@@ -38,9 +47,214 @@ class FitMeasurement(Value, frozen=True, kw_only=True, omit_defaults=True):
     """The model path it loaded (the first shard of a split set)."""
     args: tuple[str, ...] = ()
     """The memory-relevant flags it was run with (the plan's own), in order."""
+    omitted: tuple[str, ...] = ()
+    """The plan's memory flags it does not take (server-only: ``--kv-unified``,
+    ``--cache-ram``, ``--mmproj``...): what they reserve is not in these figures."""
     ctx: int
     """The context the figures are for."""
     host: FitRow
     devices: tuple[FitRow, ...] = ()
     build: str = ""
     """The binary's stated version, so a stale measurement can be told apart."""
+
+
+MAX_ROWS = 64
+"""More rows than this is not llama-fit-params' output (it prints one per device + Host)."""
+_ROW = re.compile(r"(\S{1,64}) (\d{1,12}) (\d{1,12}) (\d{1,12})")
+# llama.cpp src/llama.cpp: "using device CUDA0 (NVIDIA ...) (0000:01:00.0) - 23000 MiB free"
+_DEVICE_FREE = re.compile(r"using device (\S{1,64}) \(.*\) - (\d{1,12}) MiB free\s*$", re.M)
+# llama.cpp src/llama-context.cpp: "llama_context: n_ctx         = 4096"
+_N_CTX = re.compile(r"^llama_context: n_ctx\s+= (\d{1,12})\s*$", re.M)
+
+
+def rows_from_print(stdout: str) -> tuple[tuple[FitRow, ...], FitRow]:
+    """The device rows and the ``Host`` row of ``llama-fit-params --fit-print on``'s stdout:
+    one line per device and a last one for ``Host``, each ``NAME model context compute`` in
+    whole MiB (rounded down by the engine). Raises `MeasureError` for anything else."""
+    devices: list[FitRow] = []
+    host: FitRow | None = None
+    for n, line in enumerate(stdout.splitlines(), 1):
+        text = line.strip()
+        if not text:
+            continue
+        m = _ROW.fullmatch(text)
+        if m is None:
+            raise MeasureError(
+                f"llama-fit-params printed {text[:80]!r} (line {n}), "
+                "not 'DEVICE model context compute' in MiB"
+            )
+        if host is not None:
+            raise MeasureError(f"llama-fit-params printed a row after the Host row (line {n})")
+        if len(devices) >= MAX_ROWS:
+            raise MeasureError(f"llama-fit-params printed more than {MAX_ROWS} rows")
+        row = FitRow(
+            name=m.group(1),
+            model=int(m.group(2)) * MiB,
+            context=int(m.group(3)) * MiB,
+            compute=int(m.group(4)) * MiB,
+        )
+        if row.name == "Host":
+            host = row
+        else:
+            devices.append(row)
+    if host is None:
+        raise MeasureError("llama-fit-params printed no Host row")
+    return tuple(devices), host
+
+
+def device_free_from_log(log: str) -> dict[str, int]:
+    """Free bytes per device as the engine saw them at load (its ``using device`` lines,
+    printed at debug verbosity); empty on a CPU-only load."""
+    return {m.group(1): int(m.group(2)) * MiB for m in _DEVICE_FREE.finditer(log)}
+
+
+def ctx_from_log(log: str) -> int | None:
+    """The context the engine sized its KV cache for (``llama_context: n_ctx = N``), or None
+    when the log does not say (it is printed at debug verbosity)."""
+    m = _N_CTX.search(log)
+    return int(m.group(1)) if m else None
+
+
+def measurement_from(
+    stdout: str,
+    log: str,
+    *,
+    model: str,
+    args: tuple[str, ...],
+    ctx: int,
+    omitted: tuple[str, ...] = (),
+    build: str = "",
+    host_free: int | None = None,
+) -> FitMeasurement:
+    """One `FitMeasurement` from what llama-fit-params printed: its rows (`stdout`), and
+    from its log the context it sized for (else `ctx`, what the plan asked) and each
+    device's free memory. `host_free` is the memory the probe found usable."""
+    devices, host = rows_from_print(stdout)
+    free = device_free_from_log(log)
+    return FitMeasurement(
+        model=model,
+        args=args,
+        omitted=omitted,
+        ctx=ctx_from_log(log) or ctx,
+        host=FitRow(
+            name=host.name,
+            model=host.model,
+            context=host.context,
+            compute=host.compute,
+            free=host_free or 0,
+        ),
+        devices=tuple(
+            FitRow(
+                name=d.name,
+                model=d.model,
+                context=d.context,
+                compute=d.compute,
+                free=free.get(d.name, 0),
+            )
+            for d in devices
+        ),
+        build=build,
+    )
+
+
+_TRUE = frozenset({"1", "true", "on", "enabled", "yes"})
+_FALSE = frozenset({"0", "false", "off", "disabled", "no"})
+
+
+def measure_args(
+    profile: ExecutorProfile,
+    args: Sequence[str],
+    env: Sequence[str] = (),
+    *,
+    accepts: Callable[[str], bool],
+) -> tuple[str, ...]:
+    """The flags of a plan (its `args` and ``NAME=VALUE`` `env`) that change what the
+    executor reserves (`ExecutorProfile.memory_flags`) and that the measuring companion
+    `accepts` (asked with the flag's canonical key), in the plan's order, with the executor's
+    automatic slot count made explicit. Raises `PlanError` for an argv the table cannot cut."""
+    return split_memory_args(profile, args, env, accepts=accepts)[0]
+
+
+def split_memory_args(
+    profile: ExecutorProfile,
+    args: Sequence[str],
+    env: Sequence[str] = (),
+    *,
+    accepts: Callable[[str], bool],
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`measure_args`, and beside it the plan's memory flags the companion does not take
+    (their reservations are not in its figures: a projector, the host prompt cache)."""
+    table: FlagTable = profile.flags
+    passed: list[str] = []
+    omitted: list[str] = []
+    seen: set[str] = set()
+    slots: str | None = None
+
+    def put(key: str, tokens: Sequence[str]) -> None:
+        (passed if accepts(key) else omitted).extend(tokens)
+
+    for it in table.split_items(args, "plan args"):
+        if it.key is None or it.key not in profile.memory_flags:
+            continue
+        seen.add(it.key)
+        if it.key == profile.slots_flag and not it.negated:
+            slots = it.values[0] if it.values else None
+            continue
+        put(it.key, _spelled(it.key, it.values, it.negated, table))
+    for entry in env:
+        name, sep, value = entry.partition("=")
+        flag = table.flag_for_env(name) if sep else None
+        if flag is None or flag.key in seen or flag.key not in profile.memory_flags:
+            continue
+        seen.add(flag.key)
+        if flag.key == profile.slots_flag:
+            slots = value
+        elif flag.nargs == 1:
+            put(flag.key, (flag.key, value))
+        elif flag.nargs == 0 and value.lower() in _TRUE:
+            put(flag.key, (flag.key,))
+        elif flag.nargs == 0 and value.lower() in _FALSE and flag.negations:
+            put(flag.key, (_long(flag.negations),))
+    if profile.slots_flag:
+        if slots is None or slots.strip() == "-1":
+            slots = str(profile.auto_slots) if profile.auto_slots else None
+        if slots is not None:
+            put(profile.slots_flag, (profile.slots_flag, slots))
+    return tuple(passed), tuple(omitted)
+
+
+def measurement_for(
+    measurements: Sequence[FitMeasurement],
+    profile: ExecutorProfile,
+    model: str,
+    args: Sequence[str],
+    env: Sequence[str] = (),
+) -> FitMeasurement | None:
+    """The measurement (the newest, last) made for `model` with the same memory flags as a
+    plan's `args` and `env`, or None: a measurement for another context or cache type says
+    nothing about this plan. Raises `PlanError` for an argv the table cannot cut."""
+    wanted = _settings(profile, split_memory_args(profile, args, env, accepts=_any)[0])
+    for m in reversed(measurements):
+        if m.model == model and _settings(profile, (*m.args, *m.omitted)) == wanted:
+            return m
+    return None
+
+
+def _any(_: str) -> bool:
+    return True
+
+
+def _settings(profile: ExecutorProfile, tokens: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    # Order-free: the same flags given in another order reserve the same memory.
+    return tuple(sorted(it.tokens for it in profile.flags.split_items(tokens, "memory flags")))
+
+
+def _spelled(key: str, values: tuple[str, ...], negated: bool, table: FlagTable) -> list[str]:
+    if negated:
+        return [_long(table.flags[key].negations)]
+    return [key, *values]
+
+
+def _long(names: tuple[str, ...]) -> str:
+    longs = [n for n in names if n.startswith("--")]
+    return longs[-1] if longs else names[-1]
