@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from exedra_engine._core.executors import LLAMA
@@ -83,7 +84,7 @@ def test_i19_item3_the_log_says_context_and_free_device_memory() -> None:
     assert measurement_from("Host 5 0 1\n", "", model="/m", args=(), ctx=4096).ctx == 4096
 
 
-def test_i19_item3_only_memory_flags_the_companion_takes_are_passed() -> None:
+def test_i19_item3_only_measure_flags_the_companion_takes_are_passed() -> None:
     args = (
         "--model", "/m.gguf", "--host", "127.0.0.1", "--port", "8080", "-c", "8192",
         "--no-webui", "-ctk", "q8_0", "--cache-ram", "0", "-nkvo", "--mmproj", "/p.gguf",
@@ -140,7 +141,7 @@ def test_i19_item3_what_the_companion_cannot_take_is_recorded_beside() -> None:
     assert omitted == ("--cache-ram", "0", "--kv-unified")
 
 
-def test_i19_item3_a_measurement_is_found_only_for_the_same_memory_flags() -> None:
+def test_i19_item3_a_measurement_is_found_only_for_the_same_measure_flags() -> None:
     def made(args: tuple[str, ...], omitted: tuple[str, ...] = ()) -> FitMeasurement:
         host = FitRow(name="Host", model=1, context=2, compute=3)
         return FitMeasurement(model="/m.gguf", args=args, omitted=omitted, ctx=4096, host=host)
@@ -155,3 +156,8 @@ def test_i19_item3_a_measurement_is_found_only_for_the_same_memory_flags() -> No
     assert measurement_for(ms, LLAMA, "/m.gguf", ("-c", "8192", "-np", "2")) is None
     assert measurement_for(ms, LLAMA, "/m.gguf", ("-c", "4096")) is None  # cache-ram differs
     assert measurement_for(ms, LLAMA, "/other.gguf", plan) is None
+    # the target's file, planned from a path of another machine: matched by its name
+    assert measurement_for(ms, LLAMA, "/srv/models/m.gguf", plan) is at_4k
+    here = msgspec.structs.replace(at_4k, model="/srv/models/m.gguf", build="newer")
+    assert measurement_for((here, *ms), LLAMA, "/srv/models/m.gguf", plan) is here
+    assert measurement_for((*ms, here), LLAMA, "/m.gguf", plan) is at_4k  # its own path first

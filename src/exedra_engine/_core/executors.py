@@ -124,7 +124,7 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     the host, from a load that allocates nothing (llama.cpp's ``llama-fit-params``)."""
     measure_args: tuple[str, ...] = ()
     """Added to the companion's argv: what makes it print its figures."""
-    memory_flags: frozenset[str] = frozenset()
+    measure_flags: frozenset[str] = frozenset()
     """Flags (canonical keys) that change what the executor reserves. The companion is given
     those of the plan that its own table knows; the others it cannot be told."""
     slots_flag: str = ""
@@ -236,7 +236,7 @@ LLAMA: Final = ExecutorProfile(
     # What llama.cpp's context and model params read that changes a reservation (common.cpp
     # common_{model,context}_params_to_llama); server-only ones (--kv-unified, --cache-ram,
     # --mmproj, draft models) are listed too, and left out where the companion lacks them.
-    memory_flags=frozenset(
+    measure_flags=frozenset(
         {
             "--ctx-size",
             "--parallel",

@@ -8,6 +8,7 @@ host's resident peak: see docs/explanation.md), in bytes.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Sequence
 
@@ -169,7 +170,7 @@ def measure_args(
     accepts: Callable[[str], bool],
 ) -> tuple[str, ...]:
     """The flags of a plan (its `args` and ``NAME=VALUE`` `env`) that change what the
-    executor reserves (`ExecutorProfile.memory_flags`) and that the measuring companion
+    executor reserves (`ExecutorProfile.measure_flags`) and that the measuring companion
     `accepts` (asked with the flag's canonical key), in the plan's order, with the executor's
     automatic slot count made explicit. Raises `PlanError` for an argv the table cannot cut."""
     return split_memory_args(profile, args, env, accepts=accepts)[0]
@@ -194,7 +195,7 @@ def split_memory_args(
         (passed if accepts(key) else omitted).extend(tokens)
 
     for it in table.split_items(args, "plan args"):
-        if it.key is None or it.key not in profile.memory_flags:
+        if it.key is None or it.key not in profile.measure_flags:
             continue
         seen.add(it.key)
         if it.key == profile.slots_flag and not it.negated:
@@ -204,7 +205,7 @@ def split_memory_args(
     for entry in env:
         name, sep, value = entry.partition("=")
         flag = table.flag_for_env(name) if sep else None
-        if flag is None or flag.key in seen or flag.key not in profile.memory_flags:
+        if flag is None or flag.key in seen or flag.key not in profile.measure_flags:
             continue
         seen.add(flag.key)
         if flag.key == profile.slots_flag:
@@ -232,10 +233,17 @@ def measurement_for(
 ) -> FitMeasurement | None:
     """The measurement (the newest, last) made for `model` with the same memory flags as a
     plan's `args` and `env`, or None: a measurement for another context or cache type says
-    nothing about this plan. Raises `PlanError` for an argv the table cannot cut."""
+    nothing about this plan. A measurement of the same path wins; else one of the same file
+    name (the target keeps its models elsewhere). Raises `PlanError` for an argv the table
+    cannot cut."""
     wanted = _settings(profile, split_memory_args(profile, args, env, accepts=_any)[0])
-    for m in reversed(measurements):
-        if m.model == model and _settings(profile, (*m.args, *m.omitted)) == wanted:
+    same = [m for m in measurements if _settings(profile, (*m.args, *m.omitted)) == wanted]
+    base = posixpath.basename(model)
+    for m in reversed(same):
+        if m.model == model:
+            return m
+    for m in reversed(same):
+        if posixpath.basename(m.model) == base:
             return m
     return None
 

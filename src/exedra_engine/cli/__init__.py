@@ -126,6 +126,16 @@ class _Parser(argparse.ArgumentParser):
 
 def cmd_probe(a: argparse.Namespace) -> int:
     hw = host_hardware()
+    if a.measure:
+        from exedra_engine.cli.measure import measured_host
+
+        match measured_host(hw, a.measure, a.ctx, a.arg):
+            case Failure(err):
+                return fail(err)
+            case Success(hw):
+                pass
+    elif a.ctx or a.arg:
+        return fail(EngineError("--ctx and --arg go with --measure MODEL"))
     if a.json:
         print_json(hw)
         return 0
@@ -150,6 +160,10 @@ def cmd_probe(a: argparse.Namespace) -> int:
             else "not installed"
         )
         print(f"{k.value:<10} {what}")
+    if hw.measurements:
+        from exedra_engine.cli.measure import measurement_lines
+
+        print("\n".join(measurement_lines(hw.measurements)))
     return 0
 
 
@@ -291,6 +305,12 @@ Request = tuple[ModelSpec, Hardware, Constraints, tuple[LocatedConfig, ...]]
 
 
 def _request(a: argparse.Namespace) -> Result[Request, EngineError]:
+    """What the planner is asked, from the command line; with ``--measure``, its hardware
+    holds the engine's own measurement of the plan asked for."""
+    return _gathered(a).bind(lambda r: _measured(a, r) if a.measure else Success(r))
+
+
+def _gathered(a: argparse.Namespace) -> Result[Request, EngineError]:
     from exedra_engine.errors import PlanError
 
     spec = ModelSpec(
@@ -332,26 +352,39 @@ def _request(a: argparse.Namespace) -> Result[Request, EngineError]:
                     "plan without --api-key-env for an unauthenticated executor"
                 )
             )
-    return Success(
-        (
-            spec,
-            hw,
-            Constraints(
-                host=a.host,
-                ctx=a.ctx,
-                threads=a.threads,
-                port=a.port,
-                port_base=a.port_base,
-                api_key=key,
-                no_gpu=a.no_gpu,
-                ui=a.ui,
-                overrides=overrides,
-                extra_args=tuple(a.arg),
-                extra_env=tuple(a.env),
-            ),
-            files,
-        )
+    constraints = Constraints(
+        host=a.host,
+        ctx=a.ctx,
+        threads=a.threads,
+        port=a.port,
+        port_base=a.port_base,
+        api_key=key,
+        no_gpu=a.no_gpu,
+        ui=a.ui,
+        overrides=overrides,
+        extra_args=tuple(a.arg),
+        extra_env=tuple(a.env),
     )
+    return Success((spec, hw, constraints, files))
+
+
+def _measured(a: argparse.Namespace, r: Request) -> Result[Request, EngineError]:
+    """`r` with the engine's own measurement of the plan asked for in its hardware: planned
+    once for its flags, measured on this machine."""
+    from exedra_engine.cli.measure import with_measurement
+    from exedra_engine.errors import PlanError
+
+    if a.hardware:
+        return Failure(
+            PlanError(
+                "--measure measures on this machine, --hardware plans for another: measure "
+                "there (probe --json --measure MODEL) and plan from that file"
+            )
+        )
+    spec, hw, constraints, files = r
+    first = plan_explained(spec, hw, constraints, check_ports=False, config_files=files)
+    measured = first.bind(lambda e: with_measurement(hw, e.plan))
+    return measured.map(lambda h: (spec, h, constraints, files))
 
 
 def _planned(a: argparse.Namespace) -> Result[tuple[Explained, TableOrigin], EngineError]:
@@ -522,6 +555,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("probe", help="show CPU, RAM, GPUs and installed executors")
     s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument(
+        "--measure",
+        nargs="+",
+        default=[],
+        metavar="MODEL",
+        help="also measure what llama-server would reserve for each model (llama-fit-params), "
+        "with the plan this host makes for it; plan --hardware uses these figures",
+    )
+    s.add_argument(
+        "--ctx",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="with --measure: measure at this context (repeatable; default: the model's own)",
+    )
+    s.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="with --measure: a flag of the plans measured (repeatable; use --arg=--flag)",
+    )
     s.set_defaults(func=cmd_probe)
 
     s = sub.add_parser("inspect", help="read a GGUF model's metadata from its header")
@@ -558,6 +614,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
     _add_plan_options(s)
+    s.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure what the executor would reserve with this plan's flags "
+        "(llama-fit-params, here, now) and plan with the engine's own figures",
+    )
     s.add_argument(
         "--explain",
         action="store_true",
@@ -608,7 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
     )
-    s.set_defaults(func=cmd_launch, explain=False, strict=False)
+    s.set_defaults(func=cmd_launch, explain=False, strict=False, measure=False)
 
     s = sub.add_parser(
         "demo",
