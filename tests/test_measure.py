@@ -3,6 +3,7 @@ the plan's memory flags chosen from the flag table, and the real binary run on r
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import msgspec
@@ -21,6 +22,7 @@ from exedra_engine._core.fit_params import (
     rows_from_print,
     split_memory_args,
 )
+from exedra_engine._shell.measure import find_companion, measure_model, run_bounded
 from exedra_engine.errors import MeasureError, PlanError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "fit-params"
@@ -161,3 +163,88 @@ def test_i19_item3_a_measurement_is_found_only_for_the_same_measure_flags() -> N
     here = msgspec.structs.replace(at_4k, model="/srv/models/m.gguf", build="newer")
     assert measurement_for((here, *ms), LLAMA, "/srv/models/m.gguf", plan) is here
     assert measurement_for((*ms, here), LLAMA, "/m.gguf", plan) is at_4k  # its own path first
+
+
+# -- captured real output ------------------------------------------------------------------
+
+
+def test_i19_item3_captured_output_of_the_real_binary() -> None:
+    stdout = (FIXTURES / "gemma3-gen-8192.stdout").read_text()
+    log = (FIXTURES / "gemma3-gen-8192.log").read_text()
+    devices, host = rows_from_print(stdout)
+    assert devices == ()
+    assert (host.model, host.context, host.compute) == (98 * MiB, 28 * MiB, 64 * MiB)
+    assert ctx_from_log(log) == 8192
+    assert device_free_from_log(log) == {}  # a CPU-only load names no device
+    m = measurement_from(stdout, log, model="g.gguf", args=(), ctx=0, host_free=5 * MiB)
+    assert m.ctx == 8192 and m.host.total == 190 * MiB and m.host.free == 5 * MiB
+    _, moe = rows_from_print((FIXTURES / "qwen3moe-gen-default.stdout").read_text())
+    assert moe.total == (51 + 73 + 63) * MiB
+
+
+# -- the real binary -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gen_gemma3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from exedra_engine.testing import write_arch_model
+
+    return write_arch_model(tmp_path_factory.mktemp("measure") / "gemma3.gguf", "gemma3")
+
+
+def test_i19_item3_the_real_binary_gives_the_captured_figures(
+    fit_params: str, gen_gemma3: Path
+) -> None:
+    m = measure_model(LLAMA, str(gen_gemma3), ("-c", "8192"), binary=fit_params)
+    want = measurement_from(
+        (FIXTURES / "gemma3-gen-8192.stdout").read_text(),
+        (FIXTURES / "gemma3-gen-8192.log").read_text(),
+        model=str(gen_gemma3),
+        args=("--ctx-size", "8192", "--parallel", "4"),
+        ctx=0,
+        build=m.build,
+    )
+    assert m == want
+    assert m.build.startswith("0.") or "build" in m.build
+
+
+def test_i19_item3_figures_follow_the_plans_flags(fit_params: str, gen_gemma3: Path) -> None:
+    def host(*args: str) -> FitRow:
+        return measure_model(LLAMA, str(gen_gemma3), args, binary=fit_params).host
+
+    small, big, full = host("-c", "2048"), host("-c", "16384"), host()
+    assert small.context < big.context < full.context  # full: the model's own 32768
+    assert small.model == big.model == full.model
+    assert host("-c", "16384", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on").context < big.context
+    assert host("-c", "2048", "-ub", "64").compute < small.compute
+    m = measure_model(
+        LLAMA, str(gen_gemma3), ("--cache-ram", "0", "--kv-unified"), binary=fit_params
+    )
+    assert m.ctx == 32768 and m.omitted == ("--cache-ram", "0", "--kv-unified")
+
+
+def test_i19_item3_a_failing_companion_is_a_typed_error(fit_params: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(MeasureError, match="failed"):
+        measure_model(LLAMA, str(bad), binary=fit_params)
+    with pytest.raises(MeasureError, match="is not installed"):
+        find_companion(LLAMA, str(tmp_path / "nowhere" / "llama-server"))
+
+
+def test_i19_item3_runs_are_bounded_in_time_and_output() -> None:
+    with pytest.raises(MeasureError, match=r"did not finish within 0\.3 s"):
+        run_bounded(["sleep", "30"], {}, 0.3)
+    with pytest.raises(MeasureError, match="printed more than"):
+        run_bounded(["yes"], {}, 30)
+    with pytest.raises(MeasureError, match="cannot be run"):
+        run_bounded(["/nonexistent/llama-fit-params"], {}, 1)
+    out, log = run_bounded(["sh", "-c", "echo Host 1 2 3; echo oops >&2; exit 0"], {}, 5)
+    assert out == "Host 1 2 3\n" and log == "oops"
+
+
+def test_i19_item3_the_companion_is_found_beside_the_executor(
+    fit_params: str, llama_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert os.path.samefile(find_companion(LLAMA, llama_server), fit_params)

@@ -10,6 +10,7 @@ This module imports gguf and numpy when called; the rest of the library never do
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -147,35 +148,27 @@ def write_tiny_llama(
     return out
 
 
+@dataclasses.dataclass(frozen=True)
 class ArchShape:
     """The shape of a generated model of one architecture (`write_arch_model`)."""
 
-    def __init__(
-        self,
-        arch: str,
-        *,
-        blocks: int,
-        embd: int,
-        heads: int,
-        kv_heads: int,
-        head_dim: int,
-        ff: int,
-        vocab: int = 32_000,
-        context: int = 32_768,
-        experts: int = 0,
-        experts_used: int = 0,
-        expert_ff: int = 0,
-        sliding_window: int = 0,
-        swa_pattern: int = 0,
-        qkv_bias: bool = False,
-        qk_norm: bool = False,
-        post_norms: bool = False,
-    ) -> None:
-        self.arch, self.blocks, self.embd, self.heads = arch, blocks, embd, heads
-        self.kv_heads, self.head_dim, self.ff, self.vocab = kv_heads, head_dim, ff, vocab
-        self.context, self.experts, self.experts_used = context, experts, experts_used
-        self.expert_ff, self.sliding_window, self.swa_pattern = expert_ff, sliding_window, swa_pattern
-        self.qkv_bias, self.qk_norm, self.post_norms = qkv_bias, qk_norm, post_norms
+    arch: str
+    blocks: int
+    embd: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ff: int
+    vocab: int = 32_000
+    context: int = 32_768
+    experts: int = 0
+    experts_used: int = 0
+    expert_ff: int = 0
+    sliding_window: int = 0
+    swa_pattern: int = 0
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    post_norms: bool = False
 
 
 ARCH_SHAPES: dict[str, ArchShape] = {
@@ -234,7 +227,33 @@ def write_arch_model(path: str | os.PathLike[str], arch: str, *, seed: int = 7) 
         scores.append(-float(i) / 100)
     out = Path(path)
     w = gguf.GGUFWriter(str(out), sh.arch)
-    w.add_name(f"exedra-{arch}")
+    _arch_metadata(w, sh, tokens, scores, types)
+
+    def f16(*shape: int, scale: float = 0.05) -> Any:
+        return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float16)
+
+    embd = f16(sh.vocab, sh.embd, scale=0.1)
+    embd[:, 0] = 1.0
+    w.add_tensor("token_embd.weight", embd)
+    w.add_tensor("output_norm.weight", np.ones(sh.embd, dtype=np.float32))
+    head = f16(sh.vocab, sh.embd, scale=0.5)
+    normal = np.array(types) == 1
+    head[normal, 0] = 2.0
+    head[~normal, :] = 0.0
+    head[~normal, 0] = -50.0
+    w.add_tensor("output.weight", head)
+    for i in range(sh.blocks):
+        _arch_block(w, sh, i, f16)
+    _finish(w)
+    return out
+
+
+def _arch_metadata(
+    w: Any, sh: ArchShape, tokens: list[bytes], scores: list[float], types: list[int]
+) -> None:
+    import gguf
+
+    w.add_name(f"exedra-{sh.arch}")
     w.add_context_length(sh.context)
     w.add_embedding_length(sh.embd)
     w.add_block_count(sh.blocks)
@@ -264,8 +283,11 @@ def write_arch_model(path: str | os.PathLike[str], arch: str, *, seed: int = 7) 
     w.add_add_eos_token(False)
     w.add_chat_template(CHAT_TEMPLATE)
 
-    def f16(*shape: int, scale: float = 0.05) -> Any:
-        return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float16)
+
+def _arch_block(w: Any, sh: ArchShape, i: int, f16: Any) -> None:
+    """One block's tensors, as llama.cpp's loader of `sh.arch` asks for them; the output
+    projections zero (see `write_arch_model`)."""
+    import numpy as np
 
     def ones(n: int) -> Any:
         return np.ones(n, dtype=np.float32)
@@ -273,47 +295,33 @@ def write_arch_model(path: str | os.PathLike[str], arch: str, *, seed: int = 7) 
     def zeros(*shape: int) -> Any:
         return np.zeros(shape, dtype=np.float16)
 
+    p = f"blk.{i}."
     n_q, n_kv = sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim
-    embd = f16(sh.vocab, sh.embd, scale=0.1)
-    embd[:, 0] = 1.0
-    w.add_tensor("token_embd.weight", embd)
-    w.add_tensor("output_norm.weight", ones(sh.embd))
-    head = f16(sh.vocab, sh.embd, scale=0.5)
-    normal = np.array(types) == 1
-    head[normal, 0] = 2.0
-    head[~normal, :] = 0.0
-    head[~normal, 0] = -50.0
-    w.add_tensor("output.weight", head)
-    for i in range(sh.blocks):
-        p = f"blk.{i}."
-        w.add_tensor(p + "attn_norm.weight", ones(sh.embd))
-        w.add_tensor(p + "attn_q.weight", f16(n_q, sh.embd))
-        w.add_tensor(p + "attn_k.weight", f16(n_kv, sh.embd))
-        w.add_tensor(p + "attn_v.weight", f16(n_kv, sh.embd))
-        if sh.qkv_bias:
-            w.add_tensor(p + "attn_q.bias", np.zeros(n_q, dtype=np.float32))
-            w.add_tensor(p + "attn_k.bias", np.zeros(n_kv, dtype=np.float32))
-            w.add_tensor(p + "attn_v.bias", np.zeros(n_kv, dtype=np.float32))
-        if sh.qk_norm:
-            w.add_tensor(p + "attn_q_norm.weight", ones(sh.head_dim))
-            w.add_tensor(p + "attn_k_norm.weight", ones(sh.head_dim))
-        w.add_tensor(p + "attn_output.weight", zeros(sh.embd, n_q))
-        if sh.post_norms:
-            w.add_tensor(p + "post_attention_norm.weight", ones(sh.embd))
-            w.add_tensor(p + "post_ffw_norm.weight", ones(sh.embd))
-        w.add_tensor(p + "ffn_norm.weight", ones(sh.embd))
-        if sh.experts:
-            e, f = sh.experts, sh.expert_ff
-            w.add_tensor(p + "ffn_gate_inp.weight", f16(e, sh.embd).astype(np.float32))
-            w.add_tensor(p + "ffn_gate_exps.weight", f16(e, f, sh.embd))
-            w.add_tensor(p + "ffn_up_exps.weight", f16(e, f, sh.embd))
-            w.add_tensor(p + "ffn_down_exps.weight", zeros(e, sh.embd, f))
-        else:
-            w.add_tensor(p + "ffn_gate.weight", f16(sh.ff, sh.embd))
-            w.add_tensor(p + "ffn_up.weight", f16(sh.ff, sh.embd))
-            w.add_tensor(p + "ffn_down.weight", zeros(sh.embd, sh.ff))
-    _finish(w)
-    return out
+    w.add_tensor(p + "attn_norm.weight", ones(sh.embd))
+    w.add_tensor(p + "attn_q.weight", f16(n_q, sh.embd))
+    w.add_tensor(p + "attn_k.weight", f16(n_kv, sh.embd))
+    w.add_tensor(p + "attn_v.weight", f16(n_kv, sh.embd))
+    if sh.qkv_bias:
+        for name, n in (("attn_q", n_q), ("attn_k", n_kv), ("attn_v", n_kv)):
+            w.add_tensor(p + name + ".bias", np.zeros(n, dtype=np.float32))
+    if sh.qk_norm:
+        w.add_tensor(p + "attn_q_norm.weight", ones(sh.head_dim))
+        w.add_tensor(p + "attn_k_norm.weight", ones(sh.head_dim))
+    w.add_tensor(p + "attn_output.weight", zeros(sh.embd, n_q))
+    if sh.post_norms:
+        w.add_tensor(p + "post_attention_norm.weight", ones(sh.embd))
+        w.add_tensor(p + "post_ffw_norm.weight", ones(sh.embd))
+    w.add_tensor(p + "ffn_norm.weight", ones(sh.embd))
+    if sh.experts:
+        e, f = sh.experts, sh.expert_ff
+        w.add_tensor(p + "ffn_gate_inp.weight", f16(e, sh.embd).astype(np.float32))
+        w.add_tensor(p + "ffn_gate_exps.weight", f16(e, f, sh.embd))
+        w.add_tensor(p + "ffn_up_exps.weight", f16(e, f, sh.embd))
+        w.add_tensor(p + "ffn_down_exps.weight", zeros(e, sh.embd, f))
+    else:
+        w.add_tensor(p + "ffn_gate.weight", f16(sh.ff, sh.embd))
+        w.add_tensor(p + "ffn_up.weight", f16(sh.ff, sh.embd))
+        w.add_tensor(p + "ffn_down.weight", zeros(sh.embd, sh.ff))
 
 
 def write_header_model(

@@ -64,8 +64,9 @@ MAX_ROWS = 64
 _ROW = re.compile(r"(\S{1,64}) (\d{1,12}) (\d{1,12}) (\d{1,12})")
 # llama.cpp src/llama.cpp: "using device CUDA0 (NVIDIA ...) (0000:01:00.0) - 23000 MiB free"
 _DEVICE_FREE = re.compile(r"using device (\S{1,64}) \(.*\) - (\d{1,12}) MiB free\s*$", re.M)
-# llama.cpp src/llama-context.cpp: "llama_context: n_ctx         = 4096"
-_N_CTX = re.compile(r"^llama_context: n_ctx\s+= (\d{1,12})\s*$", re.M)
+# llama.cpp src/llama-context.cpp: "llama_context: n_ctx         = 4096", after the log's
+# timestamp and level ("0.00.141.596 D ")
+_N_CTX = re.compile(r"(?:^|\s)llama_context: n_ctx\s+= (\d{1,12})\s*$", re.M)
 
 
 def rows_from_print(stdout: str) -> tuple[tuple[FitRow, ...], FitRow]:

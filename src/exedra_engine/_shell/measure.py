@@ -33,9 +33,10 @@ MAX_STDOUT = 64 << 10
 """Its figures are a few lines; more than this is not its figures."""
 _KEEP_LOG_TAIL = 40
 """Lines of its log kept for an error message."""
-VERBOSITY = ("--log-verbosity", "4")
+VERBOSITY = ("--verbose",)
 """Debug verbosity: the engine then logs the context it sized for and each device's free
-memory (`exedra_engine._core.fit_params.ctx_from_log`, `device_free_from_log`)."""
+memory (`exedra_engine._core.fit_params.ctx_from_log`, `device_free_from_log`); ~1000 lines,
+of which only those are kept."""
 
 
 def measure(
