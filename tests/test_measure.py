@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -14,16 +15,19 @@ from exedra_engine._core.fit_params import (
     FitMeasurement,
     FitRow,
     MiB,
+    companion_args,
     ctx_from_log,
     device_free_from_log,
-    measure_args,
     measurement_for,
     measurement_from,
+    memory_settings,
     rows_from_print,
-    split_memory_args,
 )
+from exedra_engine._core.hardware_file import hardware_from_json
+from exedra_engine._core.values import Hardware, LaunchPlan, ModelSpec
 from exedra_engine._shell.measure import find_companion, measure_model, run_bounded
 from exedra_engine.errors import MeasureError, PlanError
+from tests.conftest import Run
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "fit-params"
 
@@ -86,76 +90,90 @@ def test_i19_item3_the_log_says_context_and_free_device_memory() -> None:
     assert measurement_from("Host 5 0 1\n", "", model="/m", args=(), ctx=4096).ctx == 4096
 
 
-def test_i19_item3_only_measure_flags_the_companion_takes_are_passed() -> None:
+def test_i19_item3_the_plans_memory_settings_canonical() -> None:
     args = (
         "--model", "/m.gguf", "--host", "127.0.0.1", "--port", "8080", "-c", "8192",
         "--no-webui", "-ctk", "q8_0", "--cache-ram", "0", "-nkvo", "--mmproj", "/p.gguf",
         "--ubatch-size=64",
     )  # fmt: skip
-    server_only = {"--cache-ram", "--mmproj", "--kv-unified"}
-    got = measure_args(LLAMA, args, accepts=lambda k: k not in server_only)
-    assert got == (
-        "--ctx-size", "8192", "--cache-type-k", "q8_0", "--no-kv-offload",
-        "--ubatch-size", "64", "--parallel", "4",
+    assert memory_settings(LLAMA, args) == (
+        "--ctx-size", "8192", "--cache-type-k", "q8_0", "--cache-ram", "0", "--no-kv-offload",
+        "--mmproj", "/p.gguf", "--ubatch-size", "64", "--kv-unified", "--parallel", "4",
     )  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("args", "env", "slots"),
     [
-        ((), (), ("--parallel", "4")),  # llama-server's auto: 4 slots
-        (("-np", "-1"), (), ("--parallel", "4")),
-        (("-np", "2"), (), ("--parallel", "2")),
+        ((), (), ("--kv-unified", "--parallel", "4")),  # llama-server's auto: 4 slots, 1 cache
+        (("-np", "-1"), (), ("--kv-unified", "--parallel", "4")),
+        (("-np", "4", "-kvu"), (), ("--kv-unified", "--parallel", "4")),
+        (("-np", "2"), (), ("--parallel", "2")),  # explicit slots: a cache each
+        (("-np", "2", "--no-kv-unified"), (), ("--parallel", "2")),
         ((), ("LLAMA_ARG_N_PARALLEL=3",), ("--parallel", "3")),
-        ((), ("LLAMA_ARG_N_PARALLEL=-1",), ("--parallel", "4")),
+        ((), ("LLAMA_ARG_N_PARALLEL=-1",), ("--kv-unified", "--parallel", "4")),
+        (
+            (),
+            ("LLAMA_ARG_N_PARALLEL=3", "LLAMA_ARG_KV_UNIFIED=1"),
+            ("--kv-unified", "--parallel", "3"),
+        ),
     ],
 )
 def test_i19_item3_the_automatic_slot_count_is_made_explicit(
     args: tuple[str, ...], env: tuple[str, ...], slots: tuple[str, ...]
 ) -> None:
-    assert measure_args(LLAMA, args, env, accepts=_all)[-2:] == slots
-    assert "--parallel" not in measure_args(LLAMA, args, env, accepts=lambda k: k != "--parallel")
+    assert memory_settings(LLAMA, args, env)[-len(slots) :] == slots
+
+
+def test_i19_item3_the_companion_gets_what_it_takes() -> None:
+    settings = memory_settings(LLAMA, ("-c", "8192", "--cache-ram", "0", "-ctk", "q8_0"))
+    no_server_flags = {"--cache-ram", "--kv-unified", "--mmproj"}
+
+    def takes(k: str) -> bool:
+        return k not in no_server_flags
+
+    # a unified cache of 4 slots is measured as one cache of the whole context: one slot
+    assert companion_args(LLAMA, settings, accepts=takes) == (
+        "--ctx-size", "8192", "--cache-type-k", "q8_0", "--parallel", "1",
+    )  # fmt: skip
+    split = memory_settings(LLAMA, ("-c", "8192", "-np", "2"))
+    assert companion_args(LLAMA, split, accepts=takes) == ("--ctx-size", "8192", "--parallel", "2")
+    # a companion that knows --kv-unified is told everything as it is
+    assert companion_args(LLAMA, settings, accepts=_all) == settings
 
 
 def test_i19_item3_the_plans_variables_become_flags() -> None:
     env = (
         "LLAMA_ARG_CTX_SIZE=4096",
-        "LLAMA_ARG_KV_UNIFIED=1",
+        "LLAMA_ARG_FLASH_ATTN=on",
         "LLAMA_ARG_HOST=0.0.0.0",
         "LLAMA_API_KEY=secret",
     )
-    got = measure_args(LLAMA, ("-c", "512"), env, accepts=_all)
+    got = memory_settings(LLAMA, ("-c", "512"), env)
     # the flag in argv wins over its variable, as in the executor
-    assert got == ("--ctx-size", "512", "--kv-unified", "--parallel", "4")
+    assert got == ("--ctx-size", "512", "--flash-attn", "on", "--kv-unified", "--parallel", "4")
     assert "secret" not in " ".join(got)
 
 
 def test_i19_item3_an_argv_the_table_cannot_cut_is_a_plan_error() -> None:
     with pytest.raises(PlanError):
-        measure_args(LLAMA, ("-c",), accepts=_all)
+        memory_settings(LLAMA, ("-c",))
 
 
-def test_i19_item3_what_the_companion_cannot_take_is_recorded_beside() -> None:
-    args = ("-c", "8192", "--cache-ram", "0", "--kv-unified", "-ctk", "q8_0")
-    server_only = {"--cache-ram", "--kv-unified"}
-    passed, omitted = split_memory_args(LLAMA, args, accepts=lambda k: k not in server_only)
-    assert passed == ("--ctx-size", "8192", "--cache-type-k", "q8_0", "--parallel", "4")
-    assert omitted == ("--cache-ram", "0", "--kv-unified")
-
-
-def test_i19_item3_a_measurement_is_found_only_for_the_same_measure_flags() -> None:
-    def made(args: tuple[str, ...], omitted: tuple[str, ...] = ()) -> FitMeasurement:
+def test_i19_item3_a_measurement_is_found_only_for_the_same_settings() -> None:
+    def made(*args: str) -> FitMeasurement:
         host = FitRow(name="Host", model=1, context=2, compute=3)
-        return FitMeasurement(model="/m.gguf", args=args, omitted=omitted, ctx=4096, host=host)
+        settings = memory_settings(LLAMA, args)
+        return FitMeasurement(model="/m.gguf", settings=settings, ctx=4096, host=host)
 
-    at_4k = made(("--ctx-size", "4096", "--parallel", "4"), ("--cache-ram", "0"))
-    at_8k = made(("--ctx-size", "8192", "--parallel", "4"))
+    at_4k = made("-c", "4096", "--cache-ram", "0")
+    at_8k = made("-c", "8192")
     ms = (at_4k, at_8k)
     # another spelling, another order, other flags that change no reservation: the same
     plan = ("--port", "8080", "--cache-ram", "0", "-c", "4096", "--no-webui")
     assert measurement_for(ms, LLAMA, "/m.gguf", plan) is at_4k
-    assert measurement_for(ms, LLAMA, "/m.gguf", ("-c", "8192", "-np", "-1")) is at_8k
-    assert measurement_for(ms, LLAMA, "/m.gguf", ("-c", "8192", "-np", "2")) is None
+    assert measurement_for(ms, LLAMA, "/m.gguf", ("-np", "-1", "-c", "8192")) is at_8k
+    assert measurement_for(ms, LLAMA, "/m.gguf", ("-c", "8192", "-np", "4")) is None  # 4 caches
     assert measurement_for(ms, LLAMA, "/m.gguf", ("-c", "4096")) is None  # cache-ram differs
     assert measurement_for(ms, LLAMA, "/other.gguf", plan) is None
     # the target's file, planned from a path of another machine: matched by its name
@@ -173,11 +191,11 @@ def test_i19_item3_captured_output_of_the_real_binary() -> None:
     log = (FIXTURES / "gemma3-gen-8192.log").read_text()
     devices, host = rows_from_print(stdout)
     assert devices == ()
-    assert (host.model, host.context, host.compute) == (98 * MiB, 28 * MiB, 64 * MiB)
+    assert (host.model, host.context, host.compute) == (98 * MiB, 13 * MiB, 64 * MiB)
     assert ctx_from_log(log) == 8192
     assert device_free_from_log(log) == {}  # a CPU-only load names no device
     m = measurement_from(stdout, log, model="g.gguf", args=(), ctx=0, host_free=5 * MiB)
-    assert m.ctx == 8192 and m.host.total == 190 * MiB and m.host.free == 5 * MiB
+    assert m.ctx == 8192 and m.host.total == 175 * MiB and m.host.free == 5 * MiB
     _, moe = rows_from_print((FIXTURES / "qwen3moe-gen-default.stdout").read_text())
     assert moe.total == (51 + 73 + 63) * MiB
 
@@ -200,7 +218,8 @@ def test_i19_item3_the_real_binary_gives_the_captured_figures(
         (FIXTURES / "gemma3-gen-8192.stdout").read_text(),
         (FIXTURES / "gemma3-gen-8192.log").read_text(),
         model=str(gen_gemma3),
-        args=("--ctx-size", "8192", "--parallel", "4"),
+        args=("--ctx-size", "8192", "--parallel", "1"),
+        settings=("--ctx-size", "8192", "--kv-unified", "--parallel", "4"),
         ctx=0,
         build=m.build,
     )
@@ -220,7 +239,8 @@ def test_i19_item3_figures_follow_the_plans_flags(fit_params: str, gen_gemma3: P
     m = measure_model(
         LLAMA, str(gen_gemma3), ("--cache-ram", "0", "--kv-unified"), binary=fit_params
     )
-    assert m.ctx == 32768 and m.omitted == ("--cache-ram", "0", "--kv-unified")
+    assert m.ctx == 32768 and m.args == ("--parallel", "1")
+    assert m.settings == ("--cache-ram", "0", "--kv-unified", "--parallel", "4")
 
 
 def test_i19_item3_a_failing_companion_is_a_typed_error(fit_params: str, tmp_path: Path) -> None:
@@ -248,3 +268,89 @@ def test_i19_item3_the_companion_is_found_beside_the_executor(
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     assert os.path.samefile(find_companion(LLAMA, llama_server), fit_params)
+
+
+# -- the command line ----------------------------------------------------------------------
+
+
+def test_i19_item3_plan_measure_puts_the_measurement_into_the_planners_input(
+    run: Run, gen_gemma3: Path, llama_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import exedra_engine.cli as cli
+
+    seen: list[Hardware] = []
+    real = cli.plan_explained
+
+    def spy(spec: ModelSpec, hw: Hardware | None, *a: Any, **kw: Any) -> Any:
+        assert hw is not None
+        seen.append(hw)
+        return real(spec, hw, *a, **kw)
+
+    monkeypatch.setattr(cli, "plan_explained", spy)
+    argv = ["plan", "--model", str(gen_gemma3), "--kind", "llama", "--no-config"]
+    argv += ["--executor", llama_server, "--ctx", "1024", "--no-port-check", "--json"]
+    r = run(*argv, "--measure")
+    assert r.code == 0, r.err
+    # planned once for its flags (no measurement yet), then with the engine's own figures
+    assert [len(hw.measurements) for hw in seen] == [0, 1]
+    m = seen[-1].measurements[0]
+    assert m.model == str(gen_gemma3) and m.ctx == 1024
+    assert m.args == ("--ctx-size", "1024", "--n-gpu-layers", "0", "--parallel", "1")
+    assert m.host.model > 0 and m.host.context > 0 and m.build
+    plan = msgspec.json.decode(r.out, type=LaunchPlan)
+    assert measurement_for(seen[-1].measurements, LLAMA, plan.spec.path, plan.args, plan.env) is m
+    seen.clear()
+    assert run(*argv).code == 0
+    assert [len(hw.measurements) for hw in seen] == [0]  # without --measure: nothing run
+
+
+def test_i19_item3_measure_here_is_refused_with_a_hardware_file(
+    run: Run, gen_gemma3: Path, tmp_path: Path
+) -> None:
+    f = tmp_path / "host.json"
+    f.write_text('{"cpu": {"threads": 4}}')
+    r = run(
+        "plan", "--model", str(gen_gemma3), "--kind", "llama", "--no-config",
+        "--hardware", str(f), "--measure",
+    )  # fmt: skip
+    assert r.code == 2 and "--measure measures on this machine" in r.err
+
+
+def test_i19_item3_probe_measure_stores_figures_a_plan_elsewhere_uses(
+    run: Run,
+    gen_gemma3: Path,
+    llama_server: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PATH", f"{os.path.dirname(llama_server)}:{os.environ['PATH']}")
+    r = run("probe", "--json", "--measure", str(gen_gemma3), "--ctx", "512", "--ctx", "2048")
+    assert r.code == 0, r.err
+    host_file = tmp_path / "host.json"
+    host_file.write_text(r.out)
+    hw = hardware_from_json(r.out, "host.json")
+    assert [m.ctx for m in hw.measurements] == [512, 2048]
+    assert hw.measurements[0].host.context < hw.measurements[1].host.context
+    text = run("probe", "--measure", str(gen_gemma3), "--ctx", "512")
+    assert text.code == 0 and "measured" in text.out and "ctx 512" in text.out
+    # planned from the file on "another machine": the measurement travels with it
+    import exedra_engine.cli as cli
+
+    seen: list[Hardware] = []
+    real = cli.plan_explained
+
+    def spy(spec: ModelSpec, hw: Hardware | None, *a: Any, **kw: Any) -> Any:
+        assert hw is not None
+        seen.append(hw)
+        return real(spec, hw, *a, **kw)
+
+    monkeypatch.setattr(cli, "plan_explained", spy)
+    p = run(
+        "plan", "--model", str(gen_gemma3), "--kind", "llama", "--no-config", "--ctx", "2048",
+        "--hardware", str(host_file), "--no-port-check", "--json",
+    )  # fmt: skip
+    assert p.code == 0, p.err
+    plan = msgspec.json.decode(p.out, type=LaunchPlan)
+    found = measurement_for(seen[0].measurements, LLAMA, plan.spec.path, plan.args, plan.env)
+    assert found == hw.measurements[1]
+    assert run("probe", "--ctx", "512").code == 2  # --ctx without --measure

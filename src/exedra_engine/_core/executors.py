@@ -132,6 +132,8 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     auto_slots: int = 0
     """The slots the executor runs when `slots_flag` is unset or -1 (llama-server: 4, sharing
     one unified KV cache); the companion, which has no "auto", is told this number."""
+    unified_flag: str = ""
+    """The flag that makes all slots share one KV cache (implied by `auto_slots`)."""
 
     @property
     def flags(self) -> FlagTable:
@@ -278,6 +280,7 @@ LLAMA: Final = ExecutorProfile(
     ),
     slots_flag="--parallel",
     auto_slots=4,  # tools/server/server.cpp: n_parallel < 0 -> 4 slots, kv_unified = true
+    unified_flag="--kv-unified",
 )
 """llama.cpp's ``llama-server``."""
 

@@ -46,11 +46,11 @@ class FitMeasurement(Value, frozen=True, kw_only=True, omit_defaults=True):
 
     model: str
     """The model path it loaded (the first shard of a split set)."""
+    settings: tuple[str, ...] = ()
+    """The plan's memory flags (`memory_settings`): what a plan is matched by."""
     args: tuple[str, ...] = ()
-    """The memory-relevant flags it was run with (the plan's own), in order."""
-    omitted: tuple[str, ...] = ()
-    """The plan's memory flags it does not take (server-only: ``--kv-unified``,
-    ``--cache-ram``, ``--mmproj``...): what they reserve is not in these figures."""
+    """What it was run with: the `settings` it takes (see `companion_args`). Those it does
+    not take (``--cache-ram``, ``--mmproj``...) reserve memory these figures leave out."""
     ctx: int
     """The context the figures are for."""
     host: FitRow
@@ -124,7 +124,7 @@ def measurement_from(
     model: str,
     args: tuple[str, ...],
     ctx: int,
-    omitted: tuple[str, ...] = (),
+    settings: tuple[str, ...] = (),
     build: str = "",
     host_free: int | None = None,
 ) -> FitMeasurement:
@@ -135,8 +135,8 @@ def measurement_from(
     free = device_free_from_log(log)
     return FitMeasurement(
         model=model,
+        settings=settings,
         args=args,
-        omitted=omitted,
         ctx=ctx_from_log(log) or ctx,
         host=FitRow(
             name=host.name,
@@ -163,66 +163,76 @@ _TRUE = frozenset({"1", "true", "on", "enabled", "yes"})
 _FALSE = frozenset({"0", "false", "off", "disabled", "no"})
 
 
-def measure_args(
-    profile: ExecutorProfile,
-    args: Sequence[str],
-    env: Sequence[str] = (),
-    *,
-    accepts: Callable[[str], bool],
+def memory_settings(
+    profile: ExecutorProfile, args: Sequence[str], env: Sequence[str] = ()
 ) -> tuple[str, ...]:
     """The flags of a plan (its `args` and ``NAME=VALUE`` `env`) that change what the
-    executor reserves (`ExecutorProfile.measure_flags`) and that the measuring companion
-    `accepts` (asked with the flag's canonical key), in the plan's order, with the executor's
-    automatic slot count made explicit. Raises `PlanError` for an argv the table cannot cut."""
-    return split_memory_args(profile, args, env, accepts=accepts)[0]
-
-
-def split_memory_args(
-    profile: ExecutorProfile,
-    args: Sequence[str],
-    env: Sequence[str] = (),
-    *,
-    accepts: Callable[[str], bool],
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """`measure_args`, and beside it the plan's memory flags the companion does not take
-    (their reservations are not in its figures: a projector, the host prompt cache)."""
+    executor reserves (`ExecutorProfile.measure_flags`), canonical: each by its key, in the
+    plan's order, variables as flags, and the slot count last, made explicit where the
+    executor chooses it (llama-server's auto: ``--parallel 4 --kv-unified``). Equal settings
+    reserve equal memory. Raises `PlanError` for an argv the table cannot cut."""
     table: FlagTable = profile.flags
-    passed: list[str] = []
-    omitted: list[str] = []
-    seen: set[str] = set()
+    items = [it for it in table.split_items(args, "plan args") if it.key in profile.measure_flags]
+    in_args = {it.key for it in items}
+    items += table.split_items(_env_flags(profile, env, in_args), "plan env")
+    out: list[str] = []
     slots: str | None = None
-
-    def put(key: str, tokens: Sequence[str]) -> None:
-        (passed if accepts(key) else omitted).extend(tokens)
-
-    for it in table.split_items(args, "plan args"):
-        if it.key is None or it.key not in profile.measure_flags:
-            continue
-        seen.add(it.key)
+    for it in items:
         if it.key == profile.slots_flag and not it.negated:
             slots = it.values[0] if it.values else None
-            continue
-        put(it.key, _spelled(it.key, it.values, it.negated, table))
+        elif it.key != profile.unified_flag:
+            out.extend(_spelled(it.key or "", it.values, it.negated, table))
+        elif not it.negated:  # not unified is the default: no token
+            out.append(it.key)
+    if profile.slots_flag:
+        if (slots is None or slots.strip() == "-1") and profile.auto_slots:
+            slots = str(profile.auto_slots)
+            if profile.unified_flag and profile.unified_flag not in out:
+                out.append(profile.unified_flag)
+        if slots is not None:
+            out.extend((profile.slots_flag, slots))
+    return tuple(out)
+
+
+def _env_flags(profile: ExecutorProfile, env: Sequence[str], in_args: set[str | None]) -> list[str]:
+    """The plan's variables for memory flags, as flags; a flag in argv wins over its
+    variable, as in the executor."""
+    table = profile.flags
+    out: list[str] = []
     for entry in env:
         name, sep, value = entry.partition("=")
         flag = table.flag_for_env(name) if sep else None
-        if flag is None or flag.key in seen or flag.key not in profile.measure_flags:
+        if flag is None or flag.key in in_args or flag.key not in profile.measure_flags:
             continue
-        seen.add(flag.key)
-        if flag.key == profile.slots_flag:
-            slots = value
-        elif flag.nargs == 1:
-            put(flag.key, (flag.key, value))
+        if flag.nargs == 1:
+            out.extend((flag.key, value))
         elif flag.nargs == 0 and value.lower() in _TRUE:
-            put(flag.key, (flag.key,))
+            out.append(flag.key)
         elif flag.nargs == 0 and value.lower() in _FALSE and flag.negations:
-            put(flag.key, (_long(flag.negations),))
-    if profile.slots_flag:
-        if slots is None or slots.strip() == "-1":
-            slots = str(profile.auto_slots) if profile.auto_slots else None
-        if slots is not None:
-            put(profile.slots_flag, (profile.slots_flag, slots))
-    return tuple(passed), tuple(omitted)
+            out.append(_long(flag.negations))
+    return out
+
+
+def companion_args(
+    profile: ExecutorProfile, settings: Sequence[str], *, accepts: Callable[[str], bool]
+) -> tuple[str, ...]:
+    """What the measuring companion is run with: the `settings` (`memory_settings`) it
+    `accepts` (asked by canonical key). Where all slots share one KV cache and the companion
+    cannot be told so (llama-fit-params has no ``--kv-unified``), it is given one slot: one
+    cache of the whole context, exact for full-attention layers, where more slots would each
+    get a padded share. (Sliding-window layers keep one window per slot in a unified cache;
+    these figures then hold one.)"""
+    items = profile.flags.split_items(settings, "memory settings")
+    unified = any(it.key == profile.unified_flag and not it.negated for it in items)
+    out: list[str] = []
+    for it in items:
+        if it.key is None or not accepts(it.key):
+            continue
+        if it.key == profile.slots_flag and unified and not accepts(profile.unified_flag):
+            out.extend((it.tokens[0], "1"))
+        else:
+            out.extend(it.tokens)
+    return tuple(out)
 
 
 def measurement_for(
@@ -232,13 +242,13 @@ def measurement_for(
     args: Sequence[str],
     env: Sequence[str] = (),
 ) -> FitMeasurement | None:
-    """The measurement (the newest, last) made for `model` with the same memory flags as a
-    plan's `args` and `env`, or None: a measurement for another context or cache type says
+    """The measurement (the newest, last) made for `model` with the same memory settings as
+    a plan's `args` and `env`, or None: a measurement for another context or cache type says
     nothing about this plan. A measurement of the same path wins; else one of the same file
     name (the target keeps its models elsewhere). Raises `PlanError` for an argv the table
     cannot cut."""
-    wanted = _settings(profile, split_memory_args(profile, args, env, accepts=_any)[0])
-    same = [m for m in measurements if _settings(profile, (*m.args, *m.omitted)) == wanted]
+    wanted = _order_free(profile, memory_settings(profile, args, env))
+    same = [m for m in measurements if _order_free(profile, m.settings) == wanted]
     base = posixpath.basename(model)
     for m in reversed(same):
         if m.model == model:
@@ -249,12 +259,8 @@ def measurement_for(
     return None
 
 
-def _any(_: str) -> bool:
-    return True
-
-
-def _settings(profile: ExecutorProfile, tokens: Sequence[str]) -> tuple[tuple[str, ...], ...]:
-    # Order-free: the same flags given in another order reserve the same memory.
+def _order_free(profile: ExecutorProfile, tokens: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    # The same flags given in another order reserve the same memory.
     return tuple(sorted(it.tokens for it in profile.flags.split_items(tokens, "memory flags")))
 
 

@@ -4,7 +4,7 @@ plan would reserve, and keep its answer as a `FitMeasurement`.
 The companion loads the model without allocating anything and prints, per device and for the
 host, the MiB it would reserve for weights, context and compute: the engine's own arithmetic,
 which no estimate reproduces exactly. It is run with the plan's memory flags only (see
-`exedra_engine._core.fit_params.measure_args`), no shell, a clean ``LLAMA_ARG_*``
+`exedra_engine._core.fit_params.companion_args`), no shell, a clean ``LLAMA_ARG_*``
 environment, a timeout that kills its whole process group, and bounded output. It is found
 beside the plan's executor (both are built from the same source), else on PATH.
 
@@ -22,7 +22,12 @@ from collections.abc import Sequence
 from returns.result import Result
 
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
-from exedra_engine._core.fit_params import FitMeasurement, measurement_from, split_memory_args
+from exedra_engine._core.fit_params import (
+    FitMeasurement,
+    companion_args,
+    measurement_from,
+    memory_settings,
+)
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, MeasureError
@@ -119,9 +124,8 @@ def measure_model(
     table, origin = executor_table(profile, binary)
     if origin.source != "binary":
         raise MeasureError(f"{binary}: its flags cannot be read ({origin.note or 'no help'})")
-    passed, omitted = split_memory_args(
-        profile, args, env, accepts=lambda key: table.lookup(key) is not None
-    )
+    settings = memory_settings(profile, args, env)
+    passed = companion_args(profile, settings, accepts=lambda key: table.lookup(key) is not None)
     argv = [binary, "--model", model, *passed, *profile.measure_args, *VERBOSITY]
     stdout, log = run_bounded(argv, _clean_env(profile), timeout)
     return measurement_from(
@@ -129,7 +133,7 @@ def measure_model(
         log,
         model=model,
         args=passed,
-        omitted=omitted,
+        settings=settings,
         ctx=_asked_ctx(profile, passed) or ctx,
         build=executor_version(profile, binary),
         host_free=host_free,
@@ -148,7 +152,7 @@ def _asked_ctx(profile: ExecutorProfile, passed: Sequence[str]) -> int:
 
 def _clean_env(profile: ExecutorProfile) -> dict[str, str]:
     # Inherited LLAMA_ARG_* variables would change what is measured without showing in argv;
-    # the plan's own variables reach the companion as flags (measure_args).
+    # the plan's own variables reach the companion as flags (memory_settings).
     prefix = profile.env_prefix
     return {k: v for k, v in os.environ.items() if not (prefix and k.startswith(prefix))}
 
