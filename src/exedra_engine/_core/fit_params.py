@@ -8,7 +8,6 @@ host's resident peak: see docs/explanation.md), in bytes.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Callable, Sequence
 
@@ -249,14 +248,18 @@ def measurement_for(
     cannot cut."""
     wanted = _order_free(profile, memory_settings(profile, args, env))
     same = [m for m in measurements if _order_free(profile, m.settings) == wanted]
-    base = posixpath.basename(model)
+    base = _basename(model)
     for m in reversed(same):
         if m.model == model:
             return m
     for m in reversed(same):
-        if posixpath.basename(m.model) == base:
+        if _basename(m.model) == base:
             return m
     return None
+
+
+def _basename(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
 
 
 def _order_free(profile: ExecutorProfile, tokens: Sequence[str]) -> tuple[tuple[str, ...], ...]:

@@ -560,8 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=[],
         metavar="MODEL",
-        help="also measure what llama-server would reserve for each model (llama-fit-params), "
-        "with the plan this host makes for it; plan --hardware uses these figures",
+        help=f"also measure what {executor_profile(Kind.LLAMA).binary} would reserve for each "
+        f"model ({executor_profile(Kind.LLAMA).measure_binary}), with the plan this host makes "
+        "for it; plan --hardware uses these figures",
     )
     s.add_argument(
         "--ctx",
