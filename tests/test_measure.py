@@ -243,11 +243,14 @@ def test_i19_item3_figures_follow_the_plans_flags(fit_params: str, gen_gemma3: P
     assert m.settings == ("--cache-ram", "0", "--kv-unified", "--parallel", "4")
 
 
-def test_i19_item3_a_failing_companion_is_a_typed_error(fit_params: str, tmp_path: Path) -> None:
+def test_i19_item3_a_failing_companion_is_a_typed_error(
+    fit_params: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\0" * 64)
     with pytest.raises(MeasureError, match="failed"):
         measure_model(LLAMA, str(bad), binary=fit_params)
+    monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(MeasureError, match="is not installed"):
         find_companion(LLAMA, str(tmp_path / "nowhere" / "llama-server"))
 
