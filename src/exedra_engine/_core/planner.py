@@ -29,6 +29,7 @@ from exedra_engine._core.endpoint import Resolved, resolve, resolve_merged
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
+from exedra_engine._core.load_files import load_files
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
@@ -143,6 +144,7 @@ def _plan(
         port=r.port,
         api_key=r.api_key,
         ready=ready_path(profile, m),
+        files=load_files(profile, m.args, m.env, model),
         port_scanned=scanned,
     )
     found = _findings(profile, spec, constraints, *judge) if judge is not None else ()

@@ -21,7 +21,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exedra_engine._core.emit import ini
-from exedra_engine._core.emit.shape import Target, key_vars, plan_is_keyed
+from exedra_engine._core.emit.names import DNS1035, DNS1123, QUALIFIED, SUBDOMAIN
+from exedra_engine._core.emit.shape import (
+    SYSTEM_TOP,
+    Target,
+    expected_ready,
+    key_vars,
+    plan_is_keyed,
+    ready_problem,
+)
 from exedra_engine._core.endpoint import env_dict, resolve
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.redact import REDACTED, is_secret_name
@@ -29,10 +37,7 @@ from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError
 
 _STANDARD = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
-_QUALIFIED = re.compile(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+"
-    r"/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-)
+_QUALIFIED = QUALIFIED
 
 
 def check_files(
@@ -40,7 +45,7 @@ def check_files(
 ) -> list[str]:
     """What is wrong with `files` as a deployment of `plan` on `target` ([] if nothing).
     `secrets` are key texts that must appear nowhere (the plan's own key, when known)."""
-    problems: list[str] = []
+    problems: list[str] = _plan_problems(plan)
     known = [_standing(k) for k in (*secrets, plan.api_key) if k and k != REDACTED]
     for name, text in sorted(files.items()):
         if REDACTED in text:
@@ -51,6 +56,16 @@ def check_files(
     for name, text in sorted(files.items()):
         problems += [f"{name}: {p}" for p in check(plan, text)]
     return problems
+
+
+def _plan_problems(plan: LaunchPlan) -> list[str]:
+    out = []
+    if not 1 <= plan.port <= 65535:
+        out.append(f"the plan's port {plan.port} is not a TCP port (1-65535)")
+    problem = ready_problem(executor_profile(plan.spec.kind), plan)
+    if problem:
+        out.append(problem)
+    return out
 
 
 def _standing(key: str) -> re.Pattern[str]:
@@ -151,6 +166,7 @@ def _k8s(plan: LaunchPlan, text: str) -> list[str]:
         if not isinstance(d, dict):
             out.append("a document that is not a mapping")
             continue
+        out += _meta_problems(d)
         kind = d.get("kind")
         if kind == "Secret":
             out.append(f"a Secret object ({_get(d, 'metadata', 'name')}): keys stay out of files")
@@ -166,11 +182,37 @@ def _k8s(plan: LaunchPlan, text: str) -> list[str]:
     for pod in pods:
         out += _pod_problems(p, plan, pod, container_ports)
     for svc in services:
-        for port in _get(svc, "spec", "ports") or []:
-            target = port.get("targetPort", port.get("port"))
-            if _port_of(target, container_ports) != plan.port:
-                out.append(f"Service port {port.get('name', '')} targets {target}, not the plan's")
+        out += _service_problems(plan, svc, container_ports)
     return out
+
+
+def _meta_problems(d: dict[str, Any]) -> list[str]:
+    kind = str(d.get("kind", "?"))
+    name = str(_get(d, "metadata", "name"))
+    ns = _get(d, "metadata", "namespace")
+    out = []
+    # Services are RFC 1035 labels; the rest of what is emitted RFC 1123 subdomains.
+    rule, max_len = (DNS1035, 63) if kind == "Service" else (SUBDOMAIN, 253)
+    if len(name) > max_len or not rule.fullmatch(name):
+        out.append(f"{kind} name {name!r} is not a valid {kind} name")
+    if ns is not None and (len(str(ns)) > 63 or not DNS1123.fullmatch(str(ns))):
+        out.append(f"namespace {ns!r} is not a DNS label")
+    return out
+
+
+def _service_problems(plan: LaunchPlan, svc: dict[str, Any], named: dict[str, int]) -> list[str]:
+    out = []
+    for port in _get(svc, "spec", "ports") or []:
+        target = port.get("targetPort", port.get("port"))
+        if _port_of(target, named) != plan.port:
+            out.append(f"Service port {port.get('name', '')} targets {target}, not the plan's")
+        if not _is_port(port.get("port")):
+            out.append(f"Service port {port.get('port')!r} is not a TCP port")
+    return out
+
+
+def _is_port(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
 
 
 def _get(d: Any, *path: str) -> Any:
@@ -198,6 +240,8 @@ def _pod_problems(
     sc = pod.get("securityContext") or {}
     if _get(sc, "seccompProfile", "type") != "RuntimeDefault":
         out.append("the pod's seccompProfile is not RuntimeDefault")
+    out += _uid_problems("the pod", sc)
+    out += _volume_problems(pod.get("volumes") or [])
     secret_vols = {
         v.get("name") for v in pod.get("volumes") or [] if isinstance(v, dict) and "secret" in v
     }
@@ -205,18 +249,56 @@ def _pod_problems(
         name = c.get("name", "?")
         found = _security_problems(c, sc) + _port_problems(c, plan, named)
         found += _probe_problems(c, plan, named) + _resource_problems(c.get("resources") or {})
-        env = [
-            f"{e.get('name')}={e.get('value', '')}"
-            for e in c.get("env") or []
-            if isinstance(e, dict) and "valueFrom" not in e
-        ]
-        key_dirs = [
-            m.get("mountPath", "")
-            for m in c.get("volumeMounts") or []
-            if m.get("name") in secret_vols and m.get("readOnly")
-        ]
-        found += _argv_problems(p, plan, [*(c.get("args") or [])], [*p.image_env, *env], key_dirs)
+        found += _uid_problems("the container", c.get("securityContext") or {})
+        found += _argv_problems(
+            p, plan, [*(c.get("args") or [])], _env(p, c), _key_dirs(c, secret_vols)
+        )
         out += [f"container {name}: {x}" for x in found]
+    return out
+
+
+def _env(p: ExecutorProfile, c: dict[str, Any]) -> list[str]:
+    env = [
+        f"{e.get('name')}={e.get('value', '')}"
+        for e in c.get("env") or []
+        if isinstance(e, dict) and "valueFrom" not in e
+    ]
+    return [*p.image_env, *env]
+
+
+def _key_dirs(c: dict[str, Any], secret_vols: set[Any]) -> list[str]:
+    return [
+        m.get("mountPath", "")
+        for m in c.get("volumeMounts") or []
+        if m.get("name") in secret_vols and m.get("readOnly")
+    ]
+
+
+def _uid_problems(who: str, sc: dict[str, Any]) -> list[str]:
+    out = []
+    for key in ("runAsUser", "runAsGroup", "fsGroup"):
+        v = sc.get(key)
+        if v is not None and (not isinstance(v, int) or v < 0):
+            out.append(f"{who}'s {key} {v!r} is not a user or group id")
+    if sc.get("runAsNonRoot") and sc.get("runAsUser") == 0:
+        out.append(f"{who} runs as uid 0 with runAsNonRoot: the kubelet refuses it")
+    for g in sc.get("supplementalGroups") or []:
+        if not isinstance(g, int) or g < 0:
+            out.append(f"{who}'s supplemental group {g!r} is not a group id")
+    return out
+
+
+def _volume_problems(volumes: list[Any]) -> list[str]:
+    out = []
+    for v in volumes:
+        if not isinstance(v, dict):
+            continue
+        path = _get(v, "hostPath", "path")
+        if path is not None and str(path).rstrip("/") in {*SYSTEM_TOP, ""}:
+            out.append(f"volume {v.get('name')} mounts the node's {path}: a whole system tree")
+        claim = _get(v, "persistentVolumeClaim", "claimName")
+        if claim is not None and (len(str(claim)) > 253 or not SUBDOMAIN.fullmatch(str(claim))):
+            out.append(f"volume {v.get('name')}: claim {claim!r} is not a DNS subdomain")
     return out
 
 
@@ -239,6 +321,8 @@ def _port_problems(c: dict[str, Any], plan: LaunchPlan, named: dict[str, int]) -
             out.append("a hostPort")
         if port.get("name"):
             named[port["name"]] = port.get("containerPort")
+        if not _is_port(port.get("containerPort")):
+            out.append(f"containerPort {port.get('containerPort')!r} is not a TCP port")
     if plan.port not in {pt.get("containerPort") for pt in c.get("ports") or []}:
         out.append(f"no containerPort {plan.port}")
     return out
@@ -253,6 +337,8 @@ def _probe_problems(c: dict[str, Any], plan: LaunchPlan, named: dict[str, int]) 
         path = _get(probe, "httpGet", "path")
         if path != plan.ready:
             out.append(f"{kind} asks {path}, not the ready path {plan.ready}")
+        elif path != expected_ready(executor_profile(plan.spec.kind), plan.args, plan.env):
+            out.append(f"{kind} asks {path!r}, not the profile's ready path")
         if _port_of(_get(probe, "httpGet", "port"), named) != plan.port:
             out.append(f"{kind} asks another port than {plan.port}")
     return out
@@ -270,8 +356,9 @@ def _resource_problems(res: dict[str, Any]) -> list[str]:
             continue
         if name in requests and requests[name] != limits.get(name):
             out.append(f"{name} requests differ from its limits")
-        if not isinstance(limits.get(name, 0), int):
-            out.append(f"{name} is not a whole number")
+        count = limits.get(name, 0)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            out.append(f"{name} is not a non-negative whole number")
     return out
 
 
@@ -333,9 +420,14 @@ def _quadlet(plan: LaunchPlan, text: str) -> list[str]:
     out: list[str] = []
     try:
         argv = [w for e in ini.setting(s, "Container", "Exec") for w in _words(e, {})]
-        env = [w for e in ini.setting(s, "Container", "Environment") for w in _env_words(e)]
+        env = [
+            ini.expand_dollars(w)
+            for e in ini.setting(s, "Container", "Environment")
+            for w in _env_words(e)
+        ]
     except ValueError as e:
         return [f"Exec= or Environment= does not parse: {e}"]
+    out += _quadlet_values(s)
     secrets = [v.split(",") for v in ini.setting(s, "Container", "Secret")]
     key_dirs = []
     for parts in secrets:
@@ -356,9 +448,46 @@ def _quadlet(plan: LaunchPlan, text: str) -> list[str]:
             out += _url_problems("HealthCmd=", url, plan)
     if ini.setting(s, "Container", "Notify")[-1:] != ["healthy"]:
         out.append("Notify= is not healthy: the unit would be started before the model loads")
-    published = [v.rsplit(":", 1)[-1] for v in ini.setting(s, "Container", "PublishPort")]
+    published = [
+        ini.expand_dollars(v).rsplit(":", 1)[-1] for v in ini.setting(s, "Container", "PublishPort")
+    ]
     if str(plan.port) not in published:
         out.append(f"no PublishPort= publishes the container's port {plan.port}")
     if not ini.setting(s, "Service", "TimeoutStartSec"):
         out.append("no TimeoutStartSec=: systemd's 90 s default would kill a long load")
+    return out
+
+
+def _quadlet_values(s: Mapping[str, list[tuple[str, str]]]) -> list[str]:
+    # Quadlet copies [Container] values into ExecStart=: a lone $ would be expanded there.
+    out = []
+    for key, value in s.get("Container", []):
+        try:
+            ini.expand_dollars(value)
+        except ValueError:
+            out.append(f"{key}= holds a $ that systemd would expand in ExecStart=")
+            continue
+        if key == "Volume":
+            source = ini.expand_dollars(value).split(":", 1)[0]
+            if source.rstrip("/") in {*SYSTEM_TOP, ""}:
+                out.append(f"Volume= mounts the host's {source}: a whole system tree")
+        if key == "PublishPort":
+            out += _publish_problems(ini.expand_dollars(value))
+    return out
+
+
+def _publish_problems(value: str) -> list[str]:
+    import ipaddress
+
+    parts = value.split(":")
+    address = ":".join(parts[:-2]).strip("[]")
+    out = []
+    for port in parts[-2:]:
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            out.append(f"PublishPort={value}: {port!r} is not a TCP port")
+    if address:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            out.append(f"PublishPort={value}: {address!r} is not an IP address")
     return out

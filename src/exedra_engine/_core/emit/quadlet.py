@@ -19,7 +19,7 @@ from exedra_engine._core.emit.ini import (
     write_ini,
 )
 from exedra_engine._core.emit.k8s import container_argv, key_path
-from exedra_engine._core.emit.shape import MOUNT, EmitOptions, Origin, Shape
+from exedra_engine._core.emit.shape import EmitOptions, Origin, Selinux, Shape
 from exedra_engine._core.emit.systemd import RESTART_DELAY
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.values import base_url
@@ -37,97 +37,47 @@ DEVICES = {
 }
 
 
+def _q(value: str) -> str:
+    # Quadlet copies every [Container] value into ExecStart=, where systemd expands $NAME.
+    return plain(value, dollar=True)
+
+
+def _why(field: str, value: str, why: str, source: str = "default") -> Origin:
+    return Origin(field=field, value=value, source=source, why=why)
+
+
 def emit_quadlet(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[Origin]]:
     p = executor_profile(s.profile_kind)
-    origins: list[Origin] = []
-    args, env = container_argv(s)
-    url = base_url(s.plan.host, s.plan.port) + s.plan.ready
     if not p.image_http_get:
         raise EmitError(f"no health command is known for the {p.binary} images")
-    health = json.dumps([*p.image_http_get, url], ensure_ascii=True)
-    if ":" in s.models_dir or "," in s.models_dir:
-        raise EmitError(
-            f"the models directory {s.models_dir!r} holds ':' or ',', which Volume= reads as "
-            "its separators: give --models-dir without them"
-        )
+    origins: list[Origin] = []
     try:
-        container: list[tuple[str, str]] = [
-            ("ContainerName", plain(s.name)),
-            ("Image", plain(s.image)),
-            ("Entrypoint", plain(s.image_command)),
-            ("Exec", " ".join(exec_word(a) for a in args)),
-        ]
-        container += [("Environment", env_assignment(n, v)) for n, v in env]
-        container.append(("Volume", plain(f"{s.models_dir}:{MOUNT}:ro")))
-        if s.keyed:
-            container.append(
-                ("Secret", plain(f"{s.secret},type=mount,target={key_path(s)},mode=0400"))
-            )
-        publish = f"{options.publish_address}:" if options.publish_address else ""
-        if ":" in options.publish_address:
-            publish = f"[{options.publish_address}]:"
-        container.append(("PublishPort", plain(f"{publish}{s.plan.port}:{s.plan.port}")))
-        container += [
-            ("HealthCmd", plain(health)),
-            ("HealthInterval", f"{HEALTH_INTERVAL}s"),
-            ("HealthRetries", str(HEALTH_RETRIES)),
-            ("HealthStartPeriod", f"{s.start_budget}s"),
-            ("Notify", "healthy"),
-            ("ReadOnly", "true"),
-            ("NoNewPrivileges", "true"),
-            ("DropCapability", "all"),
-            ("StopTimeout", str(s.stop_timeout)),
-        ]
+        container = _container(s, options, origins)
+        description = plain(f"exedra-engine: {p.binary} {s.name} (container)")
     except Unwritable as e:
         raise EmitError(f"Quadlet cannot be given this plan: {e}") from None
-    origins.append(
-        Origin(
-            field="PublishPort",
-            value=f"{publish}{s.plan.port}:{s.plan.port}",
-            source="option" if options.publish_address != "127.0.0.1" else "default",
-            why="the plan's port; published on loopback unless --publish-address says otherwise",
-        )
-    )
-    origins.append(
-        Origin(
-            field="HealthCmd",
-            value=health,
-            source="default",
-            why="the plan's ready path, asked inside the container with the image's curl",
-        )
-    )
-    if s.gpu is not None:
-        for d in DEVICES.get(s.gpu.driver, ("/dev/dri",)):
-            container.append(("AddDevice", d))
-        if s.gpu.driver != "nvidia":
-            container.append(("GroupAdd", "keep-groups"))
-        origins.append(
-            Origin(
-                field="AddDevice",
-                value=" ".join(DEVICES.get(s.gpu.driver, ("/dev/dri",))),
-                source="probe",
-                why=f"the {s.gpu.driver} driver's devices"
-                + ("" if s.gpu.driver == "nvidia" else ", with the caller's groups (render)"),
-            )
-        )
+    container += _devices(s, origins) + _needs(s, origins)
     service = [
         ("TimeoutStartSec", f"{s.start_budget + HEALTH_INTERVAL * HEALTH_RETRIES}s"),
         ("TimeoutStopSec", f"{s.stop_timeout + 5}s"),
         ("Restart", "on-failure"),
         ("RestartSec", f"{RESTART_DELAY}s"),
     ]
-    origins.append(
-        Origin(
-            field="TimeoutStartSec",
-            value=service[0][1],
-            source="default",
-            why=f"the start budget + {HEALTH_RETRIES} health checks {HEALTH_INTERVAL} s apart",
-        )
-    )
-    try:
-        description = plain(f"exedra-engine: {p.binary} {s.name} (container)")
-    except Unwritable as e:
-        raise EmitError(f"Quadlet cannot be given this plan: {e}") from None
+    origins += [
+        _why(
+            "Service.TimeoutStartSec",
+            service[0][1],
+            f"the start budget + {HEALTH_RETRIES} health checks {HEALTH_INTERVAL} s apart "
+            "(podman extends it while it pulls the image)",
+        ),
+        _why("Service.TimeoutStopSec", service[1][1], "the stop timeout + 5 s for podman"),
+        _why("Service.Restart", "on-failure", "a crash restarts; a clean stop does not"),
+        _why("Service.RestartSec", f"{RESTART_DELAY}s", "a crash loop cannot spin"),
+        _why("Unit.Description", description, "the executor and the name"),
+        _why("Unit.After", "network-online.target", "the published address exists first"),
+        _why("Unit.Wants", "network-online.target", "the published address exists first"),
+        _why("Install.WantedBy", "default.target", "started at boot once enabled"),
+    ]
     sections: list[Section] = [
         (
             "Unit",
@@ -145,3 +95,153 @@ def emit_quadlet(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[O
     if s.keyed:
         header.append(f"The key: podman secret create {s.secret} KEYFILE")
     return {f"{s.name}.container": write_ini(sections, header)}, origins
+
+
+def _container(s: Shape, options: EmitOptions, origins: list[Origin]) -> list[tuple[str, str]]:
+    p = executor_profile(s.profile_kind)
+    args, env = container_argv(s)
+    url = base_url(s.plan.host, s.plan.port) + s.plan.ready
+    health = json.dumps([*p.image_http_get, url], ensure_ascii=True)
+    container: list[tuple[str, str]] = [
+        ("ContainerName", _q(s.name)),
+        ("Image", _q(s.image)),
+        ("Entrypoint", _q(s.image_command)),
+        ("Exec", " ".join(exec_word(a) for a in args)),
+    ]
+    container += [("Environment", env_assignment(n, v, dollar=True)) for n, v in env]
+    container += _volumes(s, options, origins)
+    if s.keyed:
+        secret = f"{s.secret},type=mount,target={key_path(s)},mode=0400"
+        container.append(("Secret", _q(secret)))
+        origins.append(_why("Container.Secret", secret, "the key as a file, never in the env"))
+    publish = f"{options.publish_address}:" if options.publish_address else ""
+    if ":" in options.publish_address:
+        publish = f"[{options.publish_address}]:"
+    container.append(("PublishPort", _q(f"{publish}{s.plan.port}:{s.plan.port}")))
+    container += [
+        ("HealthCmd", _q(health)),
+        ("HealthInterval", f"{HEALTH_INTERVAL}s"),
+        ("HealthRetries", str(HEALTH_RETRIES)),
+        ("HealthStartPeriod", f"{s.start_budget}s"),
+        ("Notify", "healthy"),
+        ("ReadOnly", "true"),
+        ("NoNewPrivileges", "true"),
+        ("DropCapability", "all"),
+        ("StopTimeout", str(s.stop_timeout)),
+    ]
+    origins += [
+        _why("Container.ContainerName", s.name, "see name"),
+        _why("Container.Image", s.image, "see image"),
+        _why("Container.Entrypoint", s.image_command, "see command"),
+        _why(
+            "Container.Exec",
+            f"{len(args)} words",
+            "the plan's argv: model files at their mount, the key as a file",
+            "plan",
+        ),
+        _why(
+            "Container.PublishPort",
+            f"{publish}{s.plan.port}:{s.plan.port}",
+            "the plan's port; published on loopback unless --publish-address says otherwise",
+            "option" if options.publish_address != "127.0.0.1" else "default",
+        ),
+        _why(
+            "Container.HealthCmd",
+            health,
+            "the plan's ready path, asked inside the container with the image's curl",
+        ),
+        _why(
+            "Container.HealthInterval", f"{HEALTH_INTERVAL}s", "a loaded model is seen within 5 s"
+        ),
+        _why("Container.HealthRetries", str(HEALTH_RETRIES), "three misses make it unhealthy"),
+        _why("Container.HealthStartPeriod", f"{s.start_budget}s", "the start budget"),
+        _why("Container.Notify", "healthy", "the unit is active once the model is loaded"),
+        _why("Container.ReadOnly", "true", "a read-only root (podman mounts a tmpfs on /tmp)"),
+        _why("Container.NoNewPrivileges", "true", "no setuid escalation"),
+        _why("Container.DropCapability", "all", "the server needs no capability"),
+        _why(
+            "Container.StopTimeout",
+            str(s.stop_timeout),
+            "the stop timeout: one SIGTERM, then this long",
+        ),
+    ]
+    if env:
+        origins.append(
+            _why(
+                "Container.Environment",
+                " ".join(n for n, _ in env),
+                "the plan's env without keys (and the runtime's, see k8s container.env)",
+                "plan",
+            )
+        )
+    return container
+
+
+def _volumes(s: Shape, options: EmitOptions, origins: list[Origin]) -> list[tuple[str, str]]:
+    label = {Selinux.SHARED: ",z", Selinux.PRIVATE: ",Z"}.get(options.selinux, "")
+    out = []
+    for m in s.mounts:
+        if ":" in m.host or "," in m.host:
+            raise EmitError(
+                f"the model path {m.host!r} holds ':' or ',', which Volume= reads as its "
+                "separators: give --models-dir without them"
+            )
+        out.append(("Volume", _q(f"{m.host}:{m.container}:ro{label}")))
+    origins.append(
+        _why(
+            "Container.Volume",
+            " ".join(f"{m.host}:{m.container}" for m in s.mounts),
+            "the model files read-only (see models dir)"
+            + (f"; SELinux relabel {label[1:]} (--selinux {options.selinux})" if label else ""),
+            "plan",
+        )
+    )
+    if options.selinux is Selinux.DISABLE:
+        out.append(("SecurityLabelDisable", "true"))
+        origins.append(
+            _why("Container.SecurityLabelDisable", "true", "--selinux disable", "option")
+        )
+    return out
+
+
+def _devices(s: Shape, origins: list[Origin]) -> list[tuple[str, str]]:
+    if s.gpu is None:
+        return []
+    devices = DEVICES.get(s.gpu.driver, ("/dev/dri",))
+    out = [("AddDevice", d) for d in devices]
+    origins.append(
+        _why(
+            "Container.AddDevice",
+            " ".join(devices),
+            f"the {s.gpu.driver} driver's devices",
+            "probe",
+        )
+    )
+    if s.gpu.driver != "nvidia":
+        out.append(("GroupAdd", "keep-groups"))
+        origins.append(
+            _why(
+                "Container.GroupAdd",
+                "keep-groups",
+                "the caller's groups (render) open the device nodes (crun only)",
+            )
+        )
+    return out
+
+
+def _needs(s: Shape, origins: list[Origin]) -> list[tuple[str, str]]:
+    out = []
+    for need, flag in s.needs:
+        if need == "priority":
+            out.append(("AddCapability", "SYS_NICE"))
+            origins.append(
+                _why("Container.AddCapability", "SYS_NICE", f"{flag} raises the priority", "plan")
+            )
+        elif need == "memlock":
+            out.append(("Ulimit", "memlock=-1:-1"))
+            origins.append(
+                _why(
+                    "Container.Ulimit", "memlock=-1:-1", f"{flag} locks the model in memory", "plan"
+                )
+            )
+    return out
