@@ -318,7 +318,8 @@ def _container(s: Shape, mounts: list[dict[str, Any]], origins: list[Origin]) ->
         _why(
             "container.volumeMounts",
             " ".join(m["mountPath"] for m in mounts),
-            "the models read-only, a writable /tmp, the key's Secret read-only",
+            "the models read-only, a writable /tmp"
+            + (", the key's Secret read-only" if s.keyed else ""),
         )
     )
     return container
