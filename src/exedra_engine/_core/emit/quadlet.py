@@ -9,7 +9,10 @@ the unit killed otherwise).
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 
+from exedra_engine._core.emit import ini
 from exedra_engine._core.emit.ini import (
     Section,
     Unwritable,
@@ -19,10 +22,11 @@ from exedra_engine._core.emit.ini import (
     write_ini,
 )
 from exedra_engine._core.emit.k8s import container_argv, key_path
-from exedra_engine._core.emit.shape import EmitOptions, Origin, Selinux, Shape
+from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
+from exedra_engine._core.emit.shape import SYSTEM_TOP, EmitOptions, Origin, Selinux, Shape
 from exedra_engine._core.emit.systemd import RESTART_DELAY
 from exedra_engine._core.executors import executor_profile
-from exedra_engine._core.values import base_url
+from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError
 
 HEALTH_INTERVAL = 5
@@ -244,4 +248,97 @@ def _needs(s: Shape, origins: list[Origin]) -> list[tuple[str, str]]:
                     "Container.Ulimit", "memlock=-1:-1", f"{flag} locks the model in memory", "plan"
                 )
             )
+    return out
+
+
+# -- checks: the files read back, as their engine and the executor read them ----------------
+
+
+def check_quadlet(plan: LaunchPlan, text: str) -> list[str]:
+    """What is wrong with the ``.container`` unit `text` as a deployment of `plan`."""
+    p = executor_profile(plan.spec.kind)
+    s = ini.read_ini(text)
+    try:
+        argv = [w for e in ini.setting(s, "Container", "Exec") for w in words(e, {})]
+        env = [
+            ini.expand_dollars(w)
+            for e in ini.setting(s, "Container", "Environment")
+            for w in env_words(e)
+        ]
+    except ValueError as e:
+        return [f"Exec= or Environment= does not parse: {e}"]
+    out = _quadlet_values(s)
+    problems, key_dirs = _secret_problems(ini.setting(s, "Container", "Secret"))
+    out += problems
+    out += argv_problems(p, plan, argv, [*p.image_env, *env], key_dirs)
+    out += _health_problems(plan, ini.setting(s, "Container", "HealthCmd"))
+    if ini.setting(s, "Container", "Notify")[-1:] != ["healthy"]:
+        out.append("Notify= is not healthy: the unit would be started before the model loads")
+    published = [
+        ini.expand_dollars(v).rsplit(":", 1)[-1] for v in ini.setting(s, "Container", "PublishPort")
+    ]
+    if str(plan.port) not in published:
+        out.append(f"no PublishPort= publishes the container's port {plan.port}")
+    if not ini.setting(s, "Service", "TimeoutStartSec"):
+        out.append("no TimeoutStartSec=: systemd's 90 s default would kill a long load")
+    return out
+
+
+def _secret_problems(values: list[str]) -> tuple[list[str], list[str]]:
+    out = []
+    key_dirs = []
+    for parts in (v.split(",") for v in values):
+        opts = dict(x.partition("=")[::2] for x in parts[1:])
+        if opts.get("type") != "mount":
+            out.append(f"Secret={parts[0]} is not type=mount")
+        target = opts.get("target", f"/run/secrets/{parts[0]}")
+        key_dirs.append(target.rsplit("/", 1)[0])
+    return out, key_dirs
+
+
+def _health_problems(plan: LaunchPlan, health: list[str]) -> list[str]:
+    if not health:
+        return ["no HealthCmd= asks the ready path"]
+    out = []
+    for h in health:
+        urls = re.findall(r"https?://\S+?(?=[\"'\s]|$)", h)
+        if not urls:
+            out.append(f"HealthCmd= {h!r} asks no URL")
+        for url in urls:
+            out += url_problems("HealthCmd=", url, plan)
+    return out
+
+
+def _quadlet_values(s: Mapping[str, list[tuple[str, str]]]) -> list[str]:
+    # Quadlet copies [Container] values into ExecStart=: a lone $ would be expanded there.
+    out = []
+    for key, value in s.get("Container", []):
+        try:
+            ini.expand_dollars(value)
+        except ValueError:
+            out.append(f"{key}= holds a $ that systemd would expand in ExecStart=")
+            continue
+        if key == "Volume":
+            source = ini.expand_dollars(value).split(":", 1)[0]
+            if source.rstrip("/") in {*SYSTEM_TOP, ""}:
+                out.append(f"Volume= mounts the host's {source}: a whole system tree")
+        if key == "PublishPort":
+            out += _publish_problems(ini.expand_dollars(value))
+    return out
+
+
+def _publish_problems(value: str) -> list[str]:
+    import ipaddress
+
+    parts = value.split(":")
+    address = ":".join(parts[:-2]).strip("[]")
+    out = []
+    for port in parts[-2:]:
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            out.append(f"PublishPort={value}: {port!r} is not a TCP port")
+    if address:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            out.append(f"PublishPort={value}: {address!r} is not an IP address")
     return out

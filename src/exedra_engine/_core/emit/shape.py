@@ -638,34 +638,44 @@ def _gpu(
     exe = hw.executor(plan.spec.kind)
     backends = exe.backends if exe is not None else ()
     present = [g.driver for g in hw.gpus]
-    for backend, drivers in BACKEND_DRIVERS:
-        if backend not in backends:
-            continue
-        for driver in drivers:
-            if driver in present:
-                count = options.gpu_count or present.count(driver)
-                resource = GPU_RESOURCES.get(driver, "")
-                o.add(
-                    "gpu",
-                    f"{count} x {driver}",
-                    "probe",
-                    f"the {backend} backend of {exe.path if exe else p.binary} drives "
-                    f"{'/'.join(drivers)}; the hardware file has {present.count(driver)} "
-                    f"{driver} GPU(s)" + (" (count by option)" if options.gpu_count else ""),
-                )
-                if resource:
-                    o.add(
-                        "gpu resource",
-                        resource,
-                        "default",
-                        f"the device plugin's resource for the {driver} driver",
-                    )
-                return Gpu(driver=driver, backend=backend, count=count, resource=resource)
-    raise EmitError(
-        "the plan runs on a GPU, but the hardware file pairs no GPU backend of "
-        f"{p.binary} ({', '.join(backends) or 'none'}) with a GPU driver it has "
-        f"({', '.join(present) or 'none'}); plan with --no-gpu, or give --gpu-resource"
+    pair = _pair(backends, present)
+    if pair is None:
+        raise EmitError(
+            "the plan runs on a GPU, but the hardware file pairs no GPU backend of "
+            f"{p.binary} ({', '.join(backends) or 'none'}) with a GPU driver it has "
+            f"({', '.join(present) or 'none'}); plan with --no-gpu, or give --gpu-resource"
+        )
+    backend, driver, drivers = pair
+    count = options.gpu_count or present.count(driver)
+    resource = GPU_RESOURCES.get(driver, "")
+    o.add(
+        "gpu",
+        f"{count} x {driver}",
+        "probe",
+        f"the {backend} backend of {exe.path if exe else p.binary} drives "
+        f"{'/'.join(drivers)}; the hardware file has {present.count(driver)} "
+        f"{driver} GPU(s)" + (" (count by option)" if options.gpu_count else ""),
     )
+    if resource:
+        o.add(
+            "gpu resource",
+            resource,
+            "default",
+            f"the device plugin's resource for the {driver} driver",
+        )
+    return Gpu(driver=driver, backend=backend, count=count, resource=resource)
+
+
+def _pair(
+    backends: Sequence[str], present: Sequence[str]
+) -> tuple[str, str, tuple[str, ...]] | None:
+    """The first GPU backend the executor has whose driver the host has."""
+    for backend, drivers in BACKEND_DRIVERS:
+        if backend in backends:
+            for driver in drivers:
+                if driver in present:
+                    return backend, driver, drivers
+    return None
 
 
 def _check_container_host(p: ExecutorProfile, plan: LaunchPlan) -> None:

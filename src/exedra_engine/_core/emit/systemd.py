@@ -10,6 +10,7 @@ minus what the plan's GPU needs.
 
 from __future__ import annotations
 
+from exedra_engine._core.emit import ini
 from exedra_engine._core.emit.ini import (
     Section,
     Unwritable,
@@ -19,9 +20,11 @@ from exedra_engine._core.emit.ini import (
     plain,
     write_ini,
 )
-from exedra_engine._core.emit.shape import KEY_NAME, EmitOptions, Origin, Shape
-from exedra_engine._core.executors import executor_profile
-from exedra_engine._core.values import base_url
+from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
+from exedra_engine._core.emit.shape import KEY_NAME, EmitOptions, Origin, Shape, plan_is_keyed
+from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.load_files import named_files
+from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError
 
 RESTART_DELAY = 5
@@ -198,10 +201,25 @@ def _refuse_tmp(s: Shape) -> None:
 
 
 def _hardening(s: Shape, models: list[str], origins: list[Origin]) -> list[tuple[str, str]]:
-    needs = dict(s.needs)
+    out = _hardened(dict(s.needs), origins)
+    home = any(f == "/home" or f.startswith(("/home/", "/root/", "/run/user/")) for f in models)
+    out.insert(4, ("ProtectHome", "read-only" if home else "yes"))
+    origins.append(
+        _why(
+            "Service.ProtectHome",
+            "read-only" if home else "yes",
+            "a model file is under a home directory" if home else "home directories hidden",
+            "plan" if home else "default",
+        )
+    )
+    return out + _devices(s, origins)
+
+
+def _hardened(needs: dict[str, str], origins: list[Origin]) -> list[tuple[str, str]]:
+    """The hardening list, relaxed where a flag of the plan needs it (`_NEEDS`)."""
     replaced = {k: v for need in needs for k, v in _NEEDS[need]}
-    out: list[tuple[str, str]] = []
     relax = "priority" in needs or "affinity" in needs
+    out: list[tuple[str, str]] = []
     for key, default, reason in _HARDENING:
         value, why = default, reason
         if key == "SystemCallFilter" and "@resources" in value and relax:
@@ -214,17 +232,7 @@ def _hardening(s: Shape, models: list[str], origins: list[Origin]) -> list[tuple
     for key, value in replaced.items():
         out.append((key, value))
         origins.append(_why(f"Service.{key}", value, f"{needs_flag(needs, key)} needs it", "plan"))
-    home = any(f == "/home" or f.startswith(("/home/", "/root/", "/run/user/")) for f in models)
-    out.insert(4, ("ProtectHome", "read-only" if home else "yes"))
-    origins.append(
-        _why(
-            "Service.ProtectHome",
-            "read-only" if home else "yes",
-            "a model file is under a home directory" if home else "home directories hidden",
-            "plan" if home else "default",
-        )
-    )
-    return out + _devices(s, origins)
+    return out
 
 
 def needs_flag(needs: dict[str, str], key: str) -> str:
@@ -270,3 +278,68 @@ def _devices(s: Shape, origins: list[Origin]) -> list[tuple[str, str]]:
         _why("Service.MemoryDenyWriteExecute", "no", "GPU drivers compile kernels at run time"),
     ]
     return out
+
+
+# -- checks: the files read back, as their engine and the executor read them ----------------
+
+
+def check_systemd(plan: LaunchPlan, text: str) -> list[str]:
+    """What is wrong with the unit `text` as a deployment of `plan`."""
+    p = executor_profile(plan.spec.kind)
+    s = ini.read_ini(text)
+    cred = "/run/credentials/UNIT"
+    starts = ini.setting(s, "Service", "ExecStart")
+    if len(starts) != 1:
+        return [f"{len(starts)} ExecStart= lines, not one"]
+    try:
+        argv = words(starts[0], {"d": cred, "n": "UNIT"})
+        env = [w for e in ini.setting(s, "Service", "Environment") for w in env_words(e)]
+    except ValueError as e:
+        return [f"ExecStart= or Environment= does not parse: {e}"]
+    out: list[str] = []
+    if argv[:1] != [plan.command]:
+        out.append(f"ExecStart= runs {argv[:1]}, not the plan's {plan.command}")
+    creds = ini.setting(s, "Service", "LoadCredential")
+    if plan_is_keyed(plan) and not creds:
+        out.append("the plan is keyed but no LoadCredential= brings the key")
+    out += argv_problems(p, plan, argv[1:], env, [cred] if creds else [])
+    if ini.setting(s, "Service", "EnvironmentFile"):
+        out.append("EnvironmentFile= is readable through D-Bus and /proc: no secrets there")
+    out += _post_problems(plan, ini.setting(s, "Service", "ExecStartPost"))
+    out += _service_problems(s)
+    if ini.setting(s, "Service", "DynamicUser")[-1:] == ["yes"]:
+        out += [
+            f"{f} is under a /tmp that DynamicUser= makes private to the unit"
+            for f in _model_paths(p, argv[1:], env)
+            if f.startswith(_TMP)
+        ]
+    return out
+
+
+def _post_problems(plan: LaunchPlan, posts: list[str]) -> list[str]:
+    if not posts:
+        return ["no ExecStartPost= waits for the ready path"]
+    out = []
+    for post in posts:
+        try:
+            said = words(post, {})
+        except ValueError as e:
+            out.append(f"ExecStartPost= does not parse: {e}")
+            continue
+        out += url_problems("ExecStartPost=", said[-1] if said else "", plan)
+    return out
+
+
+def _service_problems(s: dict[str, list[tuple[str, str]]]) -> list[str]:
+    out = []
+    for key, want in (("KillMode", "mixed"), ("KillSignal", "SIGTERM"), ("SendSIGHUP", "no")):
+        if ini.setting(s, "Service", key)[-1:] != [want]:
+            out.append(f"{key}= is not {want}")
+    for key in ("TimeoutStartSec", "TimeoutStopSec"):
+        if not ini.setting(s, "Service", key):
+            out.append(f"no {key}=")
+    return out
+
+
+def _model_paths(p: ExecutorProfile, args: list[str], env: list[str]) -> list[str]:
+    return [path for path, _ in named_files(p, args, env)]
