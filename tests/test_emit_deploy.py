@@ -184,6 +184,7 @@ def test_i22_item3_a_name_option_kubernetes_refuses_is_refused_at_parse(
     code, out, err = _cli(capsys, *_plan_cli(tmp_path, "--emit", "k8s", "--name", "7b-chat"))
     assert code == 2 and out == ""
     assert "argument --name" in err and "starting with a letter" in err
+    assert "7b-chat" not in err  # the value given is never echoed
 
 
 # -- 4. emit never writes what its own check rejects ----------------------------------------------

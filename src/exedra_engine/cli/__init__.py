@@ -128,7 +128,10 @@ class _Parser(argparse.ArgumentParser):
             return super()._get_value(action, arg_string)
         except argparse.ArgumentError:
             kind = getattr(action.type, "__name__", "")
-            what = {"int": "an integer", "float": "a number"}.get(kind, "a valid value")
+            what = getattr(action.type, "expected", "") or {
+                "int": "an integer",
+                "float": "a number",
+            }.get(kind, "a valid value")
             raise argparse.ArgumentError(
                 action, f"expected {what} (the value given is not shown)"
             ) from None

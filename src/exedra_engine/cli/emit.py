@@ -41,24 +41,36 @@ K8S_VERSION = "1.35"
 """The Kubernetes version `--check` validates against (with kubernetes-validate, if installed)."""
 
 
-def _checked(check: Callable[[T, str], T], what: str, convert: Callable[[str], T]) -> Any:
+def _checked(
+    check: Callable[[T, str], T], what: str, convert: Callable[[str], T], expected: str
+) -> Any:
     """An argparse type: the value converted, then validated by the emitter's own rule, so a
-    bad value is refused where it is parsed (exit 2, naming the option)."""
+    bad value is refused where it is parsed (exit 2, naming the option and `expected`, never
+    echoing the value: it may be a key pasted into the wrong option)."""
 
     def parse(text: str) -> T:
         try:
             value = convert(text)
             if value == "":
                 return value  # "" is each text option's "derive it" (argparse types defaults)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        try:
             return check(value, what)
-        except EmitError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
+        except (ValueError, EmitError):
+            raise argparse.ArgumentTypeError(expected) from None
 
-    parse.__name__ = what  # argparse names the type in its messages
+    parse.__name__ = what
+    parse.expected = expected  # type: ignore[attr-defined]
     return parse
+
+
+SERVICE = (
+    "an RFC 1035 label (lower-case letters, digits and '-', at most 63, starting with a letter)"
+)
+LABEL = "an RFC 1123 label (lower-case letters, digits and '-', at most 63)"
+SUBDOMAIN = "an RFC 1123 subdomain (lower-case letters, digits, '-' and '.', at most 253)"
+IMAGE = "an image reference (registry/path[:tag][@sha256:digest])"
+PATH = "an absolute path"
+UID = "a non-root id (1-2147483647): the pod is restricted"
+COUNT = "a non-negative integer"
 
 
 def _service_name(value: str, what: str) -> str:
@@ -84,31 +96,31 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         "--name",
         default="",
-        type=_checked(_service_name, "name", text),
+        type=_checked(_service_name, "name", text, SERVICE),
         help="object, unit and file name, an RFC 1035 label (default: the model id)",
     )
     g.add_argument(
         "--image",
         default="",
-        type=_checked(names.image, "image", text),
+        type=_checked(names.image, "image", text, IMAGE),
         help="container image, best pinned by digest (IMAGE@sha256:...; default: per backend)",
     )
     g.add_argument(
         "--image-command",
         default="",
-        type=_checked(names.absolute_path, "image command", text),
+        type=_checked(names.absolute_path, "image command", text, PATH),
         help="the executor's path in the image",
     )
     g.add_argument(
         "--secret",
         default="",
-        type=_checked(names.subdomain, "secret", text),
+        type=_checked(names.subdomain, "secret", text, SUBDOMAIN),
         help="Secret / podman secret with the key",
     )
     g.add_argument(
         "--key-file",
         default="",
-        type=_checked(names.absolute_path, "key file", text),
+        type=_checked(names.absolute_path, "key file", text, PATH),
         help="systemd: the key file (credential source)",
     )
     g.add_argument(
@@ -120,30 +132,30 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         "--claim",
         default="",
-        type=_checked(names.subdomain, "claim", text),
+        type=_checked(names.subdomain, "claim", text, SUBDOMAIN),
         help="the PVC holding the models (default NAME-models)",
     )
     g.add_argument(
         "--models-image",
         default="",
-        type=_checked(names.image, "models image", text),
+        type=_checked(names.image, "models image", text, IMAGE),
         help="the image holding the models (--storage image)",
     )
     g.add_argument(
         "--models-dir",
         default="",
-        type=_checked(names.absolute_path, "models dir", text),
+        type=_checked(names.absolute_path, "models dir", text, PATH),
         help="the host directory holding the model files",
     )
     g.add_argument(
         "--namespace",
         default="",
-        type=_checked(names.label, "namespace", text),
+        type=_checked(names.label, "namespace", text, LABEL),
         help="Kubernetes namespace",
     )
     g.add_argument(
         "--uid",
-        type=_checked(names.non_root_uid, "uid", int),
+        type=_checked(names.non_root_uid, "uid", int, UID),
         default=65532,
         help="Kubernetes: the pod's user id (never 0: the pod is restricted)",
     )
@@ -153,7 +165,7 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         action="append",
         default=[],
         metavar="GID",
-        type=_checked(names.non_root_uid, "gpu group", int),
+        type=_checked(names.non_root_uid, "gpu group", int, UID),
         help="Kubernetes: a supplementary group of the pod, e.g. the node's render gid "
         "(AMD and Intel device nodes are root:render 0660); repeatable",
     )
@@ -162,7 +174,7 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     )
     g.add_argument(
         "--start-budget",
-        type=_checked(names.non_negative, "start budget", int),
+        type=_checked(names.non_negative, "start budget", int, COUNT),
         default=0,
         metavar="S",
         help="start budget (default: by the size of every file loaded)",
@@ -170,12 +182,14 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         "--gpu-resource",
         default="",
-        type=_checked(names.resource, "gpu resource", text),
+        type=_checked(
+            names.resource, "gpu resource", text, "a qualified resource name (vendor.example/name)"
+        ),
         help="Kubernetes GPU resource (default: by driver)",
     )
     g.add_argument(
         "--gpu-count",
-        type=_checked(names.non_negative, "gpu count", int),
+        type=_checked(names.non_negative, "gpu count", int, COUNT),
         default=0,
         help="GPUs to ask for (default: all)",
     )
@@ -183,13 +197,13 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         "--waiter",
         default="",
         metavar="PATH",
-        type=_checked(names.absolute_path, "waiter", text),
+        type=_checked(names.absolute_path, "waiter", text, PATH),
         help="systemd: the exedra-engine that runs wait-ready (default: this one's real path)",
     )
     g.add_argument(
         "--publish-address",
         default="127.0.0.1",
-        type=_checked(names.address, "publish address", text),
+        type=_checked(names.address, "publish address", text, "an IP address ('' = every address)"),
         help="Quadlet: the host address to publish on ('' = every address)",
     )
     g.add_argument(
