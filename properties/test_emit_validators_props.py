@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from returns.result import Failure, Success
 from tests.emit_cases import hardware
-from tests.test_emit_deploy import ALL_HOSTS, fake_binary, systemd_verify
+from tests.test_emit_deploy import ALL_HOSTS, fake_binary, systemd_verify, with_memory
 
 from exedra_engine import Constraints, Kind, LaunchPlan, ModelInfo, ModelSpec, plan_launch
 from exedra_engine._core.emit import EmitOptions, Selinux, Storage, Target, emit, ini
@@ -66,6 +66,7 @@ EXTRA = [
     ("--mlock",),
     ("--cpu-mask", "0xff"),
     ("--api-prefix", "/llm"),
+    ("--threads", "6"),
 ]
 
 
@@ -119,7 +120,8 @@ def plans(draw: st.DrawFn) -> tuple[LaunchPlan, str]:
     model = ModelInfo(path=path, size=size, architecture="llama") if size else None
     match plan_launch(spec, hardware(tree), c, model=model):
         case Success(plan):
-            return plan, tree
+            total = draw(st.sampled_from([0, 300 * 1024**2, 70 * 1024**3]))
+            return (with_memory(plan, total) if total else plan), tree
         case _:
             assume(False)
     raise AssertionError

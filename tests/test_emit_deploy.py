@@ -21,6 +21,7 @@ from exedra_engine._core.budget import load_budget
 from exedra_engine._core.emit import EmitOptions, Selinux, Storage, Target, emit, emit_files, ini
 from exedra_engine._core.emit.checks import check_files
 from exedra_engine._core.emit.names import DNS1035
+from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.planner import Explained
 from exedra_engine._core.values import LaunchPlan, ModelInfo
 from exedra_engine._shell.host import LocalHost
@@ -38,6 +39,16 @@ def _plan(tree: str = "none", *, path: str = MODEL, id_: str = "qwen", **c: Any)
     model = ModelInfo(path=path, size=4_683_073_184, architecture="qwen2")
     constraints = Constraints(host="0.0.0.0", port=8080, **c)
     return plan_launch(spec, hardware(tree), constraints, model=model).unwrap()
+
+
+MIB = 1024 * 1024
+
+
+def with_memory(plan: LaunchPlan, total: int) -> LaunchPlan:
+    """`plan` with a hand-built memory plan whose expected resident peak is `total` bytes."""
+    parts = MemoryParts(weights=total // 2, kv=total // 4, compute=total - total // 2 - total // 4)
+    host = PlaceMemory(name="Host", total=total, parts=parts, reserved=total, reserved_parts=parts)
+    return msgspec.structs.replace(plan, memory=MemoryPlan(source="estimated", ctx=4096, host=host))
 
 
 def _files(plan: LaunchPlan, target: Target, tree: str = "none", **opts: Any) -> str:
@@ -409,6 +420,8 @@ def test_i22_item10_explain_covers_every_emitted_field(tree: str, target: Target
     for opts in OPTION_SETS:
         for extra in ((), ("--mlock",) if target is not Target.K8S else ()):
             plan = _plan(tree, api_key="k", extra_args=extra, extra_env=("EXEDRA_X=1",))
+            if opts:
+                plan = with_memory(plan, 600 * MIB)
             e = emit_files(plan, target, EmitOptions(**opts), hardware(tree))
             fields = {o.field for o in e.origins}
             (text,) = e.files.values()
@@ -510,6 +523,84 @@ def test_i22_the_readiness_hook_runs_the_installed_command(
     assert f"ExecStartPost={real} " in out
 
 
+# -- issue 19 item 5: emitters use the plan's memory ---------------------------------------------
+
+
+def test_i19_item5_limits_are_the_resident_peak_plus_a_stated_margin() -> None:
+    plan = with_memory(_plan(extra_args=("--threads", "6")), 600 * MIB)
+    res = _pod(_files(plan, Target.K8S))["containers"][0]["resources"]
+    # margin max(20 %, 256 MiB) = 256 MiB: request the peak, limit the peak + margin
+    assert res == {"requests": {"memory": "600Mi", "cpu": "6"}, "limits": {"memory": "856Mi"}}
+    s = ini.read_ini(_files(plan, Target.SYSTEMD))
+    assert ini.setting(s, "Service", "MemoryHigh") == ["728M"]
+    assert ini.setting(s, "Service", "MemoryMax") == ["856M"]
+    q = ini.read_ini(_files(plan, Target.QUADLET))
+    assert ini.setting(q, "Container", "Memory") == ["856m"]
+    big = with_memory(_plan(), 10 * 1024 * MIB)  # 20 % = 2 GiB > 256 MiB
+    limits = _pod(_files(big, Target.K8S))["containers"][0]["resources"]["limits"]
+    assert limits["memory"] == f"{12 * 1024}Mi"
+
+
+def test_i19_item5_each_memory_field_is_explained() -> None:
+    plan = with_memory(_plan(extra_args=("--threads", "6")), 600 * MIB)
+    for target, fields in (
+        (Target.K8S, ("container.resources.requests.memory", "container.resources.limits.memory",
+                      "container.resources.requests.cpu")),
+        (Target.SYSTEMD, ("Service.MemoryHigh", "Service.MemoryMax")),
+        (Target.QUADLET, ("Container.Memory",)),
+    ):  # fmt: skip
+        origins = {
+            o.field: o for o in emit_files(plan, target, EmitOptions(), hardware("none")).origins
+        }
+        for f in fields:
+            assert f in origins, (target, f)
+        why = " ".join(origins[f].why for f in fields)
+        assert "margin" in why or "threads" in why
+
+
+def test_i19_item5_no_memory_plan_no_memory_setting() -> None:
+    plan = _plan()
+    assert plan.memory is None
+    assert "resources" not in _pod(_files(plan, Target.K8S))["containers"][0]
+    assert "MemoryMax" not in _files(plan, Target.SYSTEMD)
+    assert "Memory=" not in _files(plan, Target.QUADLET)
+
+
+def test_i19_item5_check_finds_a_limit_below_the_peak() -> None:
+    plan = with_memory(_plan(), 600 * MIB)
+    text = _files(plan, Target.K8S).replace("memory: 856Mi", "memory: 100Mi")
+    assert any(
+        "below the plan's expected resident peak" in p
+        for p in check_files(plan, Target.K8S, {"m": text})
+    )
+    unit = _files(plan, Target.SYSTEMD).replace("MemoryMax=856M", "MemoryMax=100M")
+    assert any("MemoryMax=" in p for p in check_files(plan, Target.SYSTEMD, {"u": unit}))
+    q = _files(plan, Target.QUADLET).replace("Memory=856m", "Memory=100m")
+    assert any("Memory=" in p for p in check_files(plan, Target.QUADLET, {"u": q}))
+
+
+def test_i19_item5_the_planners_memory_reaches_the_manifest(
+    tiny_llama: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _cli(
+        capsys, "plan", "--model", str(tiny_llama), "--kind", "llama", "--id", "tiny",
+        "--hardware", _hw_file(tmp_path), "--host", "0.0.0.0", "--port", "8080",
+        "--no-port-check", "--no-config", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    plan = msgspec.json.decode(out, type=LaunchPlan)
+    assert plan.memory is not None
+    text = _files(plan, Target.K8S)
+    limit = _pod(text)["containers"][0]["resources"]["limits"]["memory"]
+    assert int(limit[:-2]) * MIB >= plan.memory.host.total
+    assert kubernetes_validate([_write(tmp_path / "m.yaml", text)]) == ""
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
 # -- the real validators over every fixture host ---------------------------------------------------
 
 
@@ -560,7 +651,8 @@ def test_i22_every_fixture_host_passes_kubernetes_validate_strict(
 ) -> None:
     paths = []
     for i, opts in enumerate(OPTION_SETS):
-        text = _files(_plan(tree, api_key="k"), Target.K8S, tree, **opts)
+        plan = _plan(tree, api_key="k", extra_args=("--threads", "4"))
+        text = _files(with_memory(plan, 5 * 1024 * MIB) if i else plan, Target.K8S, tree, **opts)
         paths.append(tmp_path / f"{i}.yaml")
         paths[-1].write_text(text)
     assert kubernetes_validate(paths) == ""
@@ -572,6 +664,7 @@ def test_i22_every_fixture_host_passes_systemd_analyze_verify(tree: str, tmp_pat
     exe = fake_binary(tmp_path)
     for extra in ((), ("--prio", "3", "--mlock", "--cpu-mask", "0xf")):
         plan = msgspec.structs.replace(_plan(tree, api_key="k", extra_args=extra), command=exe)
+        plan = with_memory(plan, 600 * MIB) if extra else plan
         text = _files(plan, Target.SYSTEMD, tree, waiter=sys.executable)
         assert systemd_verify(text, tmp_path, "qwen.service") == ""
 

@@ -297,7 +297,7 @@ def print_origins(emitted: Emitted, out: TextIO) -> None:
     print("\nwhere each emitted field came from:", file=out)
     for o in emitted.origins:
         why = f"  ({o.why})" if o.why else ""
-        print(f"  {o.field:<30} {shown(o.value):<40} {o.source}{shown(why)}", file=out)
+        print(f"  {o.field:<38} {shown(o.value):<40} {o.source}{shown(why)}", file=out)
 
 
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:

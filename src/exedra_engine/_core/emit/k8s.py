@@ -14,6 +14,7 @@ import json
 import math
 from typing import Any
 
+from exedra_engine._core.emit.memory import bytes_of, cpu_request
 from exedra_engine._core.emit.names import DNS1035, DNS1123, QUALIFIED, SUBDOMAIN
 from exedra_engine._core.emit.readback import argv_problems, get, is_port, port_of
 from exedra_engine._core.emit.shape import (
@@ -293,20 +294,9 @@ def _container(s: Shape, mounts: list[dict[str, Any]], origins: list[Origin]) ->
         _why("container.ports", s.plan.port, "the plan's port, named for the probes", "plan")
     )
     _probes(s, container, origins)
-    if s.gpu is not None:
-        if not s.gpu.resource:
-            raise EmitError(
-                f"no Kubernetes resource is known for the {s.gpu.driver} driver: give "
-                "--gpu-resource"
-            )
-        container["resources"] = {"limits": {s.gpu.resource: s.gpu.count}}
-        origins.append(
-            _why(
-                "container.resources",
-                f"{s.gpu.resource}: {s.gpu.count}",
-                "GPUs in limits only (a request equals its limit): see gpu",
-            )
-        )
+    resources = _resources(s, origins)
+    if resources:
+        container["resources"] = resources
     container["securityContext"] = {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
@@ -330,6 +320,60 @@ def _container(s: Shape, mounts: list[dict[str, Any]], origins: list[Origin]) ->
         )
     )
     return container
+
+
+def _resources(s: Shape, origins: list[Origin]) -> dict[str, Any]:
+    limits: dict[str, Any] = {}
+    requests: dict[str, Any] = {}
+    if s.gpu is not None:
+        if not s.gpu.resource:
+            raise EmitError(
+                f"no Kubernetes resource is known for the {s.gpu.driver} driver: give "
+                "--gpu-resource"
+            )
+        limits[s.gpu.resource] = s.gpu.count
+        origins.append(
+            _why(
+                f"container.resources.limits.{s.gpu.resource}",
+                str(s.gpu.count),
+                "GPUs in limits only (a request equals its limit): see gpu",
+            )
+        )
+    if s.memory is not None:
+        requests["memory"] = f"{s.memory.peak}Mi"
+        limits["memory"] = f"{s.memory.limit}Mi"
+        origins += [
+            _why(
+                "container.resources.requests.memory",
+                f"{s.memory.peak}Mi",
+                "the plan's expected resident peak (memory.host.total): the scheduler "
+                "places the pod where it fits",
+                "plan",
+            ),
+            _why(
+                "container.resources.limits.memory",
+                f"{s.memory.limit}Mi",
+                f"the peak + a margin: {s.memory.why}",
+                "plan",
+            ),
+        ]
+    if s.threads:
+        requests["cpu"] = cpu_request(s.threads)
+        origins.append(
+            _why(
+                "container.resources.requests.cpu",
+                cpu_request(s.threads),
+                "the plan's threads, one core each; no CPU limit (a throttled decode is "
+                "slower than a shared core)",
+                "plan",
+            )
+        )
+    out: dict[str, Any] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
 
 
 def _probes(s: Shape, container: dict[str, Any], origins: list[Origin]) -> None:
@@ -549,15 +593,26 @@ def _pod_problems(
         v.get("name") for v in pod.get("volumes") or [] if isinstance(v, dict) and "secret" in v
     }
     for c in pod.get("containers") or []:
-        name = c.get("name", "?")
-        found = _security_problems(c, sc) + _port_problems(c, plan, named)
-        found += _probe_problems(c, plan, named) + _resource_problems(c.get("resources") or {})
-        found += _uid_problems("the container", c.get("securityContext") or {})
-        found += argv_problems(
-            p, plan, [*(c.get("args") or [])], _env(p, c), _key_dirs(c, secret_vols)
-        )
-        out += [f"container {name}: {x}" for x in found]
+        found = _container_problems(p, plan, c, (sc, named, secret_vols))
+        out += [f"container {c.get('name', '?')}: {x}" for x in found]
     return out
+
+
+def _container_problems(
+    p: ExecutorProfile,
+    plan: LaunchPlan,
+    c: dict[str, Any],
+    pod: tuple[dict[str, Any], dict[str, int], set[Any]],
+) -> list[str]:
+    sc, named, secret_vols = pod
+    res = c.get("resources") or {}
+    found = _security_problems(c, sc) + _port_problems(c, plan, named)
+    found += _probe_problems(c, plan, named) + _resource_problems(res)
+    found += _memory_problems(plan, res)
+    found += _uid_problems("the container", c.get("securityContext") or {})
+    return found + argv_problems(
+        p, plan, [*(c.get("args") or [])], _env(p, c), _key_dirs(c, secret_vols)
+    )
 
 
 def _env(p: ExecutorProfile, c: dict[str, Any]) -> list[str]:
@@ -663,3 +718,18 @@ def _resource_problems(res: dict[str, Any]) -> list[str]:
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             out.append(f"{name} is not a non-negative whole number")
     return out
+
+
+def _memory_problems(plan: LaunchPlan, res: dict[str, Any]) -> list[str]:
+    limit = get(res, "limits", "memory")
+    if plan.memory is None or limit is None:
+        return []
+    got = bytes_of(limit, k8s=True)
+    if got is None:
+        return [f"limits.memory {limit!r} is not a memory quantity"]
+    if got < plan.memory.host.total:
+        return [
+            f"limits.memory {limit} is below the plan's expected resident peak "
+            f"{plan.memory.host.total} bytes: the pod would be OOM-killed"
+        ]
+    return []

@@ -24,7 +24,7 @@ from exedra_engine._core.emit.ini import (
 from exedra_engine._core.emit.k8s import container_argv, key_path
 from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
 from exedra_engine._core.emit.shape import SYSTEM_TOP, EmitOptions, Origin, Selinux, Shape
-from exedra_engine._core.emit.systemd import RESTART_DELAY
+from exedra_engine._core.emit.systemd import RESTART_DELAY, memory_problems
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError
@@ -61,6 +61,16 @@ def emit_quadlet(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[O
     except Unwritable as e:
         raise EmitError(f"Quadlet cannot be given this plan: {e}") from None
     container += _devices(s, origins) + _needs(s, origins)
+    if s.memory is not None:
+        container.append(("Memory", f"{s.memory.limit}m"))
+        origins.append(
+            _why(
+                "Container.Memory",
+                f"{s.memory.limit}m",
+                f"the peak + the margin: the container is killed beyond ({s.memory.why})",
+                "plan",
+            )
+        )
     service = [
         ("TimeoutStartSec", f"{s.start_budget + HEALTH_INTERVAL * HEALTH_RETRIES}s"),
         ("TimeoutStopSec", f"{s.stop_timeout + 5}s"),
@@ -281,7 +291,7 @@ def check_quadlet(plan: LaunchPlan, text: str) -> list[str]:
         out.append(f"no PublishPort= publishes the container's port {plan.port}")
     if not ini.setting(s, "Service", "TimeoutStartSec"):
         out.append("no TimeoutStartSec=: systemd's 90 s default would kill a long load")
-    return out
+    return out + memory_problems(plan, ini.setting(s, "Container", "Memory"), "Memory=")
 
 
 def _secret_problems(values: list[str]) -> tuple[list[str], list[str]]:

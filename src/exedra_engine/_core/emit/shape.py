@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from exedra_engine._core.budget import START_BASE, START_RATE, START_UNKNOWN, load_budget
 from exedra_engine._core.emit import names
+from exedra_engine._core.emit.memory import MemoryLimits, memory_limits
 from exedra_engine._core.endpoint import env_dict, resolve
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.flags import Item
@@ -148,6 +149,10 @@ class Shape(Value, frozen=True, kw_only=True):
     needs: tuple[tuple[str, str], ...]
     """(need, the flag asking it) for what a hardened unit denies by default
     (`ExecutorProfile.resource_flags`)."""
+    memory: MemoryLimits | None
+    """Memory settings from the plan's memory (`exedra_engine._core.emit.memory`)."""
+    threads: int
+    """The threads the plan sets (its threads flag); 0 = the executor's default."""
     start_budget: int
     stop_timeout: int
     image: str
@@ -243,6 +248,8 @@ def shape(
         mounts=mounts,
         gpu=gpu,
         needs=_needs(p, p.flags.split_items(args, "plan args"), env),
+        memory=_memory(plan, o),
+        threads=_threads(p, items),
         start_budget=start,
         stop_timeout=stop,
         image=image,
@@ -586,6 +593,25 @@ def _needs(
         if need is not None and value.lower() not in ("", "0", "false", "off", "no"):
             found.setdefault(need, name)
     return tuple(sorted(found.items()))
+
+
+def _memory(plan: LaunchPlan, o: _Origins) -> MemoryLimits | None:
+    limits = memory_limits(plan)
+    if limits is None:
+        o.add("memory", "none", "plan", "the plan has no memory plan (made without the model)")
+        return None
+    o.add("memory", f"{limits.peak} MiB peak, limit {limits.limit} MiB", "plan", limits.why)
+    return limits
+
+
+def _threads(p: ExecutorProfile, items: Sequence[Item]) -> int:
+    for it in reversed(items):
+        if it.key == p.threads_flag and it.values:
+            try:
+                return max(int(it.values[0]), 0)
+            except ValueError:
+                return 0
+    return 0
 
 
 def _raises_priority(values: Sequence[str]) -> bool:

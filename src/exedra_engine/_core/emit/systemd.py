@@ -20,6 +20,7 @@ from exedra_engine._core.emit.ini import (
     plain,
     write_ini,
 )
+from exedra_engine._core.emit.memory import bytes_of
 from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
 from exedra_engine._core.emit.shape import KEY_NAME, EmitOptions, Origin, Shape, plan_is_keyed
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
@@ -161,6 +162,7 @@ def emit_systemd(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[O
         _why("Service.Restart", "on-failure", "a crash restarts; a clean stop does not"),
         _why("Service.RestartSec", f"{RESTART_DELAY}s", "a crash loop cannot spin"),
     ]
+    service += _memory(s, origins)
     service += _hardening(s, models, origins)
     unit = [
         ("Description", description),
@@ -184,6 +186,26 @@ def emit_systemd(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[O
     if s.gpu is not None and s.gpu.backend == "cuda":
         header.append("CUDA needs nvidia-uvm loaded at boot: the unit may not load modules.")
     return {f"{s.name}.service": write_ini(sections, header)}, origins
+
+
+def _memory(s: Shape, origins: list[Origin]) -> list[tuple[str, str]]:
+    if s.memory is None:
+        return []
+    origins += [
+        _why(
+            "Service.MemoryHigh",
+            f"{s.memory.high}M",
+            f"the peak + half the margin: reclaim starts here ({s.memory.why})",
+            "plan",
+        ),
+        _why(
+            "Service.MemoryMax",
+            f"{s.memory.limit}M",
+            f"the peak + the margin: the unit is killed beyond ({s.memory.why})",
+            "plan",
+        ),
+    ]
+    return [("MemoryHigh", f"{s.memory.high}M"), ("MemoryMax", f"{s.memory.limit}M")]
 
 
 def _why(field: str, value: str, why: str, source: str = "default") -> Origin:
@@ -307,6 +329,7 @@ def check_systemd(plan: LaunchPlan, text: str) -> list[str]:
         out.append("EnvironmentFile= is readable through D-Bus and /proc: no secrets there")
     out += _post_problems(plan, ini.setting(s, "Service", "ExecStartPost"))
     out += _service_problems(s)
+    out += memory_problems(plan, ini.setting(s, "Service", "MemoryMax"), "MemoryMax=")
     if ini.setting(s, "Service", "DynamicUser")[-1:] == ["yes"]:
         out += [
             f"{f} is under a /tmp that DynamicUser= makes private to the unit"
@@ -343,3 +366,16 @@ def _service_problems(s: dict[str, list[tuple[str, str]]]) -> list[str]:
 
 def _model_paths(p: ExecutorProfile, args: list[str], env: list[str]) -> list[str]:
     return [path for path, _ in named_files(p, args, env)]
+
+
+def memory_problems(plan: LaunchPlan, values: list[str], what: str) -> list[str]:
+    """A memory limit (systemd's or podman's units) below the plan's expected peak."""
+    if plan.memory is None or not values:
+        return []
+    got = bytes_of(values[-1], k8s=False)
+    if got is not None and got < plan.memory.host.total:
+        return [
+            f"{what} {values[-1]} is below the plan's expected resident peak "
+            f"{plan.memory.host.total} bytes: the unit would be OOM-killed"
+        ]
+    return []
