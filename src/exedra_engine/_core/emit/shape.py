@@ -718,9 +718,12 @@ def _image(
     p: ExecutorProfile, gpu: Gpu | None, options: EmitOptions, o: _Origins
 ) -> tuple[str, str]:
     backend = gpu.backend if gpu else ""
+    floats = (
+        "; a tag floats: pin the build the plan was checked against with --image REF@sha256:..."
+    )
     if options.image:
         image = options.image
-        o.add("image", image, "option")
+        o.add("image", image, "option", "" if names.DIGEST.search(image) else floats[2:])
     else:
         image = p.images.get(backend, "")
         if not image:
@@ -732,7 +735,7 @@ def _image(
             "image",
             image,
             "default",
-            f"the published {p.binary} image for the {backend or 'CPU'} backend",
+            f"the published {p.binary} image for the {backend or 'CPU'} backend{floats}",
         )
     command = options.image_command or p.image_command
     if not command:
