@@ -84,8 +84,8 @@ def _sized(e: Explained, files: HostFiles) -> Explained:
 
 def file_size(path: str, files: HostFiles) -> int:
     """Bytes of the regular file `path`; 0 when it cannot be told (absent, unreadable)."""
-    if "\0" in path or not path.startswith("/"):
-        return 0
+    if "\0" in path or not path.startswith("/") or not files.exists(path):
+        return 0  # a dry run for another host opens nothing
     try:
         stream, size = files.open_file(path)
     except OSError:
