@@ -869,6 +869,9 @@ class _Decider:
             lines[0] = f"{head} <= {size_text(self.usable)} usable ({self.how})"
         else:
             lines.append(self.how)
+        for i, g in enumerate(self.hw.gpus[: len(m.devices)]):
+            if g.vram_free is None and g.vram:
+                lines.append(f"{m.devices[i].name}: free memory unknown, judged by its total")
         if self.judge_devices and m.devices:
             lines.append(
                 "devices judged by their free memory: "

@@ -143,12 +143,12 @@ def memory_lines(mem: MemoryPlan) -> list[str]:
     lines = [
         f"ctx {mem.ctx}, {mem.source}: host {mem_size(h.total)} resident"
         + (f" (reserves {mem_size(h.reserved)})" if h.reserved != h.total else "")
-        + (f" of {mem_size(h.available)} available" if h.available is not None else "")
+        + (f", host has {mem_size(h.available)}" if h.available is not None else "")
     ]
     for d in mem.devices:
         lines.append(
             f"{shown(d.name)} {mem_size(d.reserved)} reserved"
-            + (f" of {mem_size(d.available)} free" if d.available is not None else "")
+            + (f", {mem_size(d.available)} free" if d.available is not None else "")
         )
     return lines
 
