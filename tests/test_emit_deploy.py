@@ -320,6 +320,11 @@ def test_i22_item7_quadlet_escapes_dollar_in_every_field() -> None:
     assert any("$" in p for p in check_files(plan, Target.QUADLET, {"u": lone}))
 
 
+@pytest.mark.parametrize("path", ["/srv/my models/m.gguf", "/srv/q'uo\"te/m.gguf"])
+def test_i22_item7_quadlet_refuses_what_its_generator_writes_unquoted(path: str) -> None:
+    assert "RequiresMountsFor=" in _refused(_plan(path=path), Target.QUADLET)
+
+
 # -- 8. the system-call filter and limits match the flags -----------------------------------------
 
 

@@ -29,6 +29,8 @@ from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError
 
+_UNQUOTED = frozenset(" \t'\"\\")
+"""What Quadlet's generated RequiresMountsFor= cannot carry."""
 HEALTH_INTERVAL = 5
 HEALTH_RETRIES = 3
 
@@ -199,6 +201,14 @@ def _volumes(s: Shape, options: EmitOptions, origins: list[Origin]) -> list[tupl
             raise EmitError(
                 f"the model path {m.host!r} holds ':' or ',', which Volume= reads as its "
                 "separators: give --models-dir without them"
+            )
+        if any(c in m.host for c in _UNQUOTED):
+            # Quadlet (5.4) copies the source into RequiresMountsFor= unquoted, which
+            # systemd then splits or refuses: the generated unit is not the one planned.
+            raise EmitError(
+                f"the model path {m.host!r} holds a space, a quote or a backslash, which "
+                "Quadlet writes unquoted into RequiresMountsFor=: move the model, or give "
+                "--models-dir without them"
             )
         out.append(("Volume", _q(f"{m.host}:{m.container}:ro{label}")))
     origins.append(
