@@ -128,7 +128,10 @@ class _Parser(argparse.ArgumentParser):
             return super()._get_value(action, arg_string)
         except argparse.ArgumentError:
             kind = getattr(action.type, "__name__", "")
-            what = {"int": "an integer", "float": "a number"}.get(kind, "a valid value")
+            what = getattr(action.type, "expected", "") or {
+                "int": "an integer",
+                "float": "a number",
+            }.get(kind, "a valid value")
             raise argparse.ArgumentError(
                 action, f"expected {what} (the value given is not shown)"
             ) from None
@@ -586,6 +589,11 @@ def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
 def _plan_and_emit(a: argparse.Namespace) -> int:
     from exedra_engine.cli.emit import run_emit
 
+    # A container target binds every address unless the caller says otherwise (--explain
+    # says so): loopback inside a container is reached by nothing, not even the probes.
+    host_defaulted = not a.host and a.emit != "systemd"
+    if host_defaulted:
+        a.host = "0.0.0.0"
     match _request(a):
         case Failure(err):
             return fail(err)
@@ -599,7 +607,7 @@ def _plan_and_emit(a: argparse.Namespace) -> int:
             return fail(err)
         case Success(e):
             # The emitter is host-blind: the hardware the plan was made for is passed to it.
-            return run_emit(e.plan, hw, a, e.sources)
+            return run_emit(e.plan, hw, a, e.sources, host_defaulted=host_defaulted)
     raise AssertionError("a Result is a Success or a Failure")
 
 
