@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from exedra_engine._core.executors import LLAMA
-from exedra_engine._core.fit_params import FitMeasurement, FitRow
+from exedra_engine._core.fit_params import FitMeasurement, FitRow, memory_settings
 from exedra_engine._core.memory import (
     MIB,
     estimate_memory,
@@ -139,11 +139,12 @@ def test_i19_item2_measurement_replaces_reserved_figures() -> None:
     margs = memory_args(LLAMA, args)
     assert margs == ("-c", "4096", "-np", "1")
     row = FitRow(name="Host", model=222 * MIB, context=27 * MIB, compute=514 * MIB)
-    m = FitMeasurement(model="/other/gemma.gguf", args=margs, ctx=4096, host=row)
+    settings = memory_settings(LLAMA, args)
+    m = FitMeasurement(model="/other/gemma.gguf", settings=settings, args=margs, ctx=4096, host=row)
     hw = cpu_host()
     hw2 = type(hw)(cpu=hw.cpu, executors=hw.executors, measurements=(m,))
-    assert matching_measurement(hw2, "/m/gemma.gguf", margs) == m
-    assert matching_measurement(hw2, "/m/gemma.gguf", ("-c", "8192")) is None
+    assert matching_measurement(hw2, LLAMA, "/m/gemma.gguf", args) == m
+    assert matching_measurement(hw2, LLAMA, "/m/gemma.gguf", ["-c", "8192"]) is None
     est = estimate_memory(inv, args, hw, LLAMA)
     got = with_measurement(est, m)
     assert got.source == "measured"
@@ -163,7 +164,7 @@ def test_i19_item2_fitter_off_flags() -> None:
 def test_i19_item2_explain_shows_the_arithmetic() -> None:
     m = estimate_memory(llama_135m(), ["-c", "2048", "-cram", "512"], cpu_host(), LLAMA)
     (line,) = explain_memory(m)
-    assert line.startswith("ctx 2048: Host (estimated, resident): weights ")
+    assert line.startswith("ctx 2048: Host (resident, estimated): weights ")
     assert "+ prompt cache 512 MiB" in line
     assert "; reserves " in line
     assert "<= 20 GiB usable" in line

@@ -25,7 +25,7 @@ from exedra_engine import (
     plan_launch,
 )
 from exedra_engine._core.executors import LLAMA
-from exedra_engine._core.fit_params import FitMeasurement, FitRow
+from exedra_engine._core.fit_params import FitMeasurement, FitRow, memory_settings
 from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.memory import MIB, memory_args
 from exedra_engine._core.values import Hardware
@@ -182,10 +182,16 @@ def test_i19_item4_measurement_is_used_when_it_matches() -> None:
     inv = gemma3_270m()
     base = planned(inv, cpu_host(), Constraints(ctx=4096))
     margs = memory_args(LLAMA, base.args)
+    settings = memory_settings(LLAMA, base.args)
     row = FitRow(name="Host", model=222 * MIB, context=50 * MIB, compute=514 * MIB)
     # a hardware file from the target names the model where the target keeps it
     m = FitMeasurement(
-        model="/srv/models/" + inv.paths[0], args=margs, ctx=4096, host=row, build="b1"
+        model="/srv/models/" + inv.paths[0],
+        settings=settings,
+        args=margs,
+        ctx=4096,
+        host=row,
+        build="b1",
     )
     hw = msgspec.structs.replace(cpu_host(), measurements=(m,))
     p = planned(inv, hw, Constraints(ctx=4096))
@@ -201,7 +207,7 @@ def test_i19_item4_shell_reads_the_inventory(tmp_path: Path) -> None:
     e = plan_explained(spec, cpu_host(), Constraints(), check_ports=False).unwrap()
     assert e.plan.memory is not None
     assert e.plan.model is not None and e.plan.model.size == p.stat().st_size
-    assert e.memory and e.memory[0].startswith("ctx 256: Host (estimated, resident): weights ")
+    assert e.memory and e.memory[0].startswith("ctx 256: Host (resident, estimated): weights ")
     err = plan_explained(spec, cpu_host(), Constraints(ctx=100_000_000), check_ports=False)
     assert isinstance(err, Failure) and isinstance(err.failure(), DoesNotFit)
 

@@ -22,7 +22,7 @@ from typing import Final
 from msgspec.structs import replace
 
 from exedra_engine._core.executors import ExecutorProfile
-from exedra_engine._core.fit_params import FitMeasurement, FitRow
+from exedra_engine._core.fit_params import FitMeasurement, FitRow, measurement_for
 from exedra_engine._core.inventory import CACHE_TYPES, ModelInventory, TensorInfo
 from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.struct import Value
@@ -616,17 +616,13 @@ def _add(a: _Pair, b: _Pair) -> _Pair:
     return _sum(a[0], b[0]), _sum(a[1], b[1])
 
 
-def matching_measurement(hw: Hardware, model: str, margs: Sequence[str]) -> FitMeasurement | None:
-    """The host's measurement of `model` with exactly these memory flags (`memory_args`),
-    the last one taken; a path on another machine matches by its file name."""
-    base = model.rsplit("/", 1)[-1]
-    found = None
-    for m in hw.measurements:
-        if tuple(m.args) == tuple(margs) and (
-            m.model == model or m.model.rsplit("/", 1)[-1] == base
-        ):
-            found = m
-    return found
+def matching_measurement(
+    hw: Hardware, profile: ExecutorProfile, model: str, args: Sequence[str], env: Sequence[str] = ()
+) -> FitMeasurement | None:
+    """The host's measurement of `model` made with the same memory settings as a plan's
+    `args`/`env` (`exedra_engine._core.fit_params.measurement_for`, the one rule the
+    measuring shell and the planner share), or None."""
+    return measurement_for(hw.measurements, profile, model, args, env)
 
 
 def with_measurement(est: MemoryPlan, m: FitMeasurement) -> MemoryPlan:
@@ -721,10 +717,13 @@ def explain_memory(plan: MemoryPlan, host_usable: tuple[int, str] | None = None)
     it was found (default: the host's `available`)."""
     lines = []
     for place_ in (plan.host, *plan.devices):
-        judged = place_.parts if place_.name == "Host" else place_.reserved_parts
-        figure = "resident" if place_.name == "Host" else "reserved"
+        host = place_.name == "Host"
+        judged = place_.parts if host else place_.reserved_parts
+        # The host's resident figure is always the estimate's: the engine measures what it
+        # reserves.
+        figure = "resident, estimated" if host else f"reserved, {plan.source}"
         line = (
-            f"ctx {plan.ctx}: {place_.name} ({plan.source}, {figure}): {parts_text(judged)}"
+            f"ctx {plan.ctx}: {place_.name} ({figure}): {parts_text(judged)}"
             f" = {size_text(judged.total)}"
         )
         if place_.name == "Host" and host_usable is not None:
@@ -734,9 +733,14 @@ def explain_memory(plan: MemoryPlan, host_usable: tuple[int, str] | None = None)
             op = "<=" if judged.total <= place_.available else ">"
             what = "usable" if place_.name == "Host" else "free"
             line += f" {op} {size_text(place_.available)} {what}"
-        if place_.name == "Host" and place_.reserved != place_.total:
+        if host and place_.reserved != place_.total:
             line += f"; reserves {size_text(place_.reserved)}"
         lines.append(line)
+        if host and plan.source == "measured":
+            lines.append(
+                f"ctx {plan.ctx}: Host (reserved, measured): "
+                f"{parts_text(place_.reserved_parts)} = {size_text(place_.reserved)}"
+            )
     return tuple(lines)
 
 
@@ -887,7 +891,7 @@ class _Decider:
         engine = self.flags(ctx, cache_mib)
         final = self.est(engine)
         measured = matching_measurement(
-            self.hw, self.inv.paths[0], memory_args(self.p, (*self.args, *engine))
+            self.hw, self.p, self.inv.paths[0], (*self.args, *engine), self.env
         )
         if measured is not None:
             final = with_measurement(final, measured)
