@@ -213,3 +213,16 @@ def test_i19_item2_reserved_agrees_with_llama_fit_params(
         want = _fit_params(binary, model, args)
         for ours, theirs in zip((got.weights, got.kv, got.compute), want, strict=True):
             assert abs(ours / MIB - theirs) <= max(32, theirs / 10), (model.name, args, got, want)
+
+
+def test_i19_item2_projector_and_draft_add_their_bytes() -> None:
+    main, side = gemma3_270m(), llama_135m()
+    hw = cpu_host()
+    args = ["-c", "4096", "-np", "1"]
+    alone = estimate_memory(main, args, hw, LLAMA).host
+    with_mmproj = estimate_memory(main, args, hw, LLAMA, mmproj=side).host
+    assert with_mmproj.parts.weights - alone.parts.weights == side.tensor_bytes
+    with_draft = estimate_memory(main, args, hw, LLAMA, draft=side).host
+    assert with_draft.parts.weights - alone.parts.weights == side.tensor_bytes
+    assert with_draft.parts.kv > alone.parts.kv  # the draft keeps its own cache
+    assert with_draft.parts.other == alone.parts.other  # one process, one fixed overhead

@@ -29,6 +29,7 @@ from exedra_engine._core.fit_params import FitMeasurement, FitRow, memory_settin
 from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.memory import MIB, memory_args
 from exedra_engine._core.values import Hardware
+from exedra_engine._shell.inspect import read_inventory
 from exedra_engine._shell.plan import plan_explained
 from exedra_engine.testing import write_tiny_llama
 from tests.conftest import cli
@@ -246,3 +247,15 @@ def test_i19_item4_real_model_huge_ctx_refused_in_well_under_a_second(
     memory = msgspec.json.decode(ok.out)["memory"]
     assert memory["source"] == "estimated" and memory["ctx"] == 32768
     assert memory["host"]["total"] < memory["host"]["reserved"]
+
+
+def test_i19_item4_side_models_named_by_a_layer_are_counted(tmp_path: Path) -> None:
+    model = write_tiny_llama(tmp_path / "main.gguf")
+    draft = write_tiny_llama(tmp_path / "draft.gguf", quantized=True)
+    spec = ModelSpec(id="t", path=str(model), kind=Kind.LLAMA)
+    c = Constraints(ctx=1024, extra_args=("--model-draft", str(draft)))
+    alone = plan_explained(spec, cpu_host(), Constraints(ctx=1024), check_ports=False).unwrap()
+    both = plan_explained(spec, cpu_host(), c, check_ports=False).unwrap()
+    assert alone.plan.memory is not None and both.plan.memory is not None
+    grew = both.plan.memory.host.parts.weights - alone.plan.memory.host.parts.weights
+    assert grew == read_inventory(draft).unwrap().tensor_bytes
