@@ -22,6 +22,7 @@ from exedra_engine._core.endpoint import Resolved, resolve_endpoint
 from exedra_engine._core.executors import ExecutorProfile, executor_profile, register_executor
 from exedra_engine._core.hardware import HostSnapshot, hardware_from
 from exedra_engine._core.kinds import Kind, parse_kind, supported_kinds
+from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.planner import Explained, explain_launch, plan_launch
 from exedra_engine._core.values import (
     CPU,
@@ -120,6 +121,9 @@ __all__ = [
     "Resolved",
     "UnsupportedKind",
     "DoesNotFit",
+    "MemoryParts",
+    "MemoryPlan",
+    "PlaceMemory",
     "__version__",
     "config_from_yaml",
     "explain_launch",
