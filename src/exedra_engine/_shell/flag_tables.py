@@ -182,6 +182,11 @@ def _run(argv: list[str]) -> tuple[str, str]:
         _kill_group(proc)
         proc.communicate()
         return "", f"{argv[0]} {argv[1]} did not exit within {TIMEOUT:g} s"
+    except BaseException:
+        # Interrupted (Ctrl-C, the CLI's SIGTERM): the child is in a session of its own, so
+        # nobody else would stop it.
+        _kill_group(proc)
+        raise
     text = (out[:_MAX_OUTPUT] + b"\n" + err[:_MAX_OUTPUT]).decode("utf-8", errors="replace")
     return text, ""
 

@@ -482,15 +482,19 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
-    match _planned(a):
-        case Failure(err):
-            return fail(err)
-        case Success((e, _)):
-            from exedra_engine.cli.launch import run_launch
+    from exedra_engine.cli.launch import Interrupted, Signals, interrupted_exit, run_launch
 
-            _findings_verdict(a, e)
-            return run_launch(e.plan, a)
-    raise AssertionError("a Result is a Success or a Failure")
+    # Signals are honoured from here on, planning included (see cli/launch.py).
+    with Signals().installed() as sigs:
+        try:
+            match _planned(a):
+                case Failure(err):
+                    return fail(err)
+                case Success((e, _)):
+                    _findings_verdict(a, e)
+        except Interrupted as i:
+            return interrupted_exit(i.signum, "planning", "nothing was started")
+        return run_launch(e.plan, a, sigs)
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
@@ -596,6 +600,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=STOP_TIMEOUT,
         metavar="S",
         help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
+    )
+    s.add_argument(
+        "--quiet",
+        action="store_true",
+        help="do not forward the executor's logs (its last lines still explain a failure)",
+    )
+    s.add_argument(
+        "--log-file",
+        metavar="FILE",
+        help="append the executor's logs to FILE instead of stderr (keys redacted)",
     )
     s.set_defaults(func=cmd_launch, explain=False, strict=False)
 

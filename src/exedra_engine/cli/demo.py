@@ -16,7 +16,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
@@ -29,6 +29,9 @@ from exedra_engine._shell.plan import plan
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._trio.launcher import open_instance
 from exedra_engine.constants import STOP_TIMEOUT
+
+if TYPE_CHECKING:
+    from exedra_engine.cli.launch import Signals
 
 
 def _search_path() -> str:
@@ -55,7 +58,9 @@ def ask(url: str, key: str, question: str) -> dict[str, Any]:
 
 
 def run_demo(a: argparse.Namespace) -> int:
-    """Run the demo; 0 on success."""
+    """Run the demo; 0 on success, 128+N when signal N interrupted it (nothing is left)."""
+    from exedra_engine.cli.launch import Interrupted, Signals, interrupted_exit
+
     try:
         import gguf  # noqa: F401
 
@@ -67,15 +72,21 @@ def run_demo(a: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    with tempfile.TemporaryDirectory(prefix="exedra-demo-") as tmp:
-        t0 = time.perf_counter()
-        model = write_tiny_llama(os.path.join(tmp, "tiny.gguf"))
-        t_model = time.perf_counter()
-        hw = host_hardware(LocalHost(path_env=_search_path()))
-        t_probe = time.perf_counter()
-        spec = ModelSpec(id="exedra-tiny", path=str(model), kind=Kind.LLAMA, capabilities=("llm",))
-        planned = plan(spec, hw, Constraints(api_key=secrets.token_urlsafe(16)))
-        t_plan = time.perf_counter()
+    with Signals().installed() as sigs, tempfile.TemporaryDirectory(prefix="exedra-demo-") as tmp:
+        try:
+            t0 = time.perf_counter()
+            model = write_tiny_llama(os.path.join(tmp, "tiny.gguf"))
+            t_model = time.perf_counter()
+            hw = host_hardware(LocalHost(path_env=_search_path()))
+            t_probe = time.perf_counter()
+            spec = ModelSpec(
+                id="exedra-tiny", path=str(model), kind=Kind.LLAMA, capabilities=("llm",)
+            )
+            planned = plan(spec, hw, Constraints(api_key=secrets.token_urlsafe(16)))
+            t_plan = time.perf_counter()
+        except Interrupted as i:
+            return interrupted_exit(i.signum, "planning", "nothing was started")
+        sigs.raising = False
         timings = {
             "write_model": t_model - t0,
             "probe": t_probe - t_model,
@@ -83,7 +94,7 @@ def run_demo(a: argparse.Namespace) -> int:
         }
         match planned:
             case Success(p):
-                return trio.run(_run, p, a, timings)
+                return trio.run(_run, p, a, timings, sigs)
             case Failure(err):
                 print(f"exedra-engine: error: {err}", file=sys.stderr)
                 if hw.executor(Kind.LLAMA) is None:
@@ -94,7 +105,37 @@ def run_demo(a: argparse.Namespace) -> int:
         return 2
 
 
-async def _run(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) -> int:
+async def _run(
+    p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float], sigs: Signals
+) -> int:
+    from exedra_engine.cli.launch import SIGNALS, interrupted_exit
+
+    phase = "starting"
+    with trio.open_signal_receiver(*SIGNALS) as signals:
+        async with trio.open_nursery() as nursery:
+            work = trio.CancelScope()
+
+            async def watch() -> None:
+                async for signum in signals:
+                    if sigs.first is None:
+                        sigs.first = signum
+                    work.cancel()  # later ones: the stop under way is bounded
+
+            nursery.start_soon(watch)
+            if sigs.first is not None:
+                work.cancel()
+            code: int | None = None
+            with work:
+                code = await _demo(p, a, timings)
+            nursery.cancel_scope.cancel()
+            phase = "starting" if "launch_to_ready" not in timings else "serving"
+    if code is None:
+        assert sigs.first is not None
+        return interrupted_exit(sigs.first, phase, "the executor was stopped")
+    return code
+
+
+async def _demo(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) -> int:
     from exedra_engine.cli.render import print_plan, shown_plan
 
     t = time.perf_counter()
@@ -102,8 +143,9 @@ async def _run(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) 
         timings["launch_to_ready"] = time.perf_counter() - t
         t = time.perf_counter()
         try:
+            # Abandoned on a signal: the request has its own timeout, the executor is stopped.
             answer = await trio.to_thread.run_sync(
-                ask, inst.endpoint.url, inst.endpoint.api_key, a.question
+                ask, inst.endpoint.url, inst.endpoint.api_key, a.question, abandon_on_cancel=True
             )
         except (urllib.error.URLError, OSError) as e:
             print(f"exedra-engine: error: the executor did not answer: {e}", file=sys.stderr)
