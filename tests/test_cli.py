@@ -130,7 +130,7 @@ def test_explain_shows_layers(tiny_llama: Path, tmp_path: Path, run: Run) -> Non
     ("extra", "needle"),
     [
         (["--kind", "vllm"], "invalid choice: 'vllm'"),
-        (["--port", "abc"], "invalid int value"),
+        (["--port", "abc"], "argument --port: 'abc' is not a whole number"),
         (["--arg=--ctx-size"], "caller: flag --ctx-size needs a value"),
         (["--env", "NOEQUALS"], "caller env: entry 1 is not KEY=VALUE"),
         (["--api-key-env", "UNSET_VAR_X"], "variable UNSET_VAR_X is not set"),
@@ -232,14 +232,15 @@ def test_the_module_and_the_console_script_are_entry_points(tiny_llama: Path) ->
 
 
 @pytest.mark.parametrize("argv", [("probe", "--json"), ("--help",), ("--version",)])
-def test_a_closed_stdout_exits_1_quietly(argv: tuple[str, ...]) -> None:
+def test_i18_item7_a_closed_stdout_exits_0_quietly(argv: tuple[str, ...]) -> None:
+    # The reader went away (`| true`): not a failure, or `set -o pipefail` steps fail on it.
     read, write = os.pipe()
     os.close(read)  # every write to the pipe now fails with EPIPE
     try:
         r = spawn(*argv, stdout=write)
     finally:
         os.close(write)
-    assert (r.returncode, r.stderr) == (1, "")
+    assert (r.returncode, r.stderr) == (0, "")
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")

@@ -12,7 +12,7 @@ surrogates (``\\x1b``, ``\\udcff``: a GGUF name cannot clear the terminal or for
 JSON writes lone surrogates (undecodable bytes of a path, as Python's ``surrogateescape`` holds
 them) as ``\\udcXX`` escapes, so the output is valid UTF-8 JSON under any locale. A failed
 write of stdout (a full disk, ``/dev/full``) is a one-line error with exit 1; a closed pipe
-exits 1 quietly.
+exits 0 quietly (the reader stopped reading: ``| head -1``).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from exedra_engine._shell.load_config import load_config
 from exedra_engine._shell.plan import plan_explained
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._version import __version__
+from exedra_engine.cli import options
 from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.render import (
     PROG,
@@ -229,15 +230,27 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--no-config", action="store_true", help="ignore admin overrides")
     g.add_argument("--host", default="", help="bind address (default 127.0.0.1)")
-    g.add_argument("--port", type=int, default=0, help="exact port; 0 scans for a free one")
+    g.add_argument(
+        "--port", type=options.PORT, default=0, help="exact port; 0 scans for a free one"
+    )
     g.add_argument(
         "--port-base",
-        type=int,
+        type=options.PORT_BASE,
         default=0,
         help=f"first port of the scan (default {DEFAULT_PORT_BASE})",
     )
-    g.add_argument("--ctx", type=int, default=0, help="context size (0: executor default)")
-    g.add_argument("--threads", type=int, default=0, help="CPU threads (0: executor default)")
+    g.add_argument(
+        "--ctx",
+        type=options.count(zero="executor default"),
+        default=0,
+        help="context size (0: executor default)",
+    )
+    g.add_argument(
+        "--threads",
+        type=options.count(zero="executor default"),
+        default=0,
+        help="CPU threads (0: executor default)",
+    )
     g.add_argument("--no-gpu", action="store_true", help="run on the CPU even with a GPU")
     g.add_argument("--ui", action="store_true", help="keep the executor's web UI")
     g.add_argument(
@@ -264,7 +277,10 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
         "threads, executors and backends, instead of this machine's",
     )
     g.add_argument(
-        "--executor", metavar="PATH", help="executor binary to plan with instead of the one on PATH"
+        "--executor",
+        type=options.executor_path,
+        metavar="PATH",
+        help="executor binary to plan with instead of the one on PATH",
     )
     g.add_argument(
         "--no-port-check",
@@ -484,6 +500,13 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
 def cmd_launch(a: argparse.Namespace) -> int:
     from exedra_engine.cli.launch import Interrupted, Signals, interrupted_exit, run_launch
 
+    # `plan` allows an absent model (planning for another machine); a launch cannot succeed
+    # without one, and is refused before anything is started.
+    if not os.path.isfile(a.model):
+        why = "is a directory" if os.path.isdir(a.model) else "does not exist"
+        return fail(
+            EngineError(f"--model {a.model}: {why}; launch needs the model file on this host")
+        )
     # Signals are honoured from here on, planning included (see cli/launch.py).
     with Signals().installed() as sigs:
         try:
@@ -581,22 +604,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("wait-ready", help="wait until a URL answers 200 (a unit's readiness)")
     s.add_argument("url", help="the executor's ready URL, e.g. http://127.0.0.1:8080/health")
-    s.add_argument("--timeout", type=float, default=300.0, metavar="S", help="default 300")
-    s.add_argument("--interval", type=float, default=1.0, metavar="S", help="default 1")
+    s.add_argument(
+        "--timeout", type=options.seconds, default=300.0, metavar="S", help="default 300"
+    )
+    s.add_argument("--interval", type=options.seconds, default=1.0, metavar="S", help="default 1")
     s.set_defaults(func=cmd_wait_ready)
 
     s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
     _add_plan_options(s)
     s.add_argument(
         "--ready-timeout",
-        type=float,
+        type=options.seconds,
         default=300.0,
         metavar="S",
         help="seconds to wait for readiness (default 300)",
     )
     s.add_argument(
         "--stop-timeout",
-        type=float,
+        type=options.seconds,
         default=STOP_TIMEOUT,
         metavar="S",
         help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
@@ -637,8 +662,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        # The reader closed the pipe (`| head -1`, `| true`): it has what it wanted, which is
+        # not a failure (a `set -o pipefail` step must not fail on it).
         _drop_stdout()
-        return 1
+        return 0
     except OSError as e:
         if not _is_stdout_error(e):
             raise

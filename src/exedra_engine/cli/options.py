@@ -1,0 +1,97 @@
+"""Option values checked where argparse parses them, so that a bad one is a usage error
+(one line, exit 2) naming the option, never a traceback or a silent misbehaviour further on
+(a negative timeout, a zero interval that busy-loops, a port out of range).
+
+Each is an argparse ``type=``; `argparse.ArgumentTypeError`'s message is what argparse
+prints after ``argument --NAME:``. None of them is used for a secret: the value is echoed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable
+
+from exedra_engine.errors import EngineError
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (a timeout, a grace period, an interval)."""
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def count(*, least: int = 0, most: int | None = None, zero: str = "") -> Callable[[str], int]:
+    """An integer in [least, most]; `zero` says what 0 means where it is allowed."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least or (most is not None and value > most):
+            bounds = f"from {least} to {most}" if most is not None else f"{least} or more"
+            meaning = f" (0: {zero})" if zero and least == 0 else ""
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {bounds}{meaning}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
+PORT = count(most=65535, zero="scan for a free one")
+PORT_BASE = count(most=65535, zero="the default")
+
+
+def executor_path(text: str) -> str:
+    """``--executor PATH`` of plan and launch: a file, not a directory; the ``KIND=PATH``
+    form of ``config --check`` is refused with the form that works here."""
+    from exedra_engine._core.kinds import supported_kinds
+
+    kind, sep, rest = text.partition("=")
+    if sep and kind in {k.value for k in supported_kinds()} and not os.path.exists(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: KIND=PATH is config --check's form; here the kind is --kind's, "
+            f"write --executor {rest}"
+        )
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not an executor binary")
+    return text
+
+
+def out_dir(path: str, names: list[str]) -> EngineError | None:
+    """Why files named `names` cannot be written into the directory `path` (``--out``), or
+    None, having created it if its parent exists. A missing parent is refused rather than
+    made: it is more often a typo than a wish."""
+    from exedra_engine.errors import PlanError
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        return PlanError(f"--out {path}: exists and is not a directory (--out names a directory)")
+    if not os.path.exists(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            return PlanError(f"--out {path}: its parent directory {parent} does not exist")
+        try:
+            os.mkdir(path)
+        except OSError as e:
+            return PlanError(f"--out {path}: cannot create the directory: {e.strerror or e}")
+    for name in names:
+        target = os.path.join(path, name)
+        if os.path.isdir(target):
+            return PlanError(f"--out {path}: {target} is a directory; the file cannot be written")
+    if not os.access(path, os.W_OK | os.X_OK):
+        return PlanError(f"--out {path}: the directory is not writable")
+    return None
