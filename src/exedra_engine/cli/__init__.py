@@ -136,14 +136,19 @@ def cmd_probe(a: argparse.Namespace) -> int:
     for g in hw.gpus:
         driver = shown(g.driver or "unknown")
         print(f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}")
+    from exedra_engine._shell.flag_tables import version_problem
+
     for k in supported_kinds():
         e = hw.executor(k)
-        what = (
-            f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
-            + f"  version: {shown(e.version or 'not stated')}"
-            if e
-            else "not installed"
-        )
+        if e:
+            problem = "" if e.version else version_problem(e.path)
+            version = e.version or ("not stated" + (f" ({problem})" if problem else ""))
+            what = (
+                f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
+                + f"  version: {shown(version)}"
+            )
+        else:
+            what = "not installed"
         print(f"{k.value:<10} {what}")
     return 0
 
@@ -225,6 +230,7 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("constraints")
     g.add_argument(
         "--config",
+        type=options.config_path,
         metavar="PATH",
         help=f"override file or directory (default {DEFAULT_CONFIG_PATH})",
     )
@@ -551,7 +557,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--schema prints their JSON Schema",
     )
     s.add_argument(
-        "path", nargs="?", default=None, help=f"file or directory (default {DEFAULT_CONFIG_PATH})"
+        "path",
+        nargs="?",
+        default=None,
+        type=options.config_path,
+        metavar="PATH",
+        help=f"file or directory (default {DEFAULT_CONFIG_PATH}, which may be absent)",
     )
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--show-secrets", action="store_true", help="print secret env values")
@@ -657,6 +668,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as e:  # --help, --version, a usage error: argparse printed it
             sys.stdout.flush()  # here, so a failed write is handled like any other
             return e.code if isinstance(e.code, int) else 2 if e.code else 0
+        from exedra_engine._shell import flag_tables
+
+        flag_tables.notice = _note
         code: int = args.func(args)
         sys.stdout.flush()
     except KeyboardInterrupt:
@@ -676,6 +690,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # An expected run-time failure (an executor that never became ready, say): one line.
         return fail(e, 1)
     return code
+
+
+def _note(message: str) -> None:
+    print(f"{PROG}: note: {shown(message)}", file=sys.stderr, flush=True)
 
 
 def _is_stdout_error(e: OSError) -> bool:

@@ -95,3 +95,16 @@ def out_dir(path: str, names: list[str]) -> EngineError | None:
     if not os.access(path, os.W_OK | os.X_OK):
         return PlanError(f"--out {path}: the directory is not writable")
     return None
+
+
+def config_path(text: str) -> str:
+    """``--config PATH`` and ``config PATH``: a path the user names must exist. Only the
+    default may be absent (a host without overrides); a typo'd path read as an empty config
+    would make a CI lint job pass on nothing."""
+    if text and not os.path.lexists(text):
+        from exedra_engine.constants import DEFAULT_CONFIG_PATH
+
+        raise argparse.ArgumentTypeError(
+            f"{text} does not exist (only the default, {DEFAULT_CONFIG_PATH}, may be absent)"
+        )
+    return text
