@@ -3,7 +3,9 @@
 (a negative timeout, a zero interval that busy-loops, a port out of range).
 
 Each is an argparse ``type=``; `argparse.ArgumentTypeError`'s message is what argparse
-prints after ``argument --NAME:``. None of them is used for a secret: the value is echoed.
+prints after ``argument --NAME:``. A message quotes the value only when it has the form of
+what the option takes (`render.has_form`: a path, a number), so a key typed into the wrong
+option is never echoed.
 """
 
 from __future__ import annotations
@@ -16,21 +18,20 @@ from collections.abc import Callable
 from exedra_engine.errors import EngineError
 
 
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return value
+def _it(text: str) -> str:
+    from exedra_engine.cli.render import has_form, shown
+
+    return shown(text) if has_form(text) else "the value given (not shown)"
 
 
 def seconds(text: str) -> float:
     """A positive, finite number of seconds (a timeout, a grace period, an interval)."""
-    value = _number(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {_it(text)}")
     return value
 
 
@@ -39,13 +40,15 @@ def count(*, least: int = 0, most: int | None = None, zero: str = "") -> Callabl
 
     def parse(text: str) -> int:
         try:
-            value = int(text, 10)
+            value: int | None = int(text, 10)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < least or (most is not None and value > most):
+            value = None
+        if value is None or value < least or (most is not None and value > most):
             bounds = f"from {least} to {most}" if most is not None else f"{least} or more"
             meaning = f" (0: {zero})" if zero and least == 0 else ""
-            raise argparse.ArgumentTypeError(f"{text} is out of range: {bounds}{meaning}")
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number {bounds}{meaning}, not {_it(text)}"
+            )
         return value
 
     parse.__name__ = "count"
@@ -64,11 +67,11 @@ def executor_path(text: str) -> str:
     kind, sep, rest = text.partition("=")
     if sep and kind in {k.value for k in supported_kinds()} and not os.path.exists(text):
         raise argparse.ArgumentTypeError(
-            f"{text!r}: KIND=PATH is config --check's form; here the kind is --kind's, "
-            f"write --executor {rest}"
+            f"KIND=PATH is config --check's form; here --kind gives the kind: "
+            f"write --executor {_it(rest)}"
         )
     if os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not an executor binary")
+        raise argparse.ArgumentTypeError(f"{_it(text)} is a directory, not an executor binary")
     return text
 
 
@@ -105,6 +108,6 @@ def config_path(text: str) -> str:
         from exedra_engine.constants import DEFAULT_CONFIG_PATH
 
         raise argparse.ArgumentTypeError(
-            f"{text} does not exist (only the default, {DEFAULT_CONFIG_PATH}, may be absent)"
+            f"{_it(text)} does not exist (only the default, {DEFAULT_CONFIG_PATH}, may be absent)"
         )
     return text
