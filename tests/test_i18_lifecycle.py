@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import Run
+
 
 @pytest.fixture(autouse=True)
 def _versions_cached(llama_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,8 +55,12 @@ def _alive(pid: int) -> bool:
 def _executors(pid: int) -> set[int]:
     """The launcher's children that run (or are about to exec) an executor on a model."""
     out = set()
+    python = os.path.realpath(sys.executable)
     for k in _children(pid):
         try:
+            # Exec'd (a fork not yet exec'd shows the launcher's own argv, --model included).
+            if os.path.realpath(f"/proc/{k}/exe") == python:
+                continue
             with open(f"/proc/{k}/cmdline", "rb") as f:
                 if b"--model" in f.read().split(b"\0"):
                     out.add(k)
@@ -63,7 +69,7 @@ def _executors(pid: int) -> set[int]:
     return out
 
 
-def _until(cond: Callable[[], object], timeout: float = 60.0) -> None:
+def _until(cond: Callable[[], object], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
@@ -103,12 +109,13 @@ def _launch_argv(model: Path, llama_server: str) -> list[str]:
 
 
 def _hanging_version_stub(tmp_path: Path) -> tuple[Path, Path]:
-    """A whisper-server whose ``--version`` hangs: the probe of the planning phase waits on
-    it, and the file it writes says when (and which process to look for afterwards)."""
+    """A llama-server, first on PATH, whose ``--version`` hangs: the probe of the planning
+    phase waits on it (the launch itself runs the real one, given by --executor), and the
+    file it writes says when, and which process must be gone afterwards."""
     stub_dir = tmp_path / "stub"
     stub_dir.mkdir()
     marker = tmp_path / "stub.pid"
-    stub = stub_dir / "whisper-server"
+    stub = stub_dir / "llama-server"
     stub.write_text(
         f"#!/bin/sh\necho $$ > {marker}.tmp && mv {marker}.tmp {marker}\nexec sleep 60\n"
     )
@@ -211,16 +218,30 @@ def test_i18_item4_second_signal_while_stopping_keeps_the_stopped_line(
     assert kids and not any(_alive(k) for k in kids)
 
 
-def test_i18_item3_demo_signal_while_planning(llama_server: str, tmp_path: Path) -> None:
-    stub_dir, marker = _hanging_version_stub(tmp_path)
-    env = {**_env(llama_server, stub_dir), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    p = _start(["demo"], env)
-    _until(marker.exists)
-    p.send_signal(signal.SIGTERM)
-    _, err = p.communicate(timeout=20)
-    assert p.returncode == 128 + signal.SIGTERM, err
-    assert "interrupted by SIGTERM while planning; nothing was started" in err
-    _until(lambda: not _alive(int(marker.read_text())), 5)
+def test_i18_item3_demo_signal_while_planning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
+) -> None:
+    # The demo's planning (writing its model, probing, planning) runs no child to wait on:
+    # the signal is sent from inside it, in this process, deterministically.
+    import exedra_engine.testing
+
+    written = tmp_path / "written"
+
+    def write_then_signalled(path: str) -> Path:
+        written.write_text(os.path.dirname(path))
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)  # interrupted
+        raise AssertionError("the signal did not interrupt the planning")
+
+    monkeypatch.setattr(exedra_engine.testing, "write_tiny_llama", write_then_signalled)
+    before = signal.getsignal(signal.SIGTERM)
+    t = time.monotonic()
+    r = run("demo")
+    assert time.monotonic() - t < 5
+    assert r.code == 128 + signal.SIGTERM, r.err
+    assert "interrupted by SIGTERM while planning; nothing was started" in r.err
+    assert not Path(written.read_text()).exists()  # its temporary directory is gone
+    assert signal.getsignal(signal.SIGTERM) == before  # handlers restored
 
 
 @pytest.mark.parametrize("sig", SIGS, ids=lambda s: s.name)

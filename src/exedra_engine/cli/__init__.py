@@ -596,7 +596,7 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.launch import Interrupted, Signals, interrupted_exit, run_launch
+    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
     # `plan` allows an absent model (planning for another machine); a launch cannot succeed
     # without one, and is refused before anything is started.
@@ -608,6 +608,8 @@ def cmd_launch(a: argparse.Namespace) -> int:
     # Signals are honoured from here on, planning included (see cli/launch.py).
     with Signals().installed() as sigs:
         try:
+            from exedra_engine.cli.launch import run_launch
+
             match _planned(a):
                 case Failure(err):
                     return fail(err)
@@ -619,9 +621,14 @@ def cmd_launch(a: argparse.Namespace) -> int:
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.demo import run_demo
+    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
-    return run_demo(a)
+    with Signals().installed() as sigs:
+        try:
+            from exedra_engine.cli.demo import run_demo
+        except Interrupted as i:
+            return interrupted_exit(i.signum, "planning", "nothing was started")
+        return run_demo(a, sigs)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,7 +31,7 @@ from exedra_engine._trio.launcher import open_instance
 from exedra_engine.constants import STOP_TIMEOUT
 
 if TYPE_CHECKING:
-    from exedra_engine.cli.launch import Signals
+    from exedra_engine.cli.signals import Signals
 
 
 def _search_path() -> str:
@@ -57,9 +57,10 @@ def ask(url: str, key: str, question: str) -> dict[str, Any]:
         return result
 
 
-def run_demo(a: argparse.Namespace) -> int:
-    """Run the demo; 0 on success, 128+N when signal N interrupted it (nothing is left)."""
-    from exedra_engine.cli.launch import Interrupted, Signals, interrupted_exit
+def run_demo(a: argparse.Namespace, sigs: Signals) -> int:
+    """Run the demo, `sigs` installed by the caller; 0 on success, 128+N when signal N
+    interrupted it (nothing is left)."""
+    from exedra_engine.cli.signals import Interrupted, interrupted_exit
 
     try:
         import gguf  # noqa: F401
@@ -72,7 +73,7 @@ def run_demo(a: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    with Signals().installed() as sigs, tempfile.TemporaryDirectory(prefix="exedra-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="exedra-demo-") as tmp:
         try:
             t0 = time.perf_counter()
             model = write_tiny_llama(os.path.join(tmp, "tiny.gguf"))
@@ -108,7 +109,7 @@ def run_demo(a: argparse.Namespace) -> int:
 async def _run(
     p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float], sigs: Signals
 ) -> int:
-    from exedra_engine.cli.launch import SIGNALS, interrupted_exit
+    from exedra_engine.cli.signals import SIGNALS, interrupted_exit
 
     phase = "starting"
     with trio.open_signal_receiver(*SIGNALS) as signals:

@@ -2,7 +2,7 @@
 
 SIGINT and SIGTERM are honoured in every phase, not only once the executor serves:
 
-- planning (synchronous: probing, reading overrides): `interruptible` turns the signal into
+- planning (synchronous: probing, reading overrides): `Signals` turns the signal into
   `Interrupted`, which unwinds (killing a ``--version`` child that hangs) and exits 128+N;
 - spawning and loading: the first signal cancels the launch, which kills the executor that
   never served anyone, and the command exits 128+N with one line saying so;
@@ -15,11 +15,7 @@ SIGINT and SIGTERM are honoured in every phase, not only once the executor serve
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
 import sys
-from collections.abc import Iterator
-from types import FrameType
 from typing import IO, Final
 
 import trio
@@ -27,53 +23,10 @@ from returns.result import Failure, Success
 
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._trio.launcher import Instance, launch
+from exedra_engine.cli.signals import SIGNALS, Signals, interrupted_exit
 
-SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 PROGRESS_EVERY: Final = 10.0
 """Seconds between our own ``loading`` lines while the executor loads its model."""
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived in a synchronous phase; `signum` says which."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-class Signals:
-    """What the process got: the first SIGINT or SIGTERM, once ``installed``."""
-
-    def __init__(self) -> None:
-        self.first: int | None = None
-        self.raising = True
-
-    def _handler(self, signum: int, frame: FrameType | None) -> None:
-        if self.first is None:
-            self.first = signum
-        if self.raising:
-            self.raising = False  # one exception per run: the unwinding is not interrupted
-            raise Interrupted(signum)
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[Signals]:
-        """Both signals handled for the whole command. While ``raising`` the first raises
-        `Interrupted` (synchronous code); after it they are only recorded, so that what trio
-        redelivers when its signal receiver closes (a second Ctrl-C during the stop) cannot
-        raise KeyboardInterrupt past the ``stopped`` line."""
-        old = {s: signal.signal(s, self._handler) for s in SIGNALS}
-        try:
-            yield self
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-
-
-def interrupted_exit(signum: int, phase: str, what: str) -> int:
-    """One line for a command stopped before it served, and the shell's exit for a signal."""
-    name = signal.Signals(signum).name
-    print(f"exedra-engine: interrupted by {name} while {phase}; {what}", file=sys.stderr)
-    return 128 + signum
 
 
 def run_launch(plan: LaunchPlan, a: argparse.Namespace, sigs: Signals) -> int:

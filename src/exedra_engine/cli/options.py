@@ -104,9 +104,9 @@ def config_path(text: str) -> str:
     """``--config PATH`` and ``config PATH``: a path the user names must exist. Only the
     default may be absent (a host without overrides); a typo'd path read as an empty config
     would make a CI lint job pass on nothing."""
-    if text and not os.path.lexists(text):
-        from exedra_engine.constants import DEFAULT_CONFIG_PATH
+    from exedra_engine.constants import DEFAULT_CONFIG_PATH
 
+    if text and text != DEFAULT_CONFIG_PATH and not os.path.lexists(text):
         raise argparse.ArgumentTypeError(
             f"{_it(text)} does not exist (only the default, {DEFAULT_CONFIG_PATH}, may be absent)"
         )
