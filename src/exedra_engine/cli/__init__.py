@@ -503,7 +503,13 @@ def cmd_plan(a: argparse.Namespace) -> int:
     if a.json:
         if a.explain:
             print_json(
-                {"plan": plan, "sources": sources, "findings": e.findings, "flag_table": origin}
+                {
+                    "plan": plan,
+                    "sources": sources,
+                    "findings": e.findings,
+                    "flag_table": origin,
+                    "memory": e.memory,
+                }
             )
         else:
             print_json(plan)
@@ -537,6 +543,10 @@ def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> 
         print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
         for o in s.overrode:
             print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
+    if e.memory:
+        print("\nmemory (what the executor is expected to use, and what the planner decided):")
+        for line in e.memory:
+            print(f"  {shown(line)}")
     print(f"\nfindings, judged by {shown(origin.describe())}:")
     for f in e.findings:
         print(f"  {finding_line(f)}")
