@@ -79,3 +79,110 @@ def test_i18_item16_every_not_installed_names_what_installs_it(
     assert r.code == 2 and INSTALL_HINT in r.err and "--executor PATH" in r.err
     r = run("probe")
     assert r.out.count(f"not installed: {INSTALL_HINT}") == 2
+
+
+def test_i18_item17_a_bare_call_prints_usage_and_the_commands(run: Run) -> None:
+    r = run()
+    assert r.code == 2 and r.out == ""
+    assert r.err.startswith("usage: exedra-engine")
+    for command in ("probe", "plan", "launch", "demo"):
+        assert f"\n    {command}" in r.err
+
+
+def _launch_fake(tiny_llama: Path, *extra: str) -> list[str]:
+    base = ["launch", "--model", str(tiny_llama), "--kind", "llama", "--no-config"]
+    return [*base, "--executor", str(FAKE), *extra]
+
+
+@pytest.mark.parametrize("how", ["--quiet", "--log-file"])
+def test_i18_item17_launch_quiet_and_log_file(
+    how: str, tiny_llama: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
+) -> None:
+    # An executor that dies during its load: its logs go where asked, its last lines still
+    # explain the failure on stderr.
+    monkeypatch.setenv("FAKE_MODE", "die")
+    log = tmp_path / "exec.log"
+    log.write_text("earlier run\n")
+    extra = ["--quiet"] if how == "--quiet" else ["--log-file", str(log)]
+    r = run(*_launch_fake(tiny_llama, *extra))
+    assert r.code == 1
+    forwarded = [ln for ln in r.err.splitlines() if ln.startswith("fake executor:")]
+    assert forwarded == []
+    assert "exited before it was ready" in r.err and "fake executor: mode die" in r.err
+    if how == "--log-file":
+        text = log.read_text()
+        assert text.startswith("earlier run\n")  # appended to
+        assert "fake executor: mode die" in text
+
+
+def test_i18_item17_a_long_load_says_it_is_loading(
+    tiny_llama: Path, monkeypatch: pytest.MonkeyPatch, run: Run
+) -> None:
+    import exedra_engine.cli.launch as launch_cli
+
+    monkeypatch.setattr(launch_cli, "PROGRESS_EVERY", 0.2)
+    monkeypatch.setenv("FAKE_MODE", "hang")  # never ready
+    r = run(*_launch_fake(tiny_llama, "--quiet", "--ready-timeout", "1.1"))
+    assert r.code == 1
+    progress = [ln for ln in r.err.splitlines() if ln.startswith("loading   ")]
+    assert len(progress) >= 3, r.err
+    assert "has not answered /health yet: 0.2 s of --ready-timeout 1.1 s" in progress[0]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--out", "d"],
+        ["--check"],
+        ["--name", "qwen-unit"],
+        ["--uid", "5"],
+        ["--out", "d", "--check"],
+    ],
+)
+def test_i18_item18_plan_refuses_emit_options_without_emit(
+    extra: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["plan", "--model", "/m.gguf", "--kind", "llama", "--no-config", "--executor"]
+    r = run(*argv, str(FAKE), *extra)
+    assert r.code == 2 and r.err.count("\n") == 1, r.err
+    named = [t for t in extra if t.startswith("--")]
+    assert r.err.startswith(f"exedra-engine: error: {', '.join(named)} go")
+    assert "with --emit" in r.err and r.out == ""
+    assert not (tmp_path / "d").exists()
+    # With --emit they are what they were.
+    r = run(*argv, str(FAKE), "--host", "0.0.0.0", "--port", "8080", "--emit", "k8s", *extra)
+    assert "go with --emit" not in r.err
+
+
+def test_i18_item19_cpu_only_plans_say_why_and_that_the_warning_is_expected(
+    tiny_llama: Path, llama_server: str, run: Run
+) -> None:
+    import subprocess
+    import time
+
+    from exedra_engine import probe
+
+    if probe().unwrap().gpus:
+        pytest.skip("a host with a GPU: plans do not pin the model to the CPU here")
+    r = run(
+        "plan", "--model", str(tiny_llama), "--kind", "llama", "--no-config", "--executor",
+        llama_server, "--explain",
+    )  # fmt: skip
+    assert r.code == 0
+    assert "--n-gpu-layers 0" in r.out
+    assert "note: --n-gpu-layers 0 keeps the model on the CPU" in r.out
+    assert "warning of the executor about no usable GPU is expected" in r.out
+    # What the note is about: llama-server warns for the flag, and only for it.
+    said = {}
+    for flags in ([], ["--n-gpu-layers", "0"]):
+        p = subprocess.Popen(
+            [llama_server, "--model", str(tiny_llama), "--port", "0", *flags],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        time.sleep(1.5)
+        p.terminate()
+        said[bool(flags)] = "no usable GPU found" in p.communicate(timeout=20)[0]
+    assert said == {False: False, True: True}

@@ -43,7 +43,13 @@ from exedra_engine._core.redact import (
     redact_option,
     redact_said,
 )
-from exedra_engine._core.values import Constraints, ExecutorInfo, Hardware, ModelSpec
+from exedra_engine._core.values import (
+    Constraints,
+    ExecutorInfo,
+    Hardware,
+    LaunchPlan,
+    ModelSpec,
+)
 from exedra_engine._shell.check import located_configs
 from exedra_engine._shell.hardware_file import load_hardware
 from exedra_engine._shell.inspect import inspect
@@ -491,6 +497,16 @@ def _planned(a: argparse.Namespace) -> Result[tuple[Explained, TableOrigin], Eng
 def cmd_plan(a: argparse.Namespace) -> int:
     if getattr(a, "emit", None):
         return _plan_and_emit(a)
+    # An emit option without --emit would be ignored: refused, as config --strict without
+    # --check is, so that `plan --out DIR` does not look as if it wrote something.
+    given = [opt for dest, opt, default in a.emit_only if getattr(a, dest) != default]
+    if given:
+        return fail(
+            EngineError(
+                f"{', '.join(given)} go{'es' * (len(given) == 1)} with --emit "
+                "(plan ... --emit k8s|systemd|quadlet); without it nothing is emitted"
+            )
+        )
     match _planned(a):
         case Failure(err):
             return fail(err)
@@ -552,6 +568,25 @@ def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> 
         print(f"  {finding_line(f)}")
     if not e.findings:
         print("  none")
+    if note := _cpu_note(e.plan):
+        print(f"\nnote: {note}")
+
+
+def _cpu_note(plan: LaunchPlan) -> str:
+    """Why a plan pins the model to the CPU, and that the executor's start-up warning about
+    it is expected (llama-server prints "no usable GPU found ... consult docs/build.md" for
+    ``--n-gpu-layers 0`` on a host or build without a GPU, and nothing without the flag: a
+    newcomer reads it as a broken build). "" when the plan does not pin it."""
+    p = executor_profile(plan.spec.kind)
+    n = len(p.cpu_only_args)
+    if not n or not any(plan.args[i : i + n] == p.cpu_only_args for i in range(len(plan.args))):
+        return ""
+    flags = " ".join(p.cpu_only_args)
+    return (
+        f"{flags} keeps the model on the CPU: this host has no GPU that this {p.binary} "
+        "can use, or --no-gpu asked for it. A start-up warning of the executor about no "
+        "usable GPU is expected then, not a broken build"
+    )
 
 
 def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
@@ -636,6 +671,8 @@ def cmd_launch(a: argparse.Namespace) -> int:
                     _findings_verdict(a, e)
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
+        if not (a.quiet or a.log_file) and (note := _cpu_note(e.plan)):
+            print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
         return run_launch(e.plan, a, sigs)
 
 
@@ -716,7 +753,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="refuse a plan whose layers have findings (exit 2), judged as with --explain",
     )
     add_emit_options(s, target_flag="--emit")
-    s.set_defaults(func=cmd_plan)
+    emit_group = next(g for g in s._action_groups if g.title == "emit")
+    s.set_defaults(
+        func=cmd_plan,
+        emit_only=tuple(
+            (x.dest, x.option_strings[0], x.default)
+            for x in emit_group._group_actions
+            if x.dest != "emit"
+        ),
+    )
 
     s = sub.add_parser(
         "emit", help="render a saved plan (plan --json) for Kubernetes, systemd or Quadlet"
@@ -783,6 +828,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             parser = build_parser()
+            if not (sys.argv[1:] if argv is None else argv):
+                # A bare call: the usage and the commands, not only "COMMAND is required".
+                parser.print_help(sys.stderr)
+                raise SystemExit(2)
             args = parser.parse_args(argv)
         except SystemExit as e:  # --help, --version, a usage error: argparse printed it
             sys.stdout.flush()  # here, so a failed write is handled like any other
