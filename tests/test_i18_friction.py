@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -186,3 +187,67 @@ def test_i18_item19_cpu_only_plans_say_why_and_that_the_warning_is_expected(
         p.terminate()
         said[bool(flags)] = "no usable GPU found" in p.communicate(timeout=20)[0]
     assert said == {False: False, True: True}
+
+
+_COMPLETE = """
+source <("$PY" -m exedra_engine completion bash)
+complete_words() {
+    COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+    COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}; COMPREPLY=()
+    _shtab_exedra_engine
+    printf '%s\\n' "${COMPREPLY[@]}" | sort
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("words", "want"),
+    [
+        (["pl"], ["plan"]),
+        (["co"], ["completion", "config"]),
+        (["launch", "--qu"], ["--quiet"]),
+        (["launch", "--log"], ["--log-file"]),
+        (["plan", "--kind", ""], ["llama", "transcribe"]),
+        (["completion", ""], ["bash", "zsh"]),
+        (["launch", "--model", "mo"], ["models", "models.txt"]),
+        (["plan", "--emit", "k8s", "--out", "mo"], ["models"]),
+    ],
+)
+def test_i18_completion_is_generated_from_the_parser(
+    words: list[str], want: list[str], tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models.txt").write_text("")  # a file: not offered where a directory is
+    quoted = " ".join(f"'{w}'" for w in ["exedra-engine", *words])
+    script = _COMPLETE + f"complete_words {quoted}\n"
+    r = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "PY": sys.executable},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    got = [ln for ln in r.stdout.splitlines() if ln]
+    assert got == want, (words, got)
+
+
+def test_i18_completion_scripts_for_bash_and_zsh(run: Run) -> None:
+    import subprocess
+
+    for shell in ("bash", "zsh"):
+        r = run("completion", shell)
+        assert r.code == 0 and r.err == ""
+        # Every subcommand and every option of launch is in the script.
+        for word in ("probe", "wait-ready", "completion", "--ready-timeout", "--log-file"):
+            assert word in r.out, (shell, word)
+    bash = run("completion", "bash").out
+    assert subprocess.run(["bash", "-n"], input=bash, text=True, check=False).returncode == 0
+    if shutil.which("zsh"):
+        zsh = run("completion", "zsh").out
+        assert subprocess.run(["zsh", "-n"], input=zsh, text=True, check=False).returncode == 0

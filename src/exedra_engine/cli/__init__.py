@@ -676,6 +676,43 @@ def cmd_launch(a: argparse.Namespace) -> int:
         return run_launch(e.plan, a, sigs)
 
 
+def cmd_completion(a: argparse.Namespace) -> int:
+    import shtab
+
+    parser = build_parser()
+    _mark_paths(parser)
+    sys.stdout.write(shtab.complete(parser, shell=a.shell))
+    return 0
+
+
+# What the options and operands complete to (shtab's own markers, spelt out so that building
+# the parser for every other command does not import shtab): files (and directories on the
+# way to them), or directories only.
+_FILE = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+_DIR = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
+_PATHS = {
+    "model": _FILE,
+    "path": _FILE,
+    "config": _FILE,
+    "hardware": _FILE,
+    "executor": _FILE,
+    "plan": _FILE,
+    "log_file": _FILE,
+    "key_file": _FILE,
+    "out": _DIR,
+    "models_dir": _DIR,
+}
+
+
+def _mark_paths(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _mark_paths(sub)
+        elif action.dest in _PATHS:
+            action.complete = _PATHS[action.dest]  # type: ignore[attr-defined]
+
+
 def cmd_demo(a: argparse.Namespace) -> int:
     from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
@@ -820,7 +857,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--question", default="Say hello.", help="what to ask")
     s.set_defaults(func=cmd_demo)
+    _add_completion(sub)
     return p
+
+
+def _add_completion(sub: Any) -> None:
+    s = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash: source it, or save it as "
+        "~/.local/share/bash-completion/completions/exedra-engine; zsh: save it as "
+        "_exedra-engine in a directory of $fpath)",
+    )
+    s.add_argument("shell", choices=["bash", "zsh"], help="the shell")
+    s.set_defaults(func=cmd_completion)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
