@@ -132,6 +132,14 @@ def _fixture_dir(root: Path) -> None:
         (root / d / "10-site.yaml").write_text("models:\n  qwen:\n    args: [--ctx-size, '8192']\n")
     (root / "ci").mkdir()
     (root / "qwen.key").write_text("k-docs-example\n")
+    # A fleet's node types (will-it-fit.md): this host's probe, and where plans are kept.
+    import msgspec
+
+    from exedra_engine._shell.probe import host_hardware
+
+    (root / "deploy" / "nodes").mkdir()
+    (root / "deploy" / "nodes" / "cpu.json").write_bytes(msgspec.json.encode(host_hardware()))
+    (root / "plans").mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
 
 
@@ -158,6 +166,7 @@ def test_shell_examples_succeed(
     bins = {str(Path(sys.executable).parent), str(Path(llama_server).parent)}
     env = {k: v for k, v in os.environ.items() if k != "QWEN_KEY"}
     env.update(STUBBED_LOG=str(log), PATH=os.pathsep.join([*bins, os.environ["PATH"]]))
+    env["HOME"] = str(tmp_path / "home")  # what a page installs under ~ stays in the test
     r = subprocess.run(
         ["bash", "-c", _PRELUDE + script],
         cwd=tmp_path,

@@ -152,3 +152,13 @@ def test_i18_item5_the_property_covers_launch_and_emit() -> None:
     covered = {(c[0], o) for c, o, _ in NUMERIC}
     assert ("launch", "--ready-timeout") in covered and ("emit", "--gpu-count") in covered
     assert os.path.exists(Path(__file__).parent.parent / "properties" / "test_cli_props.py")
+
+
+@pytest.mark.parametrize("where", ["a directory", "a missing directory"])
+def test_i18_item5_launch_log_file_path_checked(
+    where: str, tiny_llama: Path, tmp_path: Path, run: Run
+) -> None:
+    path = tmp_path if where == "a directory" else tmp_path / "nope" / "x.log"
+    r = run("launch", "--model", str(tiny_llama), *PLAN, "--log-file", str(path))
+    _one_line_error(r.code, r.err)
+    assert "argument --log-file:" in r.err

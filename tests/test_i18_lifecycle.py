@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -84,14 +84,34 @@ def _env(llama_server: str, stub_dir: Path | None = None) -> dict[str, str]:
     return {**os.environ, "PATH": path}
 
 
+_started: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_launcher_left() -> Iterator[None]:
+    """A test that fails before its signal must not leave a launcher serving for ever."""
+    yield
+    while _started:
+        p = _started.pop()
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+
+
 def _start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    p = subprocess.Popen(
         [sys.executable, "-m", "exedra_engine", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
+    _started.append(p)
+    return p
 
 
 def _launch_argv(model: Path, llama_server: str) -> list[str]:

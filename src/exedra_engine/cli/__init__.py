@@ -844,6 +844,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--log-file",
+        type=options.log_file,
         metavar="FILE",
         help="append the executor's logs to FILE instead of stderr (keys redacted)",
     )

@@ -40,7 +40,13 @@ def run_launch(plan: LaunchPlan, a: argparse.Namespace, sigs: Signals) -> int:
         return interrupted_exit(sigs.first, "planning", "nothing was started")
     log_file: IO[bytes] | None = None
     if a.log_file:
-        log_file = open(a.log_file, "ab")  # noqa: SIM115  (closed below, after trio.run)
+        try:
+            log_file = open(a.log_file, "ab")  # noqa: SIM115  (closed below, after trio.run)
+        except OSError as e:  # unwritable: checked at parse for what could be
+            from exedra_engine.cli.render import fail
+            from exedra_engine.errors import LaunchError
+
+            return fail(LaunchError(f"--log-file: cannot open it: {e.strerror or e}"))
     try:
         return trio.run(_main, plan, a, sigs, log_file)
     finally:

@@ -111,3 +111,14 @@ def config_path(text: str) -> str:
             f"{_it(text)} does not exist (only the default, {DEFAULT_CONFIG_PATH}, may be absent)"
         )
     return text
+
+
+def log_file(text: str) -> str:
+    """``launch --log-file FILE``: appended to, so it may exist, but as a file, in a
+    directory that exists (checked here, not found out once the executor has started)."""
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{_it(text)} is a directory, not a file to append to")
+    parent = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"the directory of {_it(text)} does not exist")
+    return text
