@@ -203,7 +203,7 @@ def test_undecodable_argv_never_breaks_output(
 # -- every numeric option checked where it is parsed (issue 18, items 5 and 8) ---------------
 
 # (command prefix that fails after parsing without starting anything, option, kind of value)
-SECONDS, COUNT, PORT = "seconds", "count", "port"
+SECONDS, COUNT, PORT, UID = "seconds", "count", "port", "uid"
 NUMERIC = [
     (["launch", "--model", "/nonexistent/m.gguf", "--kind", "llama"], "--ready-timeout", SECONDS),
     (["launch", "--model", "/nonexistent/m.gguf", "--kind", "llama"], "--stop-timeout", SECONDS),
@@ -214,7 +214,7 @@ NUMERIC = [
     (["wait-ready", "ftp://not-http"], "--timeout", SECONDS),
     (["wait-ready", "ftp://not-http"], "--interval", SECONDS),
     (["emit", "/nonexistent/plan.json", "--target", "k8s"], "--stop-timeout", SECONDS),
-    (["emit", "/nonexistent/plan.json", "--target", "k8s"], "--uid", COUNT),
+    (["emit", "/nonexistent/plan.json", "--target", "k8s"], "--uid", UID),
     (["emit", "/nonexistent/plan.json", "--target", "k8s"], "--gpu-count", COUNT),
     (["emit", "/nonexistent/plan.json", "--target", "k8s"], "--start-budget", COUNT),
 ]
@@ -231,6 +231,8 @@ def _valid(kind: str, text: str) -> bool:
         n = int(text, 10)
     except ValueError:
         return False
+    if kind == UID:  # the pod runs restricted: never root (issue 22 item 4)
+        return 1 <= n <= 2**31 - 1
     return n >= 0 and (kind != PORT or n <= 65535)
 
 

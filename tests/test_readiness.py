@@ -13,6 +13,7 @@ from exedra_engine._core import readiness
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.netstat import ports_in_use
 from exedra_engine._core.planner import plan_launch
+from exedra_engine.testing import write_tiny_llama
 
 # -- the request and the parser ------------------------------------------------------------
 
@@ -150,6 +151,7 @@ def test_cli_gives_one_line_not_a_traceback_when_launch_fails(
     assert fake is not None
     monkeypatch.setenv("FAKE_MODE", "sigill")
     model = tmp_path / "m.gguf"
+    write_tiny_llama(model)  # a missing model is refused before anything starts (issue 18)
     code = main(["launch", "--model", str(model), "--kind", "llama", "--executor", fake.path])
     err = capsys.readouterr().err
     assert code == 1
