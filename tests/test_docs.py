@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -156,8 +157,13 @@ def test_shell_examples_succeed(
     import sys
 
     script = _shell_script(page)
+    # The model outside /tmp: a systemd unit's DynamicUser= gets a private /tmp, where a
+    # model would not exist, so the emitter refuses one there.
+    model = ROOT / ".cache" / "docs-models" / "tiny.gguf"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tiny_llama, model)
     for p in MODEL_PATHS:
-        script = script.replace(p, str(tiny_llama))
+        script = script.replace(p, str(model))
     # The pages name the binaries where a distribution installs them.
     script = script.replace("/usr/bin/llama-server", llama_server)
     script = script.replace("/usr/bin/whisper-server", whisper_server)
