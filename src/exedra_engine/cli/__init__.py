@@ -260,13 +260,13 @@ def cmd_probe(a: argparse.Namespace) -> int:
     return 0
 
 
-def _path_dirs() -> list[str]:
-    return os.environ.get("PATH", os.defpath).split(os.pathsep)
-
-
 def _free_text(free: int | None) -> str:
     # None is "the host does not say" (nvidia sysfs, an old probe's file): never shown as 0.
     return "unknown" if free is None else size_text(free) if free > 0 else "0 B"
+
+
+def _path_dirs() -> list[str]:
+    return os.environ.get("PATH", os.defpath).split(os.pathsep)
 
 
 def cmd_inspect(a: argparse.Namespace) -> int:
@@ -903,10 +903,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--interval", type=options.seconds, default=1.0, metavar="S", help="default 1")
     s.set_defaults(func=cmd_wait_ready)
 
-    s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
-    _add_plan_options(s)
-    _add_launch_options(s)
-    s.set_defaults(func=cmd_launch, explain=False, strict=False, measure=False)
+    _add_launch(sub)
 
     s = sub.add_parser(
         "demo",
@@ -920,7 +917,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _add_launch_options(s: argparse.ArgumentParser) -> None:
+def _add_launch(sub: Any) -> None:
+    s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
+    _add_plan_options(s)
     s.add_argument(
         "--ready-timeout",
         type=options.seconds,
@@ -946,6 +945,7 @@ def _add_launch_options(s: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="append the executor's logs to FILE instead of stderr (keys redacted)",
     )
+    s.set_defaults(func=cmd_launch, explain=False, strict=False, measure=False)
 
 
 def _add_completion(sub: Any) -> None:

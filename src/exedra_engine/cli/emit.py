@@ -284,8 +284,8 @@ def run_emit(
     if a.check:
         return _check(plan, target, emitted, a)
     if a.out:
-        if (failed := _write_out(a.out, emitted)) is not None:
-            return failed
+        if (code := _write(a.out, emitted)) != 0:
+            return code
     else:
         for text in emitted.files.values():
             sys.stdout.write(text)
@@ -294,8 +294,8 @@ def run_emit(
     return 0
 
 
-def _write_out(out: str, emitted: Emitted) -> int | None:
-    """Write the files into the directory `out`; the exit status when that failed."""
+def _write(out: str, emitted: Emitted) -> int:
+    """Write the files into the directory `out`: 0, or the exit status of a refusal."""
     if (refused := options.out_dir(out, list(emitted.files))) is not None:
         return fail(refused)
     for name, text in emitted.files.items():
@@ -306,7 +306,7 @@ def _write_out(out: str, emitted: Emitted) -> int | None:
         except OSError as e:  # a disk full or a race with another writer
             return fail(PlanError(f"--out: cannot write {path}: {e.strerror or e}"), 1)
         print(f"wrote {shown(path)}")
-    return None
+    return 0
 
 
 def print_origins(emitted: Emitted, out: TextIO) -> None:
