@@ -149,7 +149,10 @@ def test_cli_gives_one_line_not_a_traceback_when_launch_fails(
     fake = fake_hw.executor(Kind.LLAMA)
     assert fake is not None
     monkeypatch.setenv("FAKE_MODE", "sigill")
-    model = tmp_path / "m.gguf"
+    from exedra_engine.testing import write_tiny_llama
+
+    # launch refuses a model that does not exist (issue 18 item 6)
+    model = write_tiny_llama(tmp_path / "m.gguf")
     code = main(["launch", "--model", str(model), "--kind", "llama", "--executor", fake.path])
     err = capsys.readouterr().err
     assert code == 1
