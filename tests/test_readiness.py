@@ -13,7 +13,6 @@ from exedra_engine._core import readiness
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.netstat import ports_in_use
 from exedra_engine._core.planner import plan_launch
-from exedra_engine.testing import write_tiny_llama
 
 # -- the request and the parser ------------------------------------------------------------
 
@@ -150,8 +149,10 @@ def test_cli_gives_one_line_not_a_traceback_when_launch_fails(
     fake = fake_hw.executor(Kind.LLAMA)
     assert fake is not None
     monkeypatch.setenv("FAKE_MODE", "sigill")
-    model = tmp_path / "m.gguf"
-    write_tiny_llama(model)  # a missing model is refused before anything starts (issue 18)
+    from exedra_engine.testing import write_tiny_llama
+
+    # launch refuses a model that does not exist (issue 18 item 6)
+    model = write_tiny_llama(tmp_path / "m.gguf")
     code = main(["launch", "--model", str(model), "--kind", "llama", "--executor", fake.path])
     err = capsys.readouterr().err
     assert code == 1
