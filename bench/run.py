@@ -26,6 +26,7 @@ import tempfile
 import time
 import timeit
 import tracemalloc
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -928,9 +929,12 @@ def _post_json(url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]
     req = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        out: dict[str, Any] = json.loads(r.read())
-        return out
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            out: dict[str, Any] = json.loads(r.read())
+            return out
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"{url}: {e.code} {e.read()[:300]!r}") from None
 
 
 def _peak_after_chat(plan: Any, ctx: int) -> tuple[int, int]:
@@ -950,11 +954,13 @@ def _peak_after_chat(plan: Any, ctx: int) -> tuple[int, int]:
     try:
         base = f"http://127.0.0.1:{plan.port}"
         _poll_fixed(base + "/health", 0.05, time.monotonic() + 300)
-        # about one token a word; 700 words is past one 512-token ubatch
-        words = min(700, ctx * 3 // 4)
+        # 700 tokens is past one 512-token ubatch; a small context takes half its size
         from exedra_engine.testing import _WORDS
 
-        prompt = " ".join(_WORDS[i % len(_WORDS)] for i in range(words))
+        text = " ".join(_WORDS[i % len(_WORDS)] for i in range(1400))
+        toks = _post_json(base + "/tokenize", {"content": text}, timeout=60)["tokens"]
+        want = min(700, ctx // 2)
+        prompt = _post_json(base + "/detokenize", {"tokens": toks[:want]}, timeout=60)["content"]
         r = _post_json(
             base + "/v1/chat/completions",
             {"messages": [{"role": "user", "content": prompt}], "max_tokens": 4},
@@ -1033,6 +1039,10 @@ def bench_memory(tmp: Path, quick: bool) -> list[Row]:
             cell.est_resident, cell.est_reserved = _estimate(p)
             cell.ollama = _ollama_formula(path, ctx)
             cells.append(cell)
+            print(
+                f"  memory: {name} ctx {ctx}: peak {cell.peak >> 20} MiB, fit {cell.fit >> 20} MiB",
+                file=sys.stderr,
+            )
     _print_memory_table(cells)
     return _memory_rows(cells)
 
