@@ -81,6 +81,12 @@ class ModelUnreadable(EngineError):
     """The model path is missing, a directory, or cannot be read."""
 
 
+class DoesNotFit(PlanError):
+    """The plan's executor would not fit the host's usable memory or a device's free memory
+    (an explicit context, prompt cache or placement too large): the message names what is
+    needed, what is there, and the biggest part."""
+
+
 class MeasureError(EngineError):
     """The executor's own memory measurement (``llama-fit-params``) could not be made: the
     binary is missing, failed, timed out, or printed something that is not its figures."""
