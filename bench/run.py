@@ -926,20 +926,12 @@ class MemCell:
 
 def _ollama_formula(path: Path, ctx: int) -> int:
     """Ollama's published estimate: file size + an f16 KV cache for every layer at ctx."""
-    import gguf
+    from exedra_engine._shell.inspect import read_inventory
 
-    r = gguf.GGUFReader(str(path), "r")
-    arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
-
-    def num(key: str) -> int | None:
-        f = r.fields.get(f"{arch}.{key}")
-        return int(f.parts[-1][0]) if f is not None else None
-
-    layers = num("block_count") or 0
-    heads = num("attention.head_count") or 1
-    kv_heads = num("attention.head_count_kv") or heads
-    head_dim = num("attention.key_length") or (num("embedding_length") or 0) // heads
-    return path.stat().st_size + 2 * layers * kv_heads * head_dim * ctx * 2
+    inv = read_inventory(path).unwrap()
+    kv_heads = max(inv.head_count_kv or (1,))
+    head_dim = inv.key_length or inv.embedding // max(*(inv.head_count or (1,)), 1)
+    return path.stat().st_size + 2 * inv.blocks * kv_heads * head_dim * ctx * 2
 
 
 def _vm_hwm(pid: int) -> int:
