@@ -77,6 +77,14 @@ class EmitError(EngineError):
     secret that would have to be written into the output, a GPU whose resource is unknown)."""
 
 
+class EmitRefused(EmitError):
+    """Emitted files that the emitter's own checks reject: `problems` holds one line each."""
+
+    def __init__(self, problems: tuple[str, ...]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
 class ModelUnreadable(EngineError):
     """The model path is missing, a directory, or cannot be read."""
 

@@ -106,6 +106,10 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     image_http_get: tuple[str, ...] = ()
     """A command in those images that exits 0 when a URL (appended) answers 2xx: the
     container health check."""
+    resource_flags: Mapping[str, str] = msgspec.field(default_factory=dict)
+    """Flags (canonical keys) that need something of the system a hardened unit denies by
+    default: ``priority`` (a value above 0 raises the scheduling priority), ``affinity``
+    (CPU or NUMA placement), ``memlock`` (locks the model in RAM)."""
 
     memory_flags: Mapping[str, str] = msgspec.field(default_factory=dict)
     """The flags (canonical keys) the memory estimate reads, by role (``ctx``, ``parallel``,
@@ -269,6 +273,20 @@ LLAMA: Final = ExecutorProfile(
     image_command="/app/llama-server",
     image_env=("LLAMA_ARG_HOST=0.0.0.0",),
     image_http_get=("curl", "-fsS", "-o", "/dev/null"),
+    # common/arg.cpp: --prio/--prio-batch above 0 call setpriority and SCHED_FIFO for the
+    # threads; the masks and --numa set affinity and memory policy; --mlock calls mlock.
+    resource_flags={
+        "--prio": "priority",
+        "--prio-batch": "priority",
+        "--cpu-mask": "affinity",
+        "--cpu-range": "affinity",
+        "--cpu-strict": "affinity",
+        "--cpu-mask-batch": "affinity",
+        "--cpu-range-batch": "affinity",
+        "--cpu-strict-batch": "affinity",
+        "--numa": "affinity",
+        "--mlock": "memlock",
+    },
     # It binds with SO_REUSEADDR: a restart on a port in TIME_WAIT succeeds at once.
     time_wait_blocks_bind=False,
     # tools/fit-params, built from the same source (scripts/install-executors.sh).
