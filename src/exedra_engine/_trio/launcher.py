@@ -37,6 +37,7 @@ from exedra_engine._core.kinds import Kind
 from exedra_engine._core.logs import log_secrets
 from exedra_engine._core.planner import next_free_port, with_port
 from exedra_engine._core.readiness import LoadLimits
+from exedra_engine._core.redact import refuse_redacted
 from exedra_engine._core.values import LaunchPlan, connect_host
 from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.host import LocalHost
@@ -148,6 +149,7 @@ async def _attempt(
 ) -> _NotReadyDetail | None:
     """One start. None once the process has run and exited after ``started()``; the
     readiness failure when it never got there (the child is dead by then)."""
+    refuse_redacted(plan)
     r = resolve(plan.spec.kind, plan.args, plan.env)
     nudge = Nudge()
     pump = LogPump(opts.logs, log_secrets(plan, r), nudge.output)
