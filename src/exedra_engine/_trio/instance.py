@@ -95,6 +95,10 @@ class Instance:
         """Whether the process has ended (and its group is gone)."""
         return self._exit is not None
 
+    async def output_ended(self) -> None:
+        """Return once the executor's output has been read to its end."""
+        await self._pump.ended.wait()
+
     async def wait(self) -> None:
         """Return when the process has exited."""
         await self._exited.wait()

@@ -19,34 +19,36 @@ the readiness request, its parsing and its deadlines (`_core.readiness`), the st
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import shutil
-import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Final
+from typing import Final, Literal
 
 import trio
 from returns.result import Failure, Result, Success
 
 from exedra_engine._core import diagnosis
+from exedra_engine._core.budget import load_limits
 from exedra_engine._core.child import child_spec
 from exedra_engine._core.endpoint import Resolved, resolve
+from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.kinds import Kind
+from exedra_engine._core.layers import Source
 from exedra_engine._core.logs import log_secrets
 from exedra_engine._core.planner import next_free_port, with_port
 from exedra_engine._core.readiness import LoadLimits
 from exedra_engine._core.redact import refuse_redacted
 from exedra_engine._core.values import LaunchPlan, connect_host
-from exedra_engine._shell.child import ExitReason
+from exedra_engine._shell.child import ExitReason, signal_name
+from exedra_engine._shell.flag_tables import suggest_flag
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.plan import read_ports_in_use
 from exedra_engine._shell.ports import ProcessSockets
 from exedra_engine._trio import spawn
 from exedra_engine._trio.instance import DeliverCancel, Instance, graceful
 from exedra_engine._trio.logs import LogPump, Logs
-from exedra_engine._trio.ready import Nudge, Poller, until_ready
+from exedra_engine._trio.ready import Nudge, Outcome, Poller, until_ready
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EngineError, LaunchError, NotReady
 
@@ -54,6 +56,8 @@ __all__ = ["DeliverCancel", "ExitReason", "Instance", "Logs", "launch", "open_in
 
 PORT_RETRIES: Final = 3
 """How many times a scanned port lost to another process is re-planned."""
+_LOG_DRAIN: Final = 1.0
+"""How long an exit's last lines may take to come through the pipe before it is judged."""
 
 PortsReader = Callable[[Kind], frozenset[int]]
 """Which ports an executor of a kind could not bind now (`exedra_engine._shell.plan`)."""
@@ -73,6 +77,7 @@ class _Options:
     ports: PortsReader
     sockets: ProcessSockets
     deliver_cancel: DeliverCancel
+    sources: tuple[Source, ...]
 
 
 async def launch(
@@ -80,26 +85,32 @@ async def launch(
     plan: LaunchPlan,
     logs: Logs = None,
     *,
-    ready_timeout: float = math.inf,
+    ready_timeout: float | None = None,
+    stall_timeout: float | None = None,
     stop_timeout: float = STOP_TIMEOUT,
     ports: PortsReader = _local_ports,
     sockets: ProcessSockets | None = None,
     deliver_cancel: DeliverCancel = graceful,
+    sources: Sequence[Source] = (),
 ) -> Result[Instance, EngineError]:
     """Start the plan's executor in `nursery` and wait until its ready path answers 200.
 
     The endpoint is read back from the plan's args and env. `logs` receives the executor's
     stdout and stderr line by line (a text or binary file, or a trio stream). The wait is
-    bounded by `ready_timeout` and by the caller's deadlines; on failure, timeout or
-    cancellation the child is killed before this returns or raises. The instance is
+    bounded by `ready_timeout` (default: `load_budget` of the plan's files), by
+    `stall_timeout` seconds without output (default `budget.STALL`) and by the caller's
+    deadlines; on failure, timeout or cancellation the child is killed before this returns or
+    raises, as a `NotReady` subclass that says why (`sources`, the plan's provenance from
+    `explain_launch`, name the layer of a refused flag). The instance is
     supervised by one task in `nursery` (started with ``nursery.start``): when the nursery
     is cancelled, `deliver_cancel` stops the child (default: `graceful`, with
     `stop_timeout`). `ports` says which ports are taken when a scanned port was lost to
     another process between planning and binding; `sockets` which process listens on a port
     (default: the local kernel).
     """
-    limits = LoadLimits(budget=ready_timeout)
-    opts = _Options(logs, limits, stop_timeout, ports, sockets or LocalHost(), deliver_cancel)
+    limits = load_limits(plan, ready_timeout, stall_timeout)
+    host = sockets or LocalHost()
+    opts = _Options(logs, limits, stop_timeout, ports, host, deliver_cancel, tuple(sources))
     try:
         inst: Instance = await nursery.start(_supervise, plan, opts)
     except EngineError as e:
@@ -121,7 +132,9 @@ async def _supervise(
         failed = await _attempt(attempt, opts, task_status)
         if failed is None:
             return
-        retry = attempt.port_scanned and failed.lost_port
+        # Whether another process took the port is decided from the ports in use, not from
+        # the executor's wording.
+        retry = attempt.port_scanned and failed.returncode is not None
         in_use = opts.ports(attempt.spec.kind) if retry else frozenset()
         nxt = next_free_port(attempt.port + 1, in_use) if attempt.port in in_use else None
         if nxt is None:
@@ -138,15 +151,9 @@ def _raising(r: Result[LaunchPlan, EngineError]) -> LaunchPlan:
     return r.unwrap()
 
 
-class _NotReadyDetail(NotReady):
-    def __init__(self, message: str, *, lost_port: bool = False) -> None:
-        super().__init__(message)
-        self.lost_port = lost_port
-
-
 async def _attempt(
     plan: LaunchPlan, opts: _Options, task_status: trio.TaskStatus[Instance]
-) -> _NotReadyDetail | None:
+) -> NotReady | None:
     """One start. None once the process has run and exited after ``started()``; the
     readiness failure when it never got there (the child is dead by then)."""
     refuse_redacted(plan)
@@ -171,7 +178,7 @@ async def _attempt(
         on_exit=nudge.set,
     )
     assert process.stdout is not None
-    failed: _NotReadyDetail | None = None
+    failed: NotReady | None = None
     # The body's failures are kept and raised after the nursery: raised inside it, trio
     # would wrap them in an ExceptionGroup the caller did not ask for.
     async with trio.open_nursery() as tasks:
@@ -198,23 +205,46 @@ async def _attempt(
             inst.ready_at = trio.current_time()
             task_status.started(inst)
         else:
-            failed = _not_ready(inst, r, opts.limits, outcome)
             await inst.kill()
+            failed = await _not_ready(inst, r, opts, outcome)
     return failed
 
 
-def _not_ready(inst: Instance, r: Resolved, limits: LoadLimits, outcome: str) -> _NotReadyDetail:
-    reason, tail = inst.exit_reason, inst.log_tail
-    if outcome == "exited" and reason is not None:
-        sigill = reason.signal == signal.SIGILL
-        # Whether another process took the port is decided by the caller from the ports in
-        # use, not from the executor's wording.
-        return _NotReadyDetail(
-            diagnosis.exited_early(inst.plan.command, reason.describe(), sigill, tail),
-            lost_port=True,
+async def _not_ready(inst: Instance, r: Resolved, opts: _Options, outcome: Outcome) -> NotReady:
+    """The typed failure: a timeout or stall as it stands, an exit classified by the
+    profile's patterns once the log has been read to its end."""
+    plan, reason = inst.plan, inst.exit_reason
+    if outcome != "exited" or reason is None:
+        kind: Literal["timeout", "stalled"] = "stalled" if outcome == "stalled" else "timeout"
+        seconds = opts.limits.stall if kind == "stalled" else opts.limits.budget
+        tail = inst.log_tail
+        return diagnosis.not_answering(
+            kind, command=plan.command, path=plan.ready, url=r.url, seconds=seconds, log=tail
         )
-    return _NotReadyDetail(
-        diagnosis.timed_out(inst.plan.command, inst.plan.ready, r.url, limits.budget, tail)
+    with trio.move_on_after(_LOG_DRAIN):
+        await inst.output_ended()
+    sig = reason.signal
+    ended = diagnosis.Exit(
+        command=plan.command,
+        returncode=reason.returncode,
+        how=reason.describe(),
+        signal=signal_name(sig) if sig else "",
+        log=inst.log_tail,
+        host=r.host,
+        port=r.port,
+    )
+    profile = executor_profile(plan.spec.kind)
+    found = diagnosis.find_cause(profile.exit_causes, ended.log)
+    flag = found.get("flag") if found is not None and found.kind == "argument" else ""
+    suggestion = ""
+    if flag:
+        suggestion = await trio.to_thread.run_sync(suggest_flag, profile, plan.command, flag)
+    return diagnosis.exit_error(
+        ended,
+        found,
+        layer=diagnosis.layer_of(flag, opts.sources) if flag else "",
+        suggestion=suggestion,
+        memory=plan.memory,
     )
 
 
@@ -223,17 +253,20 @@ async def open_instance(
     plan: LaunchPlan,
     logs: Logs = None,
     *,
-    ready_timeout: float = math.inf,
+    ready_timeout: float | None = None,
+    stall_timeout: float | None = None,
     stop_timeout: float = STOP_TIMEOUT,
     ports: PortsReader = _local_ports,
     sockets: ProcessSockets | None = None,
     deliver_cancel: DeliverCancel = graceful,
+    sources: Sequence[Source] = (),
 ) -> AsyncIterator[Instance]:
     """``async with open_instance(plan) as inst:`` — ready on entry, stopped on exit, also on
     error or cancellation. Raises the launch's `EngineError` if it cannot start. The
     options are `launch`'s."""
-    limits = LoadLimits(budget=ready_timeout)
-    opts = _Options(logs, limits, stop_timeout, ports, sockets or LocalHost(), deliver_cancel)
+    limits = load_limits(plan, ready_timeout, stall_timeout)
+    host = sockets or LocalHost()
+    opts = _Options(logs, limits, stop_timeout, ports, host, deliver_cancel, tuple(sources))
     # The body's exception is carried out of the nursery and raised as itself: raised inside
     # it, trio would wrap it in an ExceptionGroup the caller did not ask for.
     raised: BaseException | None = None
