@@ -29,6 +29,7 @@ from exedra_engine import (
     Hardware,
     Kind,
     LaunchPlan,
+    LoadStalled,
     ModelNotLoaded,
     ModelSpec,
     ReadyTimeout,
@@ -425,3 +426,18 @@ async def test_missing_executor_binary_is_a_launch_error(tmp_path: Path) -> None
         r = await launch(n, fake_plan(hw))
     assert isinstance(r, Failure) and isinstance(r.failure(), LaunchError)
     assert str(tmp_path / "gone" / "llama-server") in str(r.failure())
+
+
+async def test_i21_item3_silent_load_fails_as_stalled(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "hang")  # two lines, then silence
+    t = time.monotonic()
+    async with trio.open_nursery() as n:
+        r = await launch(n, fake_plan(fake_hw), stall_timeout=0.5)
+    took = time.monotonic() - t
+    assert isinstance(r, Failure) and isinstance(r.failure(), LoadStalled)
+    assert "wrote nothing for 0.5 s" in r.failure().cause
+    assert r.failure().log[0].startswith("fake executor: mode hang")
+    assert 0.5 <= took < 3
+    assert psutil.Process().children(recursive=True) == []

@@ -166,6 +166,20 @@ def print_plan(plan: LaunchPlan) -> None:
     if plan.memory is not None:
         for i, line in enumerate(memory_lines(plan.memory)):
             print(("memory    " if i == 0 else "          ") + line)
+    print(f"load      {load_line(plan)}")
+
+
+def load_line(plan: LaunchPlan) -> str:
+    """How long `launch` waits for this plan's executor to become ready, and why."""
+    from exedra_engine._core.budget import STALL, load_limits, plan_bytes
+
+    size = plan_bytes(plan)
+    limits = load_limits(plan)
+    read = f"{mem_size(size)} to read" if size else "size unknown"
+    return (
+        f"ready within {limits.budget:g} s ({read}; launch --ready-timeout overrides), "
+        f"or {STALL} s without output"
+    )
 
 
 def memory_lines(mem: MemoryPlan) -> list[str]:
