@@ -120,6 +120,14 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     ready_prefix_flag: str = ""
     """A flag that moves every path under a prefix (llama-server's ``--api-prefix``)."""
     ready_prefix_env: str = ""
+    slots_path: str = ""
+    """Lists the executor's slots, each saying whether it works on a request ("": none): a
+    draining stop waits until none does."""
+    slot_busy_field: str = ""
+    props_path: str = ""
+    """Says what the executor really runs with ("": nothing to ask)."""
+    props_ctx: tuple[str, ...] = ()
+    """Where the context it really allocated stands in `props_path`'s answer."""
 
     model_flag: str = "--model"
     alias_flag: str = ""
@@ -241,6 +249,12 @@ LLAMA: Final = ExecutorProfile(
     secret_flags=frozenset({"--api-key", "--hf-token", "-hft"}),
     ready_prefix_flag="--api-prefix",
     ready_prefix_env="LLAMA_ARG_API_PREFIX",
+    # Checked with the binary: /slots is on by default (--no-slots turns it off) and needs
+    # the API key; /props' default_generation_settings.n_ctx is the context after fitting.
+    slots_path="/slots",
+    slot_busy_field="is_processing",
+    props_path="/props",
+    props_ctx=("default_generation_settings", "n_ctx"),
     alias_flag="--alias",
     alias_separator=",",  # "set model name aliases, comma-separated"
     ctx_flag="--ctx-size",

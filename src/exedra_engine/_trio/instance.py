@@ -7,17 +7,24 @@ group, SIGKILL at the deadline, the group reaped before a stop returns.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import trio
 
 from exedra_engine._core import stop as policy
+from exedra_engine._core.actual import Actual
 from exedra_engine._core.endpoint import Resolved
-from exedra_engine._core.values import Endpoint, LaunchPlan
+from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.readiness import prefix_of, slots_busy
+from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
 from exedra_engine._shell.child import ExitReason, group_alive, signal_group
 from exedra_engine._trio import spawn
 from exedra_engine._trio.logs import LogPump
+from exedra_engine._trio.ready import get_json
 from exedra_engine._trio.stop import group_gone, run_steps
 from exedra_engine.constants import STOP_TIMEOUT
+
+_DRAIN_POLL: Final = 0.1
 
 DeliverCancel = Callable[["Instance"], Awaitable[object]]
 """Stops a running instance whose owning nursery is cancelled (trio's ``deliver_cancel``):
@@ -58,6 +65,8 @@ class Instance:
         self.ready_at: float | None = None
         self.ready_connections = 0
         """TCP connections the readiness poll opened (one, unless the executor closed it)."""
+        self.actual: Actual | None = None
+        """What the executor really runs with, read once it was ready (None before)."""
         self.stop_timeout = stop_timeout
         """The grace period used when the owning nursery is cancelled under a running child."""
 
@@ -110,11 +119,16 @@ class Instance:
             self._sent |= {name}
             signal_group(self._process.pid, name)
 
-    async def stop(self, timeout: float = STOP_TIMEOUT) -> ExitReason:
+    async def stop(self, timeout: float = STOP_TIMEOUT, *, drain: float = 0.0) -> ExitReason:
         """One SIGTERM to the process group, SIGKILL if it is still running after `timeout`
         seconds. Idempotent, safe after the process died, and it completes even while the
-        caller's scope is being cancelled."""
+        caller's scope is being cancelled. With `drain`, first wait up to that many seconds
+        until the executor works on no request (llama-server's ``/slots``), so a busy
+        executor is stopped without cutting answers off."""
         with trio.CancelScope(shield=True):
+            if drain > 0 and not self._exited.is_set():
+                with trio.move_on_after(drain):
+                    await self._idle()
             settle = policy.settle_left(self.ready_at, trio.current_time())
             if not self._exited.is_set() and settle > 0:
                 with trio.move_on_after(settle):
@@ -125,6 +139,18 @@ class Instance:
                 await run_steps(steps, self.send_signal, self._exited.wait)
         assert self._exit is not None
         return self._exit
+
+    async def _idle(self) -> None:
+        profile = executor_profile(self._plan.spec.kind)
+        if not profile.slots_path:
+            return
+        path = prefix_of(self._plan.ready, profile.ready_path) + profile.slots_path
+        host, port = connect_host(self._resolved.host), self._resolved.port
+        while not self._exited.is_set():
+            slots = await get_json(host, port, path, self._resolved.api_key, 1.0)
+            if slots is None or not slots_busy(slots, profile.slot_busy_field):
+                return  # idle, or no way to tell: stop now rather than wait blind
+            await trio.sleep(_DRAIN_POLL)
 
     async def kill(self) -> ExitReason:
         """SIGKILL to the process group now, and wait for its end (a launch that failed or

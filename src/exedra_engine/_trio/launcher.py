@@ -29,6 +29,7 @@ import trio
 from returns.result import Failure, Result, Success
 
 from exedra_engine._core import diagnosis
+from exedra_engine._core.actual import Actual, actual
 from exedra_engine._core.budget import load_limits
 from exedra_engine._core.child import child_spec
 from exedra_engine._core.endpoint import Resolved, resolve
@@ -37,10 +38,10 @@ from exedra_engine._core.kinds import Kind
 from exedra_engine._core.layers import Source
 from exedra_engine._core.logs import log_secrets
 from exedra_engine._core.planner import next_free_port, with_port
-from exedra_engine._core.readiness import LoadLimits
+from exedra_engine._core.readiness import LoadLimits, field_at, prefix_of
 from exedra_engine._core.redact import refuse_redacted
 from exedra_engine._core.values import LaunchPlan, connect_host
-from exedra_engine._shell.child import ExitReason, signal_name
+from exedra_engine._shell.child import ExitReason, group_peak_rss, signal_name
 from exedra_engine._shell.flag_tables import suggest_flag
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.plan import read_ports_in_use
@@ -48,7 +49,7 @@ from exedra_engine._shell.ports import ProcessSockets
 from exedra_engine._trio import spawn
 from exedra_engine._trio.instance import DeliverCancel, Instance, graceful
 from exedra_engine._trio.logs import LogPump, Logs
-from exedra_engine._trio.ready import Nudge, Outcome, Poller, until_ready
+from exedra_engine._trio.ready import Nudge, Outcome, Poller, get_json, until_ready
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EngineError, LaunchError, NotReady
 
@@ -58,6 +59,8 @@ PORT_RETRIES: Final = 3
 """How many times a scanned port lost to another process is re-planned."""
 _LOG_DRAIN: Final = 1.0
 """How long an exit's last lines may take to come through the pipe before it is judged."""
+_ACTUAL_WAIT: Final = 2.0
+"""How long the executor may take to say what it runs with, once ready."""
 
 PortsReader = Callable[[Kind], frozenset[int]]
 """Which ports an executor of a kind could not bind now (`exedra_engine._shell.plan`)."""
@@ -203,11 +206,25 @@ async def _attempt(
             await poller.close()
         if outcome == "ready":
             inst.ready_at = trio.current_time()
+            inst.actual = await _actual(inst, r)
             task_status.started(inst)
         else:
             await inst.kill()
             failed = await _not_ready(inst, r, opts, outcome)
     return failed
+
+
+async def _actual(inst: Instance, r: Resolved) -> Actual:
+    """What the executor really did: its context (asked), its group's peak memory (/proc)."""
+    plan = inst.plan
+    profile = executor_profile(plan.spec.kind)
+    ctx = None
+    if profile.props_path:
+        path = prefix_of(plan.ready, profile.ready_path) + profile.props_path
+        props = await get_json(connect_host(r.host), r.port, path, r.api_key, _ACTUAL_WAIT)
+        ctx = field_at(props, profile.props_ctx)
+    peak = await trio.to_thread.run_sync(group_peak_rss, inst.pid)
+    return actual(plan, profile, ctx, peak)
 
 
 async def _not_ready(inst: Instance, r: Resolved, opts: _Options, outcome: Outcome) -> NotReady:

@@ -143,3 +143,26 @@ async def until_ready(
             return overdue
         await nudge.wait(min(interval, limits.left(started, nudge.last_output, now)))
         interval = readiness.next_interval(interval)
+
+
+async def get_json(host: str, port: int, path: str, key: str, timeout: float) -> object:
+    """One GET of `path` on its own connection, its body decoded as JSON; None on any
+    failure (refused, not 200, not JSON, slower than `timeout`)."""
+    with trio.move_on_after(timeout):
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError:
+            return None
+        async with stream:
+            try:
+                await stream.send_all(readiness.request(host, port, path, key))
+                buf = b""
+                while (answer := readiness.parse(buf)) is None:
+                    chunk = await stream.receive_some(65536)
+                    if not chunk:
+                        return None
+                    buf += chunk
+            except (OSError, trio.BrokenResourceError, readiness.Malformed):
+                return None
+            return readiness.json_body(buf, answer) if answer.status == 200 else None
+    return None

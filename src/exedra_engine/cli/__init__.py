@@ -698,6 +698,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
     )
+    s.add_argument(
+        "--drain",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="on Ctrl-C or SIGTERM, first wait up to S seconds until the executor answers no "
+        "request (default 0: stop at once)",
+    )
     s.set_defaults(func=cmd_launch, explain=False, strict=False)
 
     s = sub.add_parser(

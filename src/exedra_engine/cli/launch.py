@@ -24,8 +24,8 @@ def run_launch(plan: LaunchPlan, a: argparse.Namespace, sources: Sequence[Source
 
 
 async def _main(plan: LaunchPlan, a: argparse.Namespace, sources: tuple[Source, ...]) -> int:
+    from exedra_engine.cli.render import PROG, json_text, shown, shown_plan
     from exedra_engine.cli.render import fail as _fail
-    from exedra_engine.cli.render import json_text, shown, shown_plan
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
@@ -47,15 +47,18 @@ async def _main(plan: LaunchPlan, a: argparse.Namespace, sources: tuple[Source, 
                     "url": inst.endpoint.url,
                     "pid": inst.pid,
                     "plan": shown_plan(inst.plan, a.show_secrets),
+                    "actual": inst.actual,
                 }
                 sys.stdout.write(json_text(body, indent=False) + "\n")
             else:
                 print(f"ready     {shown(inst.endpoint.url)}  (pid {inst.pid}); Ctrl-C stops it")
             sys.stdout.flush()
+            for warning in inst.actual.warnings if inst.actual else ():
+                print(f"{PROG}: warning: {shown(warning)}", file=sys.stderr)
 
             async def on_signal() -> None:
                 async for _ in signals:
-                    await inst.stop(a.stop_timeout)
+                    await inst.stop(a.stop_timeout, drain=a.drain)
                     return
 
             nursery.start_soon(on_signal)
