@@ -30,11 +30,12 @@ from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
+from exedra_engine._core.load_files import load_files
 from exedra_engine._core.memory import MemoryDecision, decide_memory, read_settings
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
-from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE
+from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE, INSTALL_HINT
 from exedra_engine.errors import (
     EngineError,
     ExecutorNotFound,
@@ -139,7 +140,8 @@ def _plan(
     exe = hw.executor(spec.kind)
     if exe is None:
         raise ExecutorNotFound(
-            f"{profile.binary} (kind {spec.kind.value}) is not installed: not on PATH"
+            f"{profile.binary} (kind {spec.kind.value}) is not installed: not on PATH nor in "
+            f"the executor cache; {INSTALL_HINT}, or name the binary (--executor PATH)"
         )
     _check(profile, spec, constraints, model)
     engine_port = _choose_port(constraints, ports_in_use)
@@ -169,6 +171,7 @@ def _plan(
         api_key=r.api_key,
         key_env=constraints.api_key_env if r.api_key else "",
         ready=ready_path(profile, m),
+        files=load_files(profile, m.args, m.env, model),
         memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )
