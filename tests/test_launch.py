@@ -27,6 +27,7 @@ from exedra_engine import (
     Constraints,
     ExitedUnexplained,
     Hardware,
+    Instance,
     Kind,
     LaunchPlan,
     LoadStalled,
@@ -440,4 +441,49 @@ async def test_i21_item3_silent_load_fails_as_stalled(
     assert "wrote nothing for 0.5 s" in r.failure().cause
     assert r.failure().log[0].startswith("fake executor: mode hang")
     assert 0.5 <= took < 3
+    assert psutil.Process().children(recursive=True) == []
+
+
+async def test_i21_item4_concurrent_stops_send_one_sigterm(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import exedra_engine._trio.instance as instance
+
+    sent: list[str] = []
+    real = instance.signal_group
+
+    def record(pgid: int, name: str) -> None:
+        sent.append(name)
+        real(pgid, name)
+
+    monkeypatch.setattr(instance, "signal_group", record)
+    monkeypatch.setenv("FAKE_MODE", "ignore-term")
+    async with trio.open_nursery() as n:
+        inst = (await launch(n, fake_plan(fake_hw))).unwrap()
+        async with trio.open_nursery() as stops:
+            stops.start_soon(inst.stop, 0.3)
+            stops.start_soon(inst.stop, 0.3)
+    assert sent.count("SIGTERM") == 1, sent
+    assert inst.exit_reason is not None and inst.exit_reason.signal == signal.SIGKILL
+
+
+async def test_i20_item5_deliver_cancel_is_the_callers(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As trio's run_process(deliver_cancel=...): run when the owning nursery is cancelled
+    # under a running child, and cancelled itself once the child has exited.
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    called: list[int] = []
+
+    async def kill_at_once(inst: Instance) -> None:
+        called.append(inst.pid)
+        inst.send_signal("SIGKILL")
+        await trio.sleep_forever()
+
+    with trio.move_on_after(30):
+        async with trio.open_nursery() as n:
+            inst = (await launch(n, fake_plan(fake_hw), deliver_cancel=kill_at_once)).unwrap()
+            n.cancel_scope.cancel()
+    assert called == [inst.pid]
+    assert inst.exit_reason is not None and inst.exit_reason.signal == signal.SIGKILL
     assert psutil.Process().children(recursive=True) == []
