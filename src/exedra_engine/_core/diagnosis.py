@@ -8,10 +8,10 @@ engine's own source build; whisper-server 1.8.5): see `exedra_engine._core.execu
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal, TypeVar
 
-from exedra_engine._core.executors import CauseKind, ExitCause
+from exedra_engine._core.executors import CauseKind, ExecutorProfile, ExitCause
 from exedra_engine._core.layers import Source
 from exedra_engine._core.memory_plan import MemoryPlan, PlaceMemory
 from exedra_engine._core.struct import Value
@@ -225,6 +225,28 @@ def _planned_mib(
             figure = getattr(parts, {"kv": "kv", "weight": "weights", "comput": "compute"}[key])
             return figure / MIB, label
     return (at.reserved if at is not memory.host else at.total) / MIB, "in all"
+
+
+def classify(
+    exit: Exit,
+    profile: ExecutorProfile,
+    suggest: Callable[[str], str],
+    *,
+    sources: Sequence[Source] = (),
+    memory: MemoryPlan | None = None,
+) -> NotReady:
+    """The whole diagnosis of an early exit, for every adapter: the cause from `profile`'s
+    patterns, a refused flag's layer from `sources` and its did-you-mean from `suggest` (the
+    installed binary's table: blocking, so an adapter calls this off its event loop)."""
+    found = find_cause(profile.exit_causes, exit.log)
+    flag = found.get("flag") if found is not None and found.kind == "argument" else ""
+    return exit_error(
+        exit,
+        found,
+        layer=layer_of(flag, sources) if flag else "",
+        suggestion=suggest(flag) if flag else "",
+        memory=memory,
+    )
 
 
 def not_answering(

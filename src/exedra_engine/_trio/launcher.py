@@ -19,6 +19,7 @@ the readiness request, its parsing and its deadlines (`_core.readiness`), the st
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -251,18 +252,12 @@ async def _not_ready(inst: Instance, r: Resolved, opts: _Options, outcome: Outco
         port=r.port,
     )
     profile = executor_profile(plan.spec.kind)
-    found = diagnosis.find_cause(profile.exit_causes, ended.log)
-    flag = found.get("flag") if found is not None and found.kind == "argument" else ""
-    suggestion = ""
-    if flag:
-        suggestion = await trio.to_thread.run_sync(suggest_flag, profile, plan.command, flag)
-    return diagnosis.exit_error(
-        ended,
-        found,
-        layer=diagnosis.layer_of(flag, opts.sources) if flag else "",
-        suggestion=suggestion,
-        memory=plan.memory,
+    # In a worker thread: a refused flag's did-you-mean reads the installed binary's table.
+    suggest = functools.partial(suggest_flag, profile, plan.command)
+    classify = functools.partial(
+        diagnosis.classify, ended, profile, sources=opts.sources, memory=plan.memory
     )
+    return await trio.to_thread.run_sync(classify, suggest)
 
 
 @asynccontextmanager
