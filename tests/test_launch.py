@@ -487,3 +487,16 @@ async def test_i20_item5_deliver_cancel_is_the_callers(
     assert called == [inst.pid]
     assert inst.exit_reason is not None and inst.exit_reason.signal == signal.SIGKILL
     assert psutil.Process().children(recursive=True) == []
+
+
+async def test_i21_item1_a_lost_scanned_port_is_replanned_on_the_executors_word(
+    real_hw: Hardware, tiny_llama: Path
+) -> None:
+    # The port holder may have let go by the time the ports are read: the executor's own
+    # "couldn't bind" (AddressUnavailable) is reason enough to move a scanned port.
+    p = llama_plan(real_hw, tiny_llama, port_base=21400)
+    with socket.socket() as thief:
+        thief.bind(("127.0.0.1", p.port))
+        thief.listen()
+        async with open_instance(p, ports=lambda kind: frozenset()) as inst:
+            assert inst.plan.port == p.port + 1

@@ -52,7 +52,7 @@ from exedra_engine._trio.instance import DeliverCancel, Instance, graceful
 from exedra_engine._trio.logs import LogPump, Logs
 from exedra_engine._trio.ready import Nudge, Outcome, Poller, get_json, until_ready
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.errors import EngineError, LaunchError, NotReady
+from exedra_engine.errors import AddressUnavailable, EngineError, LaunchError, NotReady
 
 __all__ = ["DeliverCancel", "ExitReason", "Instance", "Logs", "launch", "open_instance"]
 
@@ -136,11 +136,12 @@ async def _supervise(
         failed = await _attempt(attempt, opts, task_status)
         if failed is None:
             return
-        # Whether another process took the port is decided from the ports in use, not from
-        # the executor's wording.
+        # Another process took the port if it holds it now, or if the executor said so (a
+        # holder that has let go since is still why this start failed).
         retry = attempt.port_scanned and failed.returncode is not None
         in_use = opts.ports(attempt.spec.kind) if retry else frozenset()
-        nxt = next_free_port(attempt.port + 1, in_use) if attempt.port in in_use else None
+        lost = attempt.port in in_use or (retry and isinstance(failed, AddressUnavailable))
+        nxt = next_free_port(attempt.port + 1, in_use) if lost else None
         if nxt is None:
             raise failed
         attempt = _raising(with_port(attempt, nxt))
