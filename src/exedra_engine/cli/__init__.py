@@ -725,7 +725,7 @@ def cmd_launch(a: argparse.Namespace) -> int:
             return interrupted_exit(i.signum, "planning", "nothing was started")
         if not (a.quiet or a.log_file) and (note := _cpu_note(e.plan)):
             print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
-        return run_launch(e.plan, a, sigs)
+        return run_launch(e.plan, a, sigs, e.sources)
 
 
 def cmd_completion(a: argparse.Namespace) -> int:
@@ -923,9 +923,10 @@ def _add_launch(sub: Any) -> None:
     s.add_argument(
         "--ready-timeout",
         type=options.seconds,
-        default=300.0,
+        default=None,
         metavar="S",
-        help="seconds to wait for readiness (default 300)",
+        help="seconds to wait for readiness (default: the load budget of the model's size, "
+        "shown on plan's load line)",
     )
     s.add_argument(
         "--stop-timeout",
@@ -933,6 +934,14 @@ def _add_launch(sub: Any) -> None:
         default=STOP_TIMEOUT,
         metavar="S",
         help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
+    )
+    s.add_argument(
+        "--drain",
+        type=options.seconds,
+        default=0.0,
+        metavar="S",
+        help="on Ctrl-C or SIGTERM, first wait up to S seconds until the executor answers no "
+        "request (default 0: stop at once)",
     )
     s.add_argument(
         "--quiet",
