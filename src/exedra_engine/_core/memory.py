@@ -190,17 +190,6 @@ def read_settings(
     )
 
 
-def memory_args(profile: ExecutorProfile, args: Sequence[str]) -> tuple[str, ...]:
-    """The memory-relevant options of an argv, in order, as tokens: what a measurement is
-    run with and matched by."""
-    keys = frozenset(profile.memory_flags.values())
-    out: list[str] = []
-    for item in profile.flags.split_items(args, "plan args"):
-        if item.key in keys:
-            out.extend(item.tokens)
-    return tuple(out)
-
-
 def _falsy(v: str) -> bool:
     return v.strip().lower() in ("0", "false", "off", "no", "disabled")
 
@@ -617,11 +606,15 @@ def _add(a: _Pair, b: _Pair) -> _Pair:
 
 
 def matching_measurement(
-    hw: Hardware, profile: ExecutorProfile, model: str, args: Sequence[str], env: Sequence[str] = ()
+    hw: Hardware,
+    profile: ExecutorProfile,
+    model: str,
+    args: Sequence[str],
+    env: Sequence[str] = (),
 ) -> FitMeasurement | None:
-    """The host's measurement of `model` made with the same memory settings as a plan's
-    `args`/`env` (`exedra_engine._core.fit_params.measurement_for`, the one rule the
-    measuring shell and the planner share), or None."""
+    """The host's measurement of `model` made with the same memory settings as this argv and
+    env (`exedra_engine._core.fit_params.measurement_for`), the last one taken; a path on
+    another machine matches by its file name."""
     return measurement_for(hw.measurements, profile, model, args, env)
 
 
