@@ -63,6 +63,7 @@ from exedra_engine.errors import (
 )
 
 if TYPE_CHECKING:
+    from exedra_engine._blocking.run import run
     from exedra_engine._core.check import Finding
     from exedra_engine._core.emit import EmitOptions, Emitted, Storage, Target, emit
     from exedra_engine._core.schema import config_schema
@@ -133,6 +134,7 @@ __all__ = [
     "probe",
     "resolve_endpoint",
     "supported_kinds",
+    "run",
 ]
 
 # Loaded on first use, so that planning-only users never pay for them: the launcher needs trio
@@ -145,6 +147,8 @@ _LAZY = {
     "CheckReport": "_shell.check",
     "check_config": "_shell.check",
     "load_hardware": "_shell.hardware_file",
+    # The blocking adapter (asyncio on a private thread; no trio).
+    "run": "_blocking.run",
 }
 
 

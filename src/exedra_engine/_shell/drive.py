@@ -1,0 +1,257 @@
+"""A launch's loops, written once for every event loop. No I/O of their own.
+
+Each function is plain ``async`` code that awaits only the primitives an adapter hands it
+(a poll, a wait for news or for the exit, a clock), so trio and asyncio run the very same
+readiness loop, stop sequence and port re-planning; an adapter supplies the primitives and
+its own shielding from cancellation. What the loops decide comes from the pure core:
+`exedra_engine._core.readiness` (the request, the intervals, the deadlines) and
+`exedra_engine._core.stop` (the steps).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Literal, Protocol
+
+from returns.result import Failure
+
+from exedra_engine._core import diagnosis, readiness
+from exedra_engine._core.kinds import Kind
+from exedra_engine._core.planner import next_free_port, with_port
+from exedra_engine._core.readiness import LoadLimits
+from exedra_engine._core.stop import Send, Step
+from exedra_engine._core.values import LaunchPlan
+from exedra_engine._shell.child import group_alive
+from exedra_engine._shell.instance import InstanceState
+from exedra_engine._shell.ports import ProcessSockets
+from exedra_engine.errors import NotReady
+
+Outcome = Literal["ready", "exited", "timeout", "stalled"]
+
+PORT_RETRIES = 3
+"""How many times a scanned port lost to another process is re-planned."""
+
+
+class Probe(Protocol):
+    """One adapter's ask of the ready path (on a kept-alive connection)."""
+
+    port: int
+
+    async def ready(self) -> bool:
+        """One poll: True on 200; refused, 503, a timeout or a reset are "not yet"."""
+        ...
+
+    async def close(self) -> None:
+        """Drop the connection (the next poll opens another)."""
+        ...
+
+
+class News(Protocol):
+    """What the poll waits on between asks: a log line or the exit cuts the wait short."""
+
+    @property
+    def last_output(self) -> float:
+        """When the executor last wrote something, on the adapter's clock."""
+        ...
+
+    async def wait(self, timeout: float) -> None:
+        """Until news or `timeout`; news that came before the call counts."""
+        ...
+
+
+class Connection(Protocol):
+    """A TCP connection as an adapter gives it (a trio ``SocketStream`` is one)."""
+
+    async def send_all(self, data: bytes) -> None: ...
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        """Up to `max_bytes`; b"" once the peer has closed."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+Within = Callable[[float, Awaitable[bool]], Awaitable[bool | None]]
+"""An adapter's deadline: the awaitable's result, or None when `seconds` passed first."""
+
+
+class ReadyProbe:
+    """Asks the ready path on one keep-alive connection (`readiness` holds its bytes),
+    reconnecting only when the executor refused or closed it. The adapter gives the
+    connection, its deadline, and the errors its connections raise."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        path: str,
+        *,
+        connect: Callable[[str, int], Awaitable[Connection]],
+        within: Within,
+        errors: tuple[type[BaseException], ...] = (OSError,),
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.request = readiness.request(host, port, path)
+        self.connections = 0
+        self._connect = connect
+        self._within = within
+        self._errors: tuple[type[BaseException], ...] = (*errors, OSError, readiness.Malformed)
+        self._conn: Connection | None = None
+        self._buf = b""
+
+    async def ready(self) -> bool:
+        """One poll: True on 200; refused, 503, a timeout or a reset are "not yet"."""
+        try:
+            answered = await self._within(readiness.PROBE_TIMEOUT, self._ask())
+        except self._errors:
+            answered = None
+        if answered is None:
+            await self.close()  # a half-read answer is lost with its connection
+        return bool(answered)
+
+    async def _ask(self) -> bool:
+        if self._conn is None:
+            self._conn = await self._connect(self.host, self.port)
+            # Refused attempts leave no socket behind; established ones end in TIME_WAIT.
+            self.connections += 1
+            self._buf = b""
+        await self._conn.send_all(self.request)
+        while (answer := readiness.parse(self._buf)) is None:
+            chunk = await self._conn.receive_some(65536)
+            if not chunk:
+                raise ConnectionResetError("closed by the executor")
+            self._buf += chunk
+        self._buf = self._buf[answer.consumed :]
+        # llama-server marks every 503 while loading "Connection: close" but keeps
+        # answering on the socket (checked with the binary); closing on the header would
+        # cost a connection per poll, ~300 for a 5 s load. So the connection is dropped
+        # only when the executor really closes it, or the answer was unframed.
+        if not answer.framed:
+            await self.close()
+        return answer.status == 200
+
+    async def close(self) -> None:
+        """Drop the connection (the next poll opens another)."""
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.aclose()
+
+
+async def until_ready(
+    probe: Probe,
+    news: News,
+    *,
+    exited: Callable[[], bool],
+    now: Callable[[], float],
+    limits: LoadLimits,
+    sockets: ProcessSockets,
+    pid: int,
+) -> Outcome:
+    """Poll until the ready path answers 200 from process `pid`, the process exits, or a
+    limit of `limits` passes (counted from now). The poll is asked every
+    `readiness.POLL_FIRST` s at first, backing off to `readiness.POLL_MAX`, and at once on
+    news."""
+    started = now()
+    interval = readiness.POLL_FIRST
+    while True:
+        if exited():
+            return "exited"
+        if await probe.ready():
+            if owns_port(sockets, pid, probe.port):
+                return "ready"
+            # Another process answered on our port: ours lost the bind, or has not bound
+            # yet. Its exit, or its own answer, decides.
+            await probe.close()
+        t = now()
+        overdue = limits.overdue(started, news.last_output, t)
+        if overdue is not None:
+            return overdue
+        await news.wait(min(interval, limits.left(started, news.last_output, t)))
+        interval = readiness.next_interval(interval)
+
+
+def owns_port(sockets: ProcessSockets, pid: int, port: int) -> bool:
+    """Whether the socket listening on `port` is process `pid`'s (see
+    `readiness.answered_by_executor`)."""
+    listening = sockets.listener_inodes(port)
+    held = sockets.socket_inodes(pid) if listening else None
+    state = ""
+    if held is None and listening:
+        state = readiness.proc_state(sockets.read_text(f"/proc/{pid}/stat") or "")
+    return readiness.answered_by_executor(listening, held, state)
+
+
+async def run_stop(
+    steps: tuple[Step, ...],
+    send: Callable[[str], None],
+    exit_within: Callable[[float], Awaitable[bool]],
+) -> None:
+    """Carry out `steps`: `send` each signal (by name); for each wait, `exit_within(s)`
+    says whether the exit came within ``s`` seconds, which ends the sequence. The caller
+    shields this from its own cancellation (each adapter has its way)."""
+    for step in steps:
+        if isinstance(step, Send):
+            send(step.signal)
+        elif await exit_within(step.seconds):
+            return
+
+
+async def with_port_retries(
+    plan: LaunchPlan,
+    attempt: Callable[[LaunchPlan], Awaitable[NotReady | None]],
+    ports: Callable[[Kind], frozenset[int]],
+) -> None:
+    """Run `attempt` (None: it became ready and has run) and, when a scanned port was lost
+    to another process between planning and binding (the failure's ``lost_port``: the exit
+    may mean that, the ports in use decide), again on the next free port, at most
+    `PORT_RETRIES` times; an explicit port is never moved. Raises the last failure."""
+    for _ in range(PORT_RETRIES):
+        failed = await attempt(plan)
+        if failed is None:
+            return
+        retry = plan.port_scanned and getattr(failed, "lost_port", False)
+        in_use = ports(plan.spec.kind) if retry else frozenset()
+        nxt = next_free_port(plan.port + 1, in_use) if plan.port in in_use else None
+        if nxt is None:
+            raise failed
+        moved = with_port(plan, nxt)
+        if isinstance(moved, Failure):
+            raise moved.failure()
+        plan = moved.unwrap()
+    failed = await attempt(plan)
+    if failed is not None:
+        raise failed
+
+
+async def group_gone(pgid: int, sleep: Callable[[float], Awaitable[object]]) -> None:
+    """Return once no process of group `pgid` is left (polled, backing off: a group has no
+    pidfd); `sleep` is the adapter's."""
+    delay = 0.0005
+    while group_alive(pgid):
+        await sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+class NotReadyDetail(NotReady):
+    """`NotReady`, and whether the exit may mean the port was taken (`with_port_retries`)."""
+
+    def __init__(self, message: str, *, lost_port: bool = False) -> None:
+        super().__init__(message)
+        self.lost_port = lost_port
+
+
+def not_ready(inst: InstanceState, outcome: Outcome, limits: LoadLimits) -> NotReadyDetail:
+    """Why `inst` did not become ready, once it is dead: it exited, or a limit passed."""
+    reason, tail, plan = inst.exit_reason, inst.log_tail, inst.plan
+    if outcome == "exited" and reason is not None:
+        sigill = reason.signal == signal.SIGILL
+        # Whether another process took the port is decided from the ports in use, not
+        # from the executor's wording.
+        return NotReadyDetail(
+            diagnosis.exited_early(plan.command, reason.describe(), sigill, tail),
+            lost_port=True,
+        )
+    url = inst.endpoint.url
+    return NotReadyDetail(diagnosis.timed_out(plan.command, plan.ready, url, limits.budget, tail))
