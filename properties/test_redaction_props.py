@@ -41,8 +41,9 @@ from tests.log_pump import feed
 
 from exedra_engine import LaunchPlan
 from exedra_engine._core.endpoint import resolve
+from exedra_engine._core.logs import log_secrets
 from exedra_engine._core.redact import TextRedactor, redact_bytes
-from exedra_engine._trio.launcher import _LogPump
+from exedra_engine._trio.logs import LogPump
 from exedra_engine.cli import main
 from properties.secret_strategies import keys, log_lines, reference_redact
 
@@ -182,7 +183,7 @@ def _pumped(plan: LaunchPlan, data: bytes, chunk: int) -> tuple[bytes, list[str]
     """`data` as the launcher's log pump for `plan` forwards it, fed in `chunk`-byte pieces,
     and the tail it keeps."""
     sink = io.BytesIO()
-    pump = _LogPump.for_plan(sink, plan, resolve(plan.spec.kind, plan.args, plan.env))
+    pump = LogPump(sink, log_secrets(plan, resolve(plan.spec.kind, plan.args, plan.env)))
 
     trio.run(feed, pump, data, chunk)
     return sink.getvalue(), list(pump.tail)

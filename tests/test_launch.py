@@ -298,9 +298,11 @@ async def test_stop_kills_the_whole_process_group(
 ) -> None:
     monkeypatch.setenv("FAKE_MODE", "fork")
     async with open_instance(fake_plan(fake_hw)) as inst:
-        await trio.sleep(0.3)
-        kids = psutil.Process(inst.pid).children()
-        assert kids
+        # The fake forks its helper before it listens, so the helper exists by now; the
+        # deadline only covers a slow /proc.
+        with trio.fail_after(5):
+            while not (kids := psutil.Process(inst.pid).children()):
+                await trio.sleep(0.01)
     for k in kids:
         assert not alive(k.pid)
 
@@ -365,15 +367,15 @@ async def test_every_secret_of_the_plan_is_redacted_in_log_lines(
 
 @pytest.mark.parametrize("via", ["setpriv", "pre-exec hook"])
 def test_killed_parent_leaves_no_executor(fake_hw: Hardware, tmp_path: Path, via: str) -> None:
-    from exedra_engine._trio.launcher import _setpriv
+    from exedra_engine._shell.child import setpriv
 
-    assert _setpriv() is not None, "setpriv (util-linux) is part of this machine's base system"
+    assert setpriv() is not None, "setpriv (util-linux) is part of this machine's base system"
     script = tmp_path / "parent.py"
     plan_json = msgspec.json.encode(fake_plan(fake_hw)).decode()
-    without = "exedra_engine._trio.launcher._setpriv = lambda: None" if via != "setpriv" else ""
+    without = "exedra_engine._shell.child.setpriv = lambda: None" if via != "setpriv" else ""
     script.write_text(f"""
 import sys, trio, msgspec
-import exedra_engine._trio.launcher
+import exedra_engine._shell.child
 from exedra_engine import launch, LaunchPlan
 {without}
 async def main():
