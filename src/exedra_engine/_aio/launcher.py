@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import io
 import math
 import os
-import shutil
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -33,22 +31,18 @@ from typing import IO, Any, Final, TypeVar
 
 from returns.result import Failure, Result, Success
 
-from exedra_engine._core import stop as policy
 from exedra_engine._core.child import child_spec
 from exedra_engine._core.endpoint import Resolved, resolve
-from exedra_engine._core.kinds import Kind
 from exedra_engine._core.logs import MAX_LINE, LogLines, log_secrets
 from exedra_engine._core.readiness import LoadLimits
-from exedra_engine._core.redact import refuse_redacted
 from exedra_engine._core.values import LaunchPlan, connect_host
 from exedra_engine._shell import child, drive
 from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.instance import InstanceState
-from exedra_engine._shell.plan import read_ports_in_use
 from exedra_engine._shell.ports import ProcessSockets
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.errors import EngineError, LaunchError, NotReady
+from exedra_engine.errors import EngineError, NotReady
 
 __all__ = ["ExitReason", "Instance", "Logs", "launch", "open_instance"]
 
@@ -311,34 +305,19 @@ class Instance(InstanceState):
         """One SIGTERM to the process group, SIGKILL if it is still running after `timeout`
         seconds. Idempotent, safe after the process died, and it completes even when the
         caller is cancelled meanwhile (the cancellation is raised after)."""
-        await _uncancellable(self._stop(timeout))
+        await _uncancellable(self.stop_sequence(timeout, self._loop.time(), self._gone_within))
         assert self._exit is not None
         return self._exit
-
-    async def _stop(self, timeout: float) -> None:
-        settle = policy.settle_left(self.ready_at, self._loop.time())
-        if not self._done.is_set() and settle > 0:
-            await _within(self._done, settle)
-        if not self._done.is_set():
-            self._stop_requested = True
-            steps = policy.stop_steps(timeout, sent=self._sent)
-            await drive.run_stop(steps, self.send_signal, self._gone_within)
 
     async def kill(self) -> ExitReason:
         """SIGKILL to the process group now, and wait for its end (a launch that failed or
         was cancelled: no grace, the executor never served anyone)."""
-        self._stop_requested = True
-        await _uncancellable(
-            drive.run_stop(policy.stop_steps(0), self.send_signal, self._gone_within)
-        )
+        await _uncancellable(self.kill_sequence(self._gone_within))
         assert self._exit is not None
         return self._exit
 
     async def _gone_within(self, seconds: float) -> bool:
         return await _within(self._done, seconds)
-
-    async def _leader_within(self, seconds: float) -> bool:
-        return await _within(self._process.exited, seconds)
 
     async def supervise(self) -> None:
         """Own the process until it exits and its group is gone (one task per instance);
@@ -348,30 +327,24 @@ class Instance(InstanceState):
             await asyncio.shield(self._process.exited)
         except asyncio.CancelledError:
             # The owner is going away (the loop shuts down) under a running child: it must
-            # not outlive it, and gets the same stop as stop().
-            self._stop_requested = True
-            steps = policy.stop_steps(self.stop_timeout, sent=self._sent)
-            await _finish(drive.run_stop(steps, self.send_signal, self._leader_within))
+            # not outlive it, and gets the same stop as stop(), ended by the leader's exit.
+            async def leader_within(seconds: float) -> bool:
+                return await _within(self._process.exited, seconds)
+
+            await _finish(self.stop_sequence(self.stop_timeout, self._loop.time(), leader_within))
             raise
         finally:
             await _finish(self._release(writer))
 
     async def _release(self, writer: asyncio.Future[None]) -> None:
         await self._process.exited
-        pgid = self.pid
-        if child.group_alive(pgid):
-            # A forked helper can outlive the leader by a millisecond or for ever: the same
-            # policy as the leader, signalling the group directly (the leader is gone).
-            steps = policy.stop_steps(
-                self.stop_timeout, sent=self._sent, kill_wait=policy.GROUP_KILL_WAIT
-            )
-            gone = asyncio.ensure_future(drive.group_gone(pgid, asyncio.sleep))
+        gone = asyncio.ensure_future(drive.group_gone(self.pid, asyncio.sleep))
 
-            async def within(seconds: float) -> bool:
-                return await _within(gone, seconds)
+        async def group_within(seconds: float) -> bool:
+            return await _within(gone, seconds)
 
-            await drive.run_stop(steps, lambda name: child.signal_group(pgid, name), within)
-            gone.cancel()
+        await self.reap_sequence(group_within)
+        gone.cancel()
         await _within(self._pump.eof, _PIPE_DRAIN)
         self._pump.close()
         # The writer is a task of its own, cancelled with every other one when the loop
@@ -384,26 +357,13 @@ class Instance(InstanceState):
         self._on_exit()
 
 
-def _local_ports(kind: Kind) -> frozenset[int]:
-    return read_ports_in_use(LocalHost(), kind)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Options:
-    """What one launch is given besides the plan (kept together through the retries)."""
-
-    logs: Logs
-    limits: LoadLimits
-    stop_timeout: float
-    ports: Callable[[Kind], frozenset[int]]
-    sockets: ProcessSockets
+_Options = drive.LaunchOptions[Logs]
 
 
 async def _start(plan: LaunchPlan, opts: _Options) -> Instance:
     """Start `plan`'s executor, wait until it is ready, and leave it to its supervising
     task; raise `NotReady` (the child is dead by then) or the caller's cancellation (the
     child is killed first)."""
-    refuse_redacted(plan)
     ready: list[Instance] = []
 
     async def attempt(p: LaunchPlan) -> NotReady | None:
@@ -418,17 +378,14 @@ async def _start(plan: LaunchPlan, opts: _Options) -> Instance:
 async def _attempt(plan: LaunchPlan, opts: _Options) -> tuple[Instance, NotReady | None]:
     loop = asyncio.get_running_loop()
     r = resolve(plan.spec.kind, plan.args, plan.env)
-    # Checked here because with a setpriv prefix a missing binary would only show as
-    # setpriv's own exit status.
-    if shutil.which(plan.command) is None:
-        raise LaunchError(f"{plan.command}: cannot start: not an executable file")
+    drive.before_start(plan)
     news = _News(loop)
     # The fork must not be abandoned half-way by a cancellation: the child would be nobody's.
     spawn = asyncio.to_thread(child.spawn, child_spec(plan, os.environ))
     try:
         (popen, out), cancelled = await _finish(spawn)
     except OSError as e:
-        raise LaunchError(f"{plan.command}: cannot start: {e.strerror or e}") from None
+        raise drive.cannot_start(plan, e) from None
     pump = _Pump(loop, out, opts.logs, log_secrets(plan, r), news.output)
     inst = Instance(
         plan, r, _Child(popen, loop), pump, stop_timeout=opts.stop_timeout, on_exit=news.set
@@ -442,34 +399,15 @@ async def _attempt(plan: LaunchPlan, opts: _Options) -> tuple[Instance, NotReady
     probe = drive.ReadyProbe(
         connect_host(r.host), r.port, plan.ready, connect=_Stream.connect, within=_deadline
     )
-    try:
-        outcome = await drive.until_ready(
-            probe,
-            news,
-            exited=inst.has_exited,
-            now=loop.time,
-            limits=opts.limits,
-            sockets=opts.sockets,
-            pid=inst.pid,
-        )
-    except BaseException:
-        await inst.kill()  # cancelled while waiting: the child goes first
-        raise
-    finally:
-        inst.ready_connections = probe.connections
-        await probe.close()
-    if outcome == "ready":
-        inst.ready_at = loop.time()
-        return inst, None
-    await inst.kill()
-    return inst, drive.not_ready(inst, outcome, opts.limits)
+    failed = await drive.await_ready(inst, probe, news, opts, now=loop.time, kill=inst.kill)
+    return inst, failed
 
 
 def _options(
     logs: Logs,
     ready_timeout: float,
     stop_timeout: float,
-    ports: Callable[[Kind], frozenset[int]],
+    ports: drive.PortsReader,
     sockets: ProcessSockets | None,
 ) -> _Options:
     return _Options(
@@ -483,7 +421,7 @@ async def launch(
     *,
     ready_timeout: float = math.inf,
     stop_timeout: float = STOP_TIMEOUT,
-    ports: Callable[[Kind], frozenset[int]] = _local_ports,
+    ports: drive.PortsReader = drive.local_ports,
     sockets: ProcessSockets | None = None,
 ) -> Result[Instance, EngineError]:
     """Start the plan's executor and wait until its ready path answers 200.
@@ -511,7 +449,7 @@ async def open_instance(
     *,
     ready_timeout: float = math.inf,
     stop_timeout: float = STOP_TIMEOUT,
-    ports: Callable[[Kind], frozenset[int]] = _local_ports,
+    ports: drive.PortsReader = drive.local_ports,
     sockets: ProcessSockets | None = None,
 ) -> AsyncIterator[Instance]:
     """``async with open_instance(plan) as inst:`` — ready on entry, stopped on exit, also on

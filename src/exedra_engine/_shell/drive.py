@@ -10,9 +10,11 @@ its own shielding from cancellation. What the loops decide comes from the pure c
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from returns.result import Failure
 
@@ -20,17 +22,44 @@ from exedra_engine._core import diagnosis, readiness
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.planner import next_free_port, with_port
 from exedra_engine._core.readiness import LoadLimits
+from exedra_engine._core.redact import refuse_redacted
 from exedra_engine._core.stop import Send, Step
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.child import group_alive
-from exedra_engine._shell.instance import InstanceState
+from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.plan import read_ports_in_use
 from exedra_engine._shell.ports import ProcessSockets
-from exedra_engine.errors import NotReady
+from exedra_engine.errors import LaunchError, NotReady
+
+if TYPE_CHECKING:
+    from exedra_engine._shell.instance import InstanceState
 
 Outcome = Literal["ready", "exited", "timeout", "stalled"]
+L = TypeVar("L")
 
 PORT_RETRIES = 3
 """How many times a scanned port lost to another process is re-planned."""
+
+
+PortsReader = Callable[[Kind], frozenset[int]]
+"""Which ports an executor of a kind could not bind now (`exedra_engine._shell.plan`)."""
+
+
+def local_ports(kind: Kind) -> frozenset[int]:
+    """The ports an executor of `kind` could not bind on this host now."""
+    return read_ports_in_use(LocalHost(), kind)
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOptions(Generic[L]):
+    """What one launch is given besides the plan (kept together through the retries);
+    `logs` is the adapter's kind of sink."""
+
+    logs: L
+    limits: LoadLimits
+    stop_timeout: float
+    ports: PortsReader
+    sockets: ProcessSockets
 
 
 class Probe(Protocol):
@@ -172,6 +201,58 @@ async def until_ready(
         interval = readiness.next_interval(interval)
 
 
+async def await_ready(
+    inst: InstanceState,
+    probe: ReadyProbe,
+    news: News,
+    opts: LaunchOptions[Any],
+    *,
+    now: Callable[[], float],
+    kill: Callable[[], Awaitable[object]],
+) -> NotReadyDetail | None:
+    """One start's wait (`until_ready`, within ``opts.limits``): None once `inst` is ready
+    (its ``ready_at`` set); else why not, once `kill` has killed it. A cancellation
+    meanwhile kills it too, then propagates."""
+    limits, sockets = opts.limits, opts.sockets
+    try:
+        outcome = await until_ready(
+            probe,
+            news,
+            exited=inst.has_exited,
+            now=now,
+            limits=limits,
+            sockets=sockets,
+            pid=inst.pid,
+        )
+    except BaseException:
+        await kill()  # cancelled while waiting: the child goes first
+        raise
+    finally:
+        inst.ready_connections = probe.connections
+        await probe.close()
+    if outcome == "ready":
+        inst.ready_at = now()
+        return None
+    failed = not_ready(inst, outcome, limits)
+    await kill()
+    return failed
+
+
+def before_start(plan: LaunchPlan) -> None:
+    """What every adapter checks before it starts anything: a plan that carries the
+    redaction marker is refused (`refuse_redacted`), and a command that is not an
+    executable raises `LaunchError` (with a setpriv prefix it would only show as setpriv's
+    own exit status)."""
+    refuse_redacted(plan)
+    if shutil.which(plan.command) is None:
+        raise LaunchError(f"{plan.command}: cannot start: not an executable file")
+
+
+def cannot_start(plan: LaunchPlan, e: OSError) -> LaunchError:
+    """The error for a fork or exec that failed."""
+    return LaunchError(f"{plan.command}: cannot start: {e.strerror or e}")
+
+
 def owns_port(sockets: ProcessSockets, pid: int, port: int) -> bool:
     """Whether the socket listening on `port` is process `pid`'s (see
     `readiness.answered_by_executor`)."""
@@ -201,7 +282,7 @@ async def run_stop(
 async def with_port_retries(
     plan: LaunchPlan,
     attempt: Callable[[LaunchPlan], Awaitable[NotReady | None]],
-    ports: Callable[[Kind], frozenset[int]],
+    ports: PortsReader,
 ) -> None:
     """Run `attempt` (None: it became ready and has run) and, when a scanned port was lost
     to another process between planning and binding (the failure's ``lost_port``: the exit

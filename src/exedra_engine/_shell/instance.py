@@ -1,15 +1,18 @@
 """What every adapter's `Instance` shows and decides the same way: its endpoint, its plan,
-its exit, the last log lines, and which signals may still go to its process group. An
-adapter adds only the waiting (`wait`, `stop`) in its own concurrency."""
+its exit, the last log lines, which signals may still go to its process group, and the
+order of a stop, a kill and the reaping of the group. An adapter adds only the waiting, in
+its own concurrency, and its own shielding from cancellation."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from exedra_engine._core import stop as policy
 from exedra_engine._core.endpoint import Resolved
 from exedra_engine._core.values import Endpoint, LaunchPlan
-from exedra_engine._shell.child import ExitReason, signal_group
+from exedra_engine._shell import drive
+from exedra_engine._shell.child import ExitReason, group_alive, signal_group
 from exedra_engine.constants import STOP_TIMEOUT
 
 
@@ -93,6 +96,42 @@ class InstanceState:
         if self._exit is None and policy.should_send(name, self._sent):
             self._sent |= {name}
             signal_group(self._pid, name)
+
+    async def stop_sequence(
+        self, timeout: float, now: float, gone_within: Callable[[float], Awaitable[bool]]
+    ) -> None:
+        """`stop`'s policy, at `now` on the adapter's clock: wait out the window after
+        readiness in which a SIGTERM is lost (`policy.SETTLE`), then one SIGTERM and SIGKILL
+        after `timeout`. `gone_within(s)`: whether the process and its group are gone within
+        ``s`` seconds."""
+        settle = policy.settle_left(self.ready_at, now)
+        if not self.has_exited() and settle > 0:
+            await gone_within(settle)
+        if not self.has_exited():
+            self._stop_requested = True
+            steps = policy.stop_steps(timeout, sent=self._sent)
+            await drive.run_stop(steps, self.send_signal, gone_within)
+
+    async def kill_sequence(self, gone_within: Callable[[float], Awaitable[bool]]) -> None:
+        """SIGKILL now, and wait for the end (a launch that failed or was cancelled: no
+        grace, the executor never served anyone)."""
+        self._stop_requested = True
+        await drive.run_stop(policy.stop_steps(0), self.send_signal, gone_within)
+
+    async def reap_sequence(self, group_gone_within: Callable[[float], Awaitable[bool]]) -> None:
+        """Once the leader has exited: wait until no process of its group is left (a forked
+        helper can outlive it by a millisecond or for ever), by the same policy as the
+        leader, SIGKILL included; a process stuck in D state is given up after
+        `policy.GROUP_KILL_WAIT`. `group_gone_within(s)`: whether the group is gone within
+        ``s`` seconds."""
+        pgid = self._pid
+        if group_alive(pgid):
+            steps = policy.stop_steps(
+                self.stop_timeout, sent=self._sent, kill_wait=policy.GROUP_KILL_WAIT
+            )
+            # The leader is gone, so the group is signalled directly (send_signal only signals
+            # a running instance).
+            await drive.run_stop(steps, lambda name: signal_group(pgid, name), group_gone_within)
 
     def _ended(self, returncode: int) -> ExitReason:
         """Record the exit (the group is gone by now)."""

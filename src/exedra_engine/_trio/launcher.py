@@ -21,58 +21,39 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import shutil
-import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Final
 
 import trio
 from returns.result import Failure, Result, Success
 
-from exedra_engine._core import diagnosis
 from exedra_engine._core.child import child_spec
-from exedra_engine._core.endpoint import Resolved, resolve
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.endpoint import resolve
 from exedra_engine._core.logs import log_secrets
-from exedra_engine._core.planner import next_free_port, with_port
 from exedra_engine._core.readiness import LoadLimits
-from exedra_engine._core.redact import refuse_redacted
 from exedra_engine._core.values import LaunchPlan, connect_host
+from exedra_engine._shell import drive
 from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.plan import read_ports_in_use
 from exedra_engine._shell.ports import ProcessSockets
 from exedra_engine._trio import spawn
 from exedra_engine._trio.instance import DeliverCancel, Instance, graceful
 from exedra_engine._trio.logs import LogPump, Logs
-from exedra_engine._trio.ready import Nudge, Poller, until_ready
+from exedra_engine._trio.ready import Nudge, poller
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.errors import EngineError, LaunchError, NotReady
+from exedra_engine.errors import EngineError, NotReady
 
 __all__ = ["DeliverCancel", "ExitReason", "Instance", "Logs", "launch", "open_instance"]
 
-PORT_RETRIES: Final = 3
-"""How many times a scanned port lost to another process is re-planned."""
-
-PortsReader = Callable[[Kind], frozenset[int]]
-"""Which ports an executor of a kind could not bind now (`exedra_engine._shell.plan`)."""
-
-
-def _local_ports(kind: Kind) -> frozenset[int]:
-    return read_ports_in_use(LocalHost(), kind)
+PortsReader = drive.PortsReader
+_local_ports = drive.local_ports
 
 
 @dataclasses.dataclass(frozen=True)
-class _Options:
-    """What one launch is given besides the plan (kept together through the retries)."""
+class _Options(drive.LaunchOptions[Logs]):
+    """The launch's options, and how a cancelled owner stops the child."""
 
-    logs: Logs
-    limits: LoadLimits
-    stop_timeout: float
-    ports: PortsReader
-    sockets: ProcessSockets
-    deliver_cancel: DeliverCancel
+    deliver_cancel: DeliverCancel = graceful
 
 
 async def launch(
@@ -115,52 +96,27 @@ async def _supervise(
 ) -> None:
     """Start, wait for readiness, report the instance with ``started()``, then own the
     process until it exits. A failure before ``started()`` is raised, so ``start()``
-    raises it; a lost scanned port is re-planned a bounded number of times."""
-    attempt = plan
-    for _ in range(PORT_RETRIES):
-        failed = await _attempt(attempt, opts, task_status)
-        if failed is None:
-            return
-        retry = attempt.port_scanned and failed.lost_port
-        in_use = opts.ports(attempt.spec.kind) if retry else frozenset()
-        nxt = next_free_port(attempt.port + 1, in_use) if attempt.port in in_use else None
-        if nxt is None:
-            raise failed
-        attempt = _raising(with_port(attempt, nxt))
-    failed = await _attempt(attempt, opts, task_status)
-    if failed is not None:
-        raise failed
+    raises it; a lost scanned port is re-planned (`drive.with_port_retries`)."""
 
+    async def attempt(p: LaunchPlan) -> NotReady | None:
+        return await _attempt(p, opts, task_status)
 
-def _raising(r: Result[LaunchPlan, EngineError]) -> LaunchPlan:
-    if isinstance(r, Failure):
-        raise r.failure()
-    return r.unwrap()
-
-
-class _NotReadyDetail(NotReady):
-    def __init__(self, message: str, *, lost_port: bool = False) -> None:
-        super().__init__(message)
-        self.lost_port = lost_port
+    await drive.with_port_retries(plan, attempt, opts.ports)
 
 
 async def _attempt(
     plan: LaunchPlan, opts: _Options, task_status: trio.TaskStatus[Instance]
-) -> _NotReadyDetail | None:
+) -> drive.NotReadyDetail | None:
     """One start. None once the process has run and exited after ``started()``; the
     readiness failure when it never got there (the child is dead by then)."""
-    refuse_redacted(plan)
+    drive.before_start(plan)
     r = resolve(plan.spec.kind, plan.args, plan.env)
     nudge = Nudge()
     pump = LogPump(opts.logs, log_secrets(plan, r), nudge.output)
-    # Checked here because with a setpriv prefix a missing binary would only show as
-    # setpriv's own exit status.
-    if shutil.which(plan.command) is None:
-        raise LaunchError(f"{plan.command}: cannot start: not an executable file")
     try:
         process = await spawn.start(child_spec(plan, os.environ))
     except OSError as e:
-        raise LaunchError(f"{plan.command}: cannot start: {e.strerror or e}") from None
+        raise drive.cannot_start(plan, e) from None
     inst = Instance(
         plan,
         r,
@@ -171,51 +127,20 @@ async def _attempt(
         on_exit=nudge.set,
     )
     assert process.stdout is not None
-    failed: _NotReadyDetail | None = None
+    failed: drive.NotReadyDetail | None = None
     # The body's failures are kept and raised after the nursery: raised inside it, trio
     # would wrap them in an ExceptionGroup the caller did not ask for.
     async with trio.open_nursery() as tasks:
         tasks.start_soon(inst.watch)
         tasks.start_soon(pump.pump, process.stdout)
         tasks.start_soon(pump.write)
-        poller = Poller(connect_host(r.host), r.port, plan.ready)
-        try:
-            outcome = await until_ready(
-                poller,
-                inst.has_exited,
-                nudge,
-                limits=opts.limits,
-                sockets=opts.sockets,
-                pid=inst.pid,
-            )
-        except BaseException:
-            await inst.kill()  # cancelled while waiting: the child goes first
-            raise
-        finally:
-            inst.ready_connections = poller.connections
-            await poller.close()
-        if outcome == "ready":
-            inst.ready_at = trio.current_time()
-            task_status.started(inst)
-        else:
-            failed = _not_ready(inst, r, opts.limits, outcome)
-            await inst.kill()
-    return failed
-
-
-def _not_ready(inst: Instance, r: Resolved, limits: LoadLimits, outcome: str) -> _NotReadyDetail:
-    reason, tail = inst.exit_reason, inst.log_tail
-    if outcome == "exited" and reason is not None:
-        sigill = reason.signal == signal.SIGILL
-        # Whether another process took the port is decided by the caller from the ports in
-        # use, not from the executor's wording.
-        return _NotReadyDetail(
-            diagnosis.exited_early(inst.plan.command, reason.describe(), sigill, tail),
-            lost_port=True,
+        probe = poller(connect_host(r.host), r.port, plan.ready)
+        failed = await drive.await_ready(
+            inst, probe, nudge, opts, now=trio.current_time, kill=inst.kill
         )
-    return _NotReadyDetail(
-        diagnosis.timed_out(inst.plan.command, inst.plan.ready, r.url, limits.budget, tail)
-    )
+        if failed is None:
+            task_status.started(inst)
+    return failed
 
 
 @asynccontextmanager
