@@ -566,6 +566,26 @@ def _connections(port: int) -> int:
     return len(peers)
 
 
+def _inventory_row(model: Path, inspect_s: float) -> Row:
+    """Issue 19 item 1: the tensor inventory (every key/value and tensor info, the
+    vocabulary walked) against today's inspect (which may stop before the vocabulary)."""
+    from exedra_engine._shell.inspect import read_inventory
+
+    inv = timed(lambda: read_inventory(model).unwrap(), 15)
+    ratio = med(inv) / inspect_s
+    n = len(read_inventory(model).unwrap().tensors)
+    return Row(
+        8,
+        f"inventory, real model ({n} tensors)",
+        ms(med(inv)),
+        f"inspect {ms(inspect_s)}",
+        f"{ratio:.1f}x inspect",
+        "<= 2x inspect",
+        ratio <= 2,
+        {"inventory_s": med(inv), "inspect_s": inspect_s, "tensors": n},
+    )
+
+
 def bench_real_model(tmp: Path, quick: bool) -> list[Row]:
     """Gemma 3 270M Q4_K_M: a real load (seconds), the header of a real 241 MiB file."""
     import gguf
@@ -619,6 +639,7 @@ def bench_real_model(tmp: Path, quick: bool) -> list[Row]:
             },
         )
     )
+    rows.append(_inventory_row(model, med(ours)))
     # launch-to-ready and connections per launch: ours vs the bare binary with a fixed poller.
     hw = Hardware(cpu=CPU(threads=2), executors=(ExecutorInfo(kind=Kind.LLAMA, path=str(binary)),))
     n = 2 if quick else 5

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 from hypothesis import event, given
 from hypothesis import strategies as st
+from tests.conftest import cli
 
 from exedra_engine import LaunchPlan
 from exedra_engine.cli import main
@@ -54,19 +55,9 @@ tokens = st.one_of(
 )
 
 
-def run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
-
-
 @given(st.lists(tokens, max_size=10))
 def test_random_argv(argv: list[str]) -> None:
-    code, out, err = run(["plan", *argv])
+    code, out, err = cli("plan", *argv)
     assert code in (0, 2), (code, err)
     assert "Traceback" not in err
     if code == 2:
@@ -89,7 +80,7 @@ def test_random_argv_around_a_valid_request(argv: list[str], kind: str) -> None:
         "--json",
     ]
     full = [*base, *argv]
-    code, out, err = run(full)
+    code, out, err = cli(*full)
     assert code in (0, 2), (code, err)
     assert "Traceback" not in err
     if code == 0 and "-h" not in argv and "--explain" not in argv:
@@ -138,10 +129,7 @@ def run_strict(argv: list[str]) -> tuple[int, bytes, bytes]:
     out, err = io.BytesIO(), io.BytesIO()
     wrap = [io.TextIOWrapper(b, encoding="utf-8", errors="strict") for b in (out, err)]
     with contextlib.redirect_stdout(wrap[0]), contextlib.redirect_stderr(wrap[1]):
-        try:
-            code = main(argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 2
+        code = main(argv)
         for w in wrap:
             w.flush()
     return code, out.getvalue(), err.getvalue()

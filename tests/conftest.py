@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 from collections.abc import Callable
@@ -146,22 +148,26 @@ class Ran(NamedTuple):
 Run = Callable[..., Ran]
 
 
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
+def cli(*args: str) -> Ran:
     """`exedra-engine ARGS` in this process: `main(argv)`, its exit code and what it printed.
-    `env` is set for the rest of the test. Tests that need a real process (the entry points,
-    signals, a closed or full stdout) start one themselves."""
+    `main` returns for argparse's exits too (--help, usage errors), so nothing is caught here:
+    an exception is the CLI's bug and fails the test with its traceback."""
     from exedra_engine.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch) -> Run:
+    """`cli`, with `env` set for the rest of the test. Tests that need a real process (the
+    entry points, signals, a closed or full stdout) start one themselves."""
 
     def go(*args: str, env: dict[str, str] | None = None) -> Ran:
         for k, v in (env or {}).items():
             monkeypatch.setenv(k, v)
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as e:  # argparse: --help, --version, usage errors
-            code = e.code if isinstance(e.code, int) else int(e.code is not None)
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
+        return cli(*args)
 
     return go

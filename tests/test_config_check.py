@@ -251,13 +251,12 @@ def test_a_value_the_executor_refuses_or_misreads(
 
 
 def test_values_the_executor_takes() -> None:
-    assert (
-        findings(
-            "engines:\n  llama:\n    args: [-c, '8192', --temp, '0.7', -fa, 'true', -ngl, all,"
-            " --cpu-strict, '1', --rope-scale, '2']\n"
-        )
-        == ()
+    got = findings(
+        "engines:\n  llama:\n    args: [-c, '8192', --temp, '0.7', -fa, 'true', -ngl, all,"
+        " --cpu-strict, '1', --rope-scale, '2']\n"
     )
+    # -ngl is taken as written; the one finding is that it switches the fitter off (issue 19)
+    assert [(f.code, f.token) for f in got] == [("fitter-off", "-ngl")]
 
 
 def test_an_env_value_is_judged_like_its_flag() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from exedra_engine import config_from_yaml
-from exedra_engine.cli import main
+from tests.conftest import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -108,7 +108,6 @@ def test_shell_examples_succeed(
     tiny_llama: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     deploy = tmp_path / "deploy" / "engine.d"
     deploy.mkdir(parents=True)
@@ -120,12 +119,7 @@ def test_shell_examples_succeed(
         for p in MODEL_PATHS:
             line = line.replace(p, str(tiny_llama))
         command, _, redirect = line.partition(" > ")
-        capsys.readouterr()
-        try:
-            code = main(shlex.split(command)[1:])
-        except SystemExit as e:  # argparse: --help, --version, usage errors
-            code = e.code if isinstance(e.code, int) else int(e.code is not None)
-        out, err = capsys.readouterr()
+        code, out, err = cli(*shlex.split(command)[1:])
         assert code == 0, (line, err)
         if redirect:
             (tmp_path / redirect.strip()).write_text(out)

@@ -18,8 +18,8 @@ from exedra_engine import Constraints, Kind, ModelSpec, plan_launch
 from exedra_engine._core.emit import EmitOptions, Storage, Target, emit, emit_files, ini
 from exedra_engine._core.emit.checks import check_files
 from exedra_engine._core.emit.shape import GPU_RESOURCES
-from exedra_engine.cli import main
 from exedra_engine.errors import EmitError
+from tests.conftest import cli
 from tests.emit_cases import KEY, MODEL, VENDOR_HOSTS, hardware, plan_for
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "emit"
@@ -417,15 +417,8 @@ def test_the_start_budget_is_sized_from_the_model() -> None:
 # -- the command line ------------------------------------------------------------------------
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_plan_json_then_emit_equals_plan_emit(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hw = tmp_path / "host.json"
     hw.write_bytes(msgspec.json.encode(hardware("amdgpu")))
@@ -435,14 +428,13 @@ def test_plan_json_then_emit_equals_plan_emit(
         "--no-config", "--host", "0.0.0.0", "--port", "8080", "--no-port-check",
         "--api-key-env", "QWEN_KEY",
     ]  # fmt: skip
-    code, plan_json, err = _cli(capsys, *request, "--json")
+    code, plan_json, err = cli(*request, "--json")
     assert code == 0, err
     (tmp_path / "plan.json").write_text(plan_json)
     for target in Target:
-        code, direct, err = _cli(capsys, *request, "--emit", target.value)
+        code, direct, err = cli(*request, "--emit", target.value)
         assert code == 0, err
-        code, saved, err = _cli(
-            capsys, "emit", str(tmp_path / "plan.json"), "--target", target.value,
+        code, saved, err = cli("emit", str(tmp_path / "plan.json"), "--target", target.value,
             "--hardware", str(hw),
         )  # fmt: skip
         assert code == 0, err
@@ -450,45 +442,39 @@ def test_plan_json_then_emit_equals_plan_emit(
         assert KEY not in direct and "<redacted>" not in direct
 
 
-def test_cli_out_check_and_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_out_check_and_explain(tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
     plan.write_bytes(msgspec.json.encode(plan_for("none", key="")))
     out = tmp_path / "deploy"
-    code, said, _ = _cli(
-        capsys, "emit", str(plan), "--target", "k8s", "--out", str(out), "--explain"
-    )
+    code, said, _ = cli("emit", str(plan), "--target", "k8s", "--out", str(out), "--explain")
     assert code == 0
     assert f"wrote {out / 'qwen.yaml'}" in said
     assert "start budget" in said and "60 s + model size / 50 MiB/s" in said
     assert "ready path" in said and "plan.ready" in said
-    code, said, err = _cli(
-        capsys, "emit", str(plan), "--target", "k8s", "--out", str(out), "--check"
-    )
+    code, said, err = cli("emit", str(plan), "--target", "k8s", "--out", str(out), "--check")
     assert (code, err) == (0, ""), err
     manifest = out / "qwen.yaml"
     manifest.write_text(manifest.read_text().replace("path: /health", "path: /v1/models"))
-    code, said, err = _cli(
-        capsys, "emit", str(plan), "--target", "k8s", "--out", str(out), "--check"
-    )
+    code, said, err = cli("emit", str(plan), "--target", "k8s", "--out", str(out), "--check")
     assert code == 1
     assert "differs from what the plan emits" in said
     assert "readinessProbe asks /v1/models, not the ready path /health" in err
 
 
-def test_cli_emit_names_a_bad_plan_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_emit_names_a_bad_plan_file(tmp_path: Path) -> None:
     bad = tmp_path / "plan.json"
     bad.write_text(
         '{"spec": {"path": "/m", "kind": "llama"}, "command": "/x", "args": [], '
         '"host": "h", "port": "80", "ready": "/health"}'
     )
-    code, _, err = _cli(capsys, "emit", str(bad), "--target", "k8s")
+    code, _, err = cli("emit", str(bad), "--target", "k8s")
     assert code == 2
     assert f"{bad}: $.port: Expected `int`, got `str`" in err
 
 
-def test_wait_ready_times_out_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _cli(
-        capsys, "wait-ready", "http://127.0.0.1:1/health", "--timeout", "0.2", "--interval", "0.1"
+def test_wait_ready_times_out_with_one_line() -> None:
+    code, _, err = cli(
+        "wait-ready", "http://127.0.0.1:1/health", "--timeout", "0.2", "--interval", "0.1"
     )
     assert code == 1
     assert err.count("\n") == 1 and "did not answer 200" in err

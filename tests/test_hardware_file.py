@@ -15,18 +15,10 @@ from exedra_engine import Kind, LaunchPlan
 from exedra_engine._core.hardware_file import hardware_from_json
 from exedra_engine._shell.hardware_file import load_hardware
 from exedra_engine._shell.probe import probe
-from exedra_engine.cli import main
 from exedra_engine.errors import HardwareFileError
-from tests.conftest import HOSTS, host
+from tests.conftest import HOSTS, cli, host
 
 TREES = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _plan_args(hw_file: Path, *extra: str) -> list[str]:
@@ -57,7 +49,6 @@ def test_every_fixture_tree_is_found() -> None:
 def test_plan_from_the_hardware_file_of_each_fixture_host(
     tree: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     hw = probe(host(tree)).unwrap()
@@ -70,7 +61,7 @@ def test_plan_from_the_hardware_file_of_each_fixture_host(
     monkeypatch.setattr("exedra_engine.cli.host_hardware", no_probe)
     exe = hw.executor(Kind.LLAMA)
     extra = () if exe else ("--executor", "/usr/bin/llama-server")
-    code, out, err = _cli(capsys, *_plan_args(f, *extra))
+    code, out, err = cli(*_plan_args(f, *extra))
     assert code == 0, err
     plan = msgspec.json.decode(out, type=LaunchPlan)
     assert plan.command == (exe.path if exe else "/usr/bin/llama-server")
@@ -78,23 +69,21 @@ def test_plan_from_the_hardware_file_of_each_fixture_host(
     assert ("--n-gpu-layers" not in plan.args) == gpu_plan, (tree, plan.args)
 
 
-def test_a_file_with_a_gpu_backend_plans_for_the_gpu_this_machine_lacks(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_file_with_a_gpu_backend_plans_for_the_gpu_this_machine_lacks(tmp_path: Path) -> None:
     f = tmp_path / "nvidia.json"
     f.write_bytes(msgspec.json.encode(probe(host("nvidia")).unwrap()))
-    code, out, _ = _cli(capsys, *_plan_args(f))
+    code, out, _ = cli(*_plan_args(f))
     assert code == 0
     plan = json.loads(out)
     assert plan["command"] == "/usr/bin/llama-server"
     assert "--n-gpu-layers" not in plan["args"]
     # the same request for this CPU-only machine is a CPU plan
-    code, out, _ = _cli(capsys, *_plan_args(f, "--no-gpu"))
+    code, out, _ = cli(*_plan_args(f, "--no-gpu"))
     assert json.loads(out)["args"][-2:] == ["--n-gpu-layers", "0"]
 
 
-def test_what_probe_json_prints_decodes_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cli(capsys, "probe", "--json")
+def test_what_probe_json_prints_decodes_unchanged() -> None:
+    code, out, _ = cli("probe", "--json")
     assert code == 0
     hw = hardware_from_json(out, "probe.json")
     assert msgspec.json.decode(msgspec.json.encode(hw)) == json.loads(out)
@@ -136,17 +125,15 @@ def test_a_bad_file_names_the_file_and_the_field(text: str, said: str) -> None:
     assert str(e.value).startswith(said), str(e.value)
 
 
-def test_the_command_line_names_the_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_command_line_names_the_file(tmp_path: Path) -> None:
     f = tmp_path / "host.json"
     f.write_text('{"cpu": {"threads": 8, "ram": "lots"}}')
-    code, _, err = _cli(capsys, *_plan_args(f))
+    code, _, err = cli(*_plan_args(f))
     assert code == 2
     assert err == f"exedra-engine: error: {f}: $.cpu.ram: Expected `int`, got `str`\n"
-    code, _, err = _cli(capsys, *_plan_args(tmp_path / "missing.json"))
+    code, _, err = cli(*_plan_args(tmp_path / "missing.json"))
     assert code == 2 and "missing.json: cannot read: No such file" in err
-    code, _, err = _cli(capsys, *_plan_args(tmp_path))
+    code, _, err = cli(*_plan_args(tmp_path))
     assert code == 2 and "cannot read" in err
 
 

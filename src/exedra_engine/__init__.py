@@ -49,6 +49,7 @@ from exedra_engine.constants import (
 )
 from exedra_engine.errors import (
     ConfigError,
+    DoesNotFit,
     EngineError,
     ExecutorNotFound,
     LaunchError,
@@ -118,6 +119,7 @@ __all__ = [
     "PortInUse",
     "Resolved",
     "UnsupportedKind",
+    "DoesNotFit",
     "__version__",
     "config_from_yaml",
     "explain_launch",

@@ -79,3 +79,9 @@ class EmitError(EngineError):
 
 class ModelUnreadable(EngineError):
     """The model path is missing, a directory, or cannot be read."""
+
+
+class DoesNotFit(PlanError):
+    """The plan's executor would not fit the host's usable memory or a device's free memory
+    (an explicit context, prompt cache or placement too large): the message names what is
+    needed, what is there, and the biggest part."""

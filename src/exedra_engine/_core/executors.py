@@ -107,6 +107,13 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """A command in those images that exits 0 when a URL (appended) answers 2xx: the
     container health check."""
 
+    memory_flags: Mapping[str, str] = msgspec.field(default_factory=dict)
+    """The flags (canonical keys) the memory estimate reads, by role (``ctx``, ``parallel``,
+    ``cache_type_k``...; see `exedra_engine._core.memory.ROLES`). Empty: the executor's
+    memory is not estimated (its plans carry no ``memory``)."""
+    fitter_off_flags: frozenset[str] = frozenset()
+    """Flags (canonical keys) whose presence switches the executor's own memory fitting off."""
+
     gguf: bool = True
     """Whether its models are GGUF files (whisper-server's are ggml .bin files, whose header
     `inspect` cannot read: then the plan is made without it)."""
@@ -196,6 +203,31 @@ LLAMA: Final = ExecutorProfile(
     cpu_only_args=("--n-gpu-layers", "0"),
     capabilities={"llm": (), "vlm": (), "embeddings": ("--embeddings",), "rerank": ("--rerank",)},
     refused_architectures=frozenset({"whisper"}),
+    memory_flags={
+        "ctx": "--ctx-size",
+        "parallel": "--parallel",
+        "kv_unified": "--kv-unified",
+        "cache_type_k": "--cache-type-k",
+        "cache_type_v": "--cache-type-v",
+        "flash_attn": "--flash-attn",
+        "batch": "--batch-size",
+        "ubatch": "--ubatch-size",
+        "gpu_layers": "--n-gpu-layers",
+        "tensor_split": "--tensor-split",
+        "split_mode": "--split-mode",
+        "override_tensor": "--override-tensor",
+        "cpu_moe": "--cpu-moe",
+        "n_cpu_moe": "--n-cpu-moe",
+        "mmproj": "--mmproj",
+        "draft": "--model-draft",
+        "cache_ram": "--cache-ram",
+        "swa_full": "--swa-full",
+        "kv_offload": "--kv-offload",
+        "embeddings": "--embeddings",
+    },
+    # common/fit.cpp gives up placement when the caller fixed any of these (a row or tensor
+    # split mode too: see `memory.fitter_off`).
+    fitter_off_flags=frozenset({"--n-gpu-layers", "--tensor-split", "--override-tensor"}),
     format_hint="plan it as kind transcribe",
     model_file_flags=frozenset(
         {"--model", "--model-draft", "--mmproj", "--lora", "--control-vector"}

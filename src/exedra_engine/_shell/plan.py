@@ -10,14 +10,16 @@ from returns.result import Failure, Result, Success
 from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.flags import FlagTable
+from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.netstat import holding_states, ports_in_use
 from exedra_engine._core.planner import Explained, explain_launch
+from exedra_engine._core.quant import quant_name
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.inspect import inspect
+from exedra_engine._shell.inspect import inspect, read_inventory
 from exedra_engine._shell.ports import HostFiles, HostSockets
-from exedra_engine.errors import EngineError, NotGGUF
+from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
 
 
 def plan(
@@ -50,17 +52,78 @@ def plan_explained(
     """
     host = files or LocalHost()
     in_use = read_ports_in_use(host, spec.kind) if check_ports else frozenset()
-    return model_facts(spec, host).bind(
-        lambda model: explain_launch(
+    return model_inventory(spec, host).bind(
+        lambda facts: explain_launch(
             spec,
             hw,
             constraints,
-            model=model,
+            model=facts[0],
             ports_in_use=in_use,
             flags=flags,
             config_files=config_files,
+            inventory=facts[1],
+            side_models=side_inventories(spec, constraints, host),
         )
     )
+
+
+def model_inventory(
+    spec: ModelSpec, files: HostFiles
+) -> Result[tuple[ModelInfo | None, ModelInventory | None], EngineError]:
+    """The model's header and, for an executor whose memory is estimated, its tensor
+    inventory (one read: the header's facts come from it). A header whose inventory cannot
+    be read (a ggml type newer than this library) is planned without a memory plan."""
+    if not executor_profile(spec.kind).memory_flags:
+        return model_facts(spec, files).map(lambda m: (m, None))
+    if "\0" in spec.path or not files.exists(spec.path):
+        return Success((None, None))
+    match read_inventory(spec.path, files):
+        case Success(inv):
+            return Success((info_from_inventory(spec.path, inv), inv))
+        case Failure(ModelUnreadable() as e):
+            return Failure(e)
+    return model_facts(spec, files).map(lambda m: (m, None))
+
+
+def info_from_inventory(path: str, inv: ModelInventory) -> ModelInfo:
+    """The `ModelInfo` `inspect` gives, from an inventory read of the same file."""
+    return ModelInfo(
+        path=path,
+        size=inv.sizes[0],
+        architecture=inv.architecture,
+        name=inv.name,
+        quant=quant_name(inv.file_type),
+        blocks=inv.blocks,
+        context=inv.context,
+    )
+
+
+def side_inventories(
+    spec: ModelSpec, c: Constraints, files: HostFiles
+) -> tuple[ModelInventory, ...]:
+    """The inventories of the projector and draft model any layer names (``--mmproj``,
+    ``--model-draft``), for those that can be read; the planner uses the ones its merged
+    argv keeps."""
+    p = executor_profile(spec.kind)
+    keys = {p.memory_flags.get(r) for r in ("mmproj", "draft")} - {None}
+    if not keys:
+        return ()
+    lists = [spec.run_args, c.extra_args]
+    if c.overrides is not None:
+        lists += [o.args for o in (*c.overrides.engines.values(), *c.overrides.models.values())]
+    paths: list[str] = []
+    for args in lists:
+        for tok_i, tok in enumerate(args[:-1]):
+            hit = p.flags.lookup(tok)
+            if hit is not None and hit[0].key in keys and args[tok_i + 1] not in paths:
+                paths.append(args[tok_i + 1])
+    out = []
+    for path in paths:
+        if "\0" not in path and files.exists(path):
+            got = read_inventory(path, files)
+            if isinstance(got, Success):
+                out.append(got.unwrap())
+    return tuple(out)
 
 
 def model_facts(spec: ModelSpec, files: HostFiles) -> Result[ModelInfo | None, EngineError]:

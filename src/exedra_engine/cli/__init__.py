@@ -470,7 +470,13 @@ def cmd_plan(a: argparse.Namespace) -> int:
     if a.json:
         if a.explain:
             print_json(
-                {"plan": plan, "sources": sources, "findings": e.findings, "flag_table": origin}
+                {
+                    "plan": plan,
+                    "sources": sources,
+                    "findings": e.findings,
+                    "flag_table": origin,
+                    "memory": e.memory,
+                }
             )
         else:
             print_json(plan)
@@ -504,6 +510,10 @@ def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> 
         print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
         for o in s.overrode:
             print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
+    if e.memory:
+        print("\nmemory (what the executor is expected to use, and what the planner decided):")
+        for line in e.memory:
+            print(f"  {shown(line)}")
     print(f"\nfindings, judged by {shown(origin.describe())}:")
     for f in e.findings:
         print(f"  {finding_line(f)}")
@@ -537,12 +547,15 @@ def _plan_and_emit(a: argparse.Namespace) -> int:
             return fail(err)
         case Success(req):
             pass
-    match plan_explained(*req, check_ports=not a.no_port_check):
+    spec, hw, constraints, files = req
+    match plan_explained(
+        spec, hw, constraints, check_ports=not a.no_port_check, config_files=files
+    ):
         case Failure(err):
             return fail(err)
         case Success(e):
             # The emitter is host-blind: the hardware the plan was made for is passed to it.
-            return run_emit(e.plan, req[1], a, e.sources)
+            return run_emit(e.plan, hw, a, e.sources)
     raise AssertionError("a Result is a Success or a Failure")
 
 
