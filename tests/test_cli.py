@@ -98,10 +98,15 @@ def test_plan_json_is_a_plan_and_keys_stay_hidden(tiny_llama: Path, run: Run) ->
     assert msgspec.json.decode(r.stdout, type=LaunchPlan).api_key == "cli-secret-1"
 
 
-def test_plan_is_deterministic(tiny_llama: Path, run: Run) -> None:
-    a = run(*plan_args(tiny_llama, "--json", "--port", "9999"))
-    b = run(*plan_args(tiny_llama, "--json", "--port", "9999"))
-    assert a.stdout == b.stdout and a.returncode == 0
+def test_plan_is_deterministic(tiny_llama: Path, run: Run, tmp_path: Path) -> None:
+    # Equal inputs, equal bytes. The host's free memory is an input (the plan records what
+    # it judged the fit against) and moves between two live probes, so the host is pinned
+    # as a file, as a CI job plans from a node's probe --json.
+    host = tmp_path / "host.json"
+    host.write_text(run("probe", "--json").stdout)
+    a = run(*plan_args(tiny_llama, "--json", "--port", "9999", "--hardware", str(host)))
+    b = run(*plan_args(tiny_llama, "--json", "--port", "9999", "--hardware", str(host)))
+    assert a.stdout == b.stdout and a.returncode == 0, a.stderr
 
 
 def test_explain_shows_layers(tiny_llama: Path, tmp_path: Path, run: Run) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -115,9 +116,14 @@ def test_shell_examples_succeed(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("QWEN_KEY", "k")
     monkeypatch.setenv("PATH", f"{ROOT / '.cache' / 'executors' / 'bin'}:{os.environ['PATH']}")
+    # The model outside /tmp: a systemd unit's DynamicUser= gets a private /tmp, where a
+    # model would not exist, so the emitter refuses one there.
+    model = ROOT / ".cache" / "docs-models" / "tiny.gguf"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tiny_llama, model)
     for line in _commands(page):
         for p in MODEL_PATHS:
-            line = line.replace(p, str(tiny_llama))
+            line = line.replace(p, str(model))
         command, _, redirect = line.partition(" > ")
         code, out, err = cli(*shlex.split(command)[1:])
         assert code == 0, (line, err)

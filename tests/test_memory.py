@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from exedra_engine._core.executors import LLAMA
@@ -18,6 +21,8 @@ from exedra_engine._core.memory import (
     shape,
     with_measurement,
 )
+from exedra_engine._shell.inspect import read_inventory
+from tests.conftest import _executor
 from tests.memory_models import cpu_host, gemma3_270m, gpu_host, llama_135m
 
 # llama-fit-params --fit-print on, on this project's build (docs/explanation.md): the
@@ -170,3 +175,40 @@ def test_i19_item2_deterministic() -> None:
     assert estimate_memory(gemma3_270m(), args, hw, LLAMA) == estimate_memory(
         gemma3_270m(), args, hw, LLAMA
     )
+
+
+def _fit_params(binary: str, model: Path, args: list[str]) -> tuple[int, int, int]:
+    out = subprocess.run(
+        [binary, "--model", str(model), *args, "--fit-print", "on"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split()
+    model_mib, context_mib, compute_mib = (int(x) for x in out[-3:])
+    return model_mib, context_mib, compute_mib
+
+
+@pytest.mark.parametrize(
+    ("args", "tiny_too"),
+    [
+        (["-c", "512", "-np", "1"], True),
+        (["-c", "4096", "-np", "4"], True),
+        (["-c", "32768", "-np", "1", "-fa", "off"], True),
+        (["-c", "8192", "-np", "2", "-ub", "64"], True),
+        # the tiny model's 8-wide heads cannot hold a quantized cache: the executor refuses
+        (["-c", "8192", "-np", "2", "-ctk", "q8_0", "-ctv", "q8_0"], False),
+    ],
+)
+def test_i19_item2_reserved_agrees_with_llama_fit_params(
+    args: list[str], tiny_too: bool, tiny_llama: Path, real_model: Path
+) -> None:
+    # The engine's own answer, from a no-allocation load: within 10 % (or 32 MiB for models
+    # under 300 MiB), part by part.
+    binary = _executor("llama-fit-params")
+    for model in (tiny_llama, real_model) if tiny_too else (real_model,):
+        inv = read_inventory(model).unwrap()
+        got = estimate_memory(inv, args, cpu_host(), LLAMA).host.reserved_parts
+        want = _fit_params(binary, model, args)
+        for ours, theirs in zip((got.weights, got.kv, got.compute), want, strict=True):
+            assert abs(ours / MIB - theirs) <= max(32, theirs / 10), (model.name, args, got, want)

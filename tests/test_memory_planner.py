@@ -31,6 +31,7 @@ from exedra_engine._core.memory import MIB, memory_args
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.plan import plan_explained
 from exedra_engine.testing import write_tiny_llama
+from tests.conftest import cli
 from tests.memory_models import cpu_host, gemma3_270m, gpu_host, llama_135m
 
 SPEC = ModelSpec(id="g", path="/m/gemma.gguf", kind=Kind.LLAMA)
@@ -216,3 +217,26 @@ def test_i19_item4_no_memory_for_executors_without_memory_flags(kind: Kind) -> N
         ),
     )
     assert plan_launch(spec, hw, Constraints()).unwrap().memory is None
+
+
+def test_i19_item4_real_model_huge_ctx_refused_in_well_under_a_second(
+    real_model: Path, tmp_path: Path
+) -> None:
+    # The issue's own case: Gemma 3 270M asked for 100,000,000 tokens on a 24 GiB host; the
+    # executor would spend a minute before failing to allocate a 307,200,000,000-byte KV.
+    node = tmp_path / "node.json"
+    hw = cpu_host(ram=24 << 30, available=None)
+    node.write_bytes(msgspec.json.encode(hw))
+    args = ("plan", "--hardware", str(node), "--model", str(real_model), "--kind", "llama")
+    t0 = time.perf_counter()
+    r = cli(*args, "--ctx", "100000000", "--no-port-check")
+    took = time.perf_counter() - t0
+    assert r.code == 2
+    assert took < 0.5, took
+    assert "ctx 100000000 needs 287 GiB of host memory but 22 GiB usable (24 GiB total" in r.err
+    assert "the biggest part is the KV cache, 286 GiB" in r.err
+    ok = cli(*args, "--no-port-check", "--json")
+    assert ok.code == 0, ok.err
+    memory = msgspec.json.decode(ok.out)["memory"]
+    assert memory["source"] == "estimated" and memory["ctx"] == 32768
+    assert memory["host"]["total"] < memory["host"]["reserved"]

@@ -106,6 +106,10 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     image_http_get: tuple[str, ...] = ()
     """A command in those images that exits 0 when a URL (appended) answers 2xx: the
     container health check."""
+    resource_flags: Mapping[str, str] = msgspec.field(default_factory=dict)
+    """Flags (canonical keys) that need something of the system a hardened unit denies by
+    default: ``priority`` (a value above 0 raises the scheduling priority), ``affinity``
+    (CPU or NUMA placement), ``memlock`` (locks the model in RAM)."""
 
     memory_flags: Mapping[str, str] = msgspec.field(default_factory=dict)
     """The flags (canonical keys) the memory estimate reads, by role (``ctx``, ``parallel``,
@@ -124,6 +128,23 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """Said when a model of another architecture is refused."""
     time_wait_blocks_bind: bool = False
     """Whether a port with sockets in TIME_WAIT is unusable to it (no SO_REUSEADDR)."""
+
+    measure_binary: str = ""
+    """Its memory-measuring companion, built beside it ("": none): run with the plan's memory
+    flags and `measure_args`, it prints what the executor would reserve, per device and for
+    the host, from a load that allocates nothing (llama.cpp's ``llama-fit-params``)."""
+    measure_args: tuple[str, ...] = ()
+    """Added to the companion's argv: what makes it print its figures."""
+    measure_flags: frozenset[str] = frozenset()
+    """Flags (canonical keys) that change what the executor reserves. The companion is given
+    those of the plan that its own table knows; the others it cannot be told."""
+    slots_flag: str = ""
+    """The flag that sets the number of parallel slots ("": none)."""
+    auto_slots: int = 0
+    """The slots the executor runs when `slots_flag` is unset or -1 (llama-server: 4, sharing
+    one unified KV cache); the companion, which has no "auto", is told this number."""
+    unified_flag: str = ""
+    """The flag that makes all slots share one KV cache (implied by `auto_slots`)."""
 
     @property
     def flags(self) -> FlagTable:
@@ -245,8 +266,71 @@ LLAMA: Final = ExecutorProfile(
     image_command="/app/llama-server",
     image_env=("LLAMA_ARG_HOST=0.0.0.0",),
     image_http_get=("curl", "-fsS", "-o", "/dev/null"),
+    # common/arg.cpp: --prio/--prio-batch above 0 call setpriority and SCHED_FIFO for the
+    # threads; the masks and --numa set affinity and memory policy; --mlock calls mlock.
+    resource_flags={
+        "--prio": "priority",
+        "--prio-batch": "priority",
+        "--cpu-mask": "affinity",
+        "--cpu-range": "affinity",
+        "--cpu-strict": "affinity",
+        "--cpu-mask-batch": "affinity",
+        "--cpu-range-batch": "affinity",
+        "--cpu-strict-batch": "affinity",
+        "--numa": "affinity",
+        "--mlock": "memlock",
+    },
     # It binds with SO_REUSEADDR: a restart on a port in TIME_WAIT succeeds at once.
     time_wait_blocks_bind=False,
+    # tools/fit-params, built from the same source (scripts/install-executors.sh).
+    measure_binary="llama-fit-params",
+    measure_args=("--fit-print", "on"),
+    # What llama.cpp's context and model params read that changes a reservation (common.cpp
+    # common_{model,context}_params_to_llama); server-only ones (--kv-unified, --cache-ram,
+    # --mmproj, draft models) are listed too, and left out where the companion lacks them.
+    measure_flags=frozenset(
+        {
+            "--ctx-size",
+            "--parallel",
+            "--kv-unified",
+            "--cache-type-k",
+            "--cache-type-v",
+            "--flash-attn",
+            "--batch-size",
+            "--ubatch-size",
+            "--n-gpu-layers",
+            "--tensor-split",
+            "--split-mode",
+            "--main-gpu",
+            "--device",
+            "--override-tensor",
+            "--cpu-moe",
+            "--n-cpu-moe",
+            "--swa-full",
+            "--kv-offload",
+            "--op-offload",
+            "--repack",
+            "--no-host",
+            "--mmap",
+            "--override-kv",
+            "--rope-scaling",
+            "--rope-scale",
+            "--rope-freq-base",
+            "--rope-freq-scale",
+            "--yarn-orig-ctx",
+            "--lora",
+            "--lora-scaled",
+            "--embeddings",
+            "--pooling",
+            "--reranking",
+            "--mmproj",
+            "--model-draft",
+            "--cache-ram",
+        }
+    ),
+    slots_flag="--parallel",
+    auto_slots=4,  # tools/server/server.cpp: n_parallel < 0 -> 4 slots, kv_unified = true
+    unified_flag="--kv-unified",
 )
 """llama.cpp's ``llama-server``."""
 

@@ -70,12 +70,12 @@ CTX_PAD: Final = 256
 # measured with VmHWM and llama-fit-params on the project's build).
 RESIDENT_BASE: Final = 32 * MIB
 """The process itself: libraries, the HTTP server, threads' stacks, the ggml contexts."""
-RESIDENT_PER_TOKEN: Final = 480
+RESIDENT_PER_TOKEN: Final = 400
 """Bytes per vocabulary token the process keeps resident: the tokenizer's tables, the
 sampler's candidate arrays and the output buffers, one set per slot and per request."""
-ACTIVATION_ROWS: Final = 2
-"""The compute graph's activations, in rows of the widest layer (feed-forward or four
-embeddings) per ubatch token: what a request touches besides the logits."""
+ACTIVATION_BYTES: Final = 2
+"""The compute graph's live activations: bytes per element of the widest layer (feed-forward
+or four embeddings) per ubatch token (half an f32 row: the allocator reuses the rest)."""
 
 _GPU_BACKENDS: Final = {
     "cuda": "CUDA",
@@ -434,18 +434,37 @@ def _buffer_place(buft: str, p: Placement) -> int:
     return -1
 
 
-def compute_bytes(inv: ModelInventory, sh: Shape, kv_cells: int) -> tuple[int, int]:
-    """(logits, activations) of one compute buffer, reserved: llama.cpp reserves the graph
-    for a full ubatch of outputs, `n_vocab x n_ubatch` f32 logits; the activations are
-    `ACTIVATION_ROWS` rows of the widest layer per ubatch token, plus the attention scores
-    when flash attention is off."""
-    logits = inv.vocab * sh.ubatch * 4
+class Compute(Value, frozen=True, kw_only=True):
+    """One compute buffer's parts, reserved, in bytes."""
+
+    logits: int
+    """``n_vocab x n_ubatch`` f32: llama.cpp reserves the graph for a full ubatch of outputs."""
+    activations: int
+    attention: int
+    """The attention mask (f16 with flash attention, f32 without) and, without flash
+    attention, the scores ``heads x cells x n_ubatch`` f32."""
+
+    @property
+    def reserved(self) -> int:
+        """The buffer: the allocator reuses the attention's memory for the logits, which come
+        after it (checked against llama-fit-params: the larger of the two, plus the
+        activations)."""
+        return max(self.logits, self.attention) + self.activations
+
+
+def compute_bytes(inv: ModelInventory, sh: Shape, kv_cells: int) -> Compute:
+    """The compute buffer llama.cpp reserves for the output place (with the logits)."""
     width = max((*inv.feed_forward, 4 * inv.embedding, 1))
-    act = ACTIVATION_ROWS * width * sh.ubatch * 4
-    if not sh.flash_attn:
+    if sh.flash_attn:
+        attention = kv_cells * sh.ubatch * 2
+    else:
         heads = max((*inv.head_count, 1))
-        act += heads * kv_cells * sh.ubatch * 4
-    return logits, act
+        attention = (heads + 1) * kv_cells * sh.ubatch * 4
+    return Compute(
+        logits=inv.vocab * sh.ubatch * 4,
+        activations=ACTIVATION_BYTES * width * sh.ubatch,
+        attention=attention,
+    )
 
 
 def prompt_cache_bytes(s: MemorySettings, kv_total: int) -> int:
@@ -552,14 +571,21 @@ def _model_parts(
             kv_host += b
         else:
             kv_dev[d] += b
-    logits, act = compute_bytes(inv, sh, sh.ctx_seq)
+    c = compute_bytes(inv, sh, sh.ctx_seq)
+    if s.embeddings:
+        c = replace(c, logits=0)  # an embedding server pools hidden states: no vocab output
+    no_logits = replace(c, logits=0)
     layers_on_host = any(d < 0 for d in p.layers) or not p.devices
     # With every block on a device the host still computes the input layer (a fraction).
-    host_act = act if layers_on_host else act // 8
-    host_compute = (logits if p.output < 0 else 0) + host_act
+    host_c = c if p.output < 0 else no_logits
+    if not layers_on_host:
+        host_c = replace(host_c, activations=c.activations // 8, attention=0)
+    host_compute = host_c.reserved
     # What a request touches of the host's compute: the activations and one output row per
     # slot, never the rest of the reserved logits (a server decodes one output a sequence).
-    touched = host_act + inv.vocab * 4 * sh.seqs
+    # The attention's mask and scores are touched for the cells in use only: a prompt as
+    # long as the context would touch them all (up to `attention` more).
+    touched = host_c.activations + inv.vocab * 4 * sh.seqs
     other = RESIDENT_BASE + RESIDENT_PER_TOKEN * inv.vocab
     host = (
         MemoryParts(weights=w_host, kv=kv_host, compute=host_compute),
@@ -568,7 +594,8 @@ def _model_parts(
     devices: list[_Pair] = []
     for i in range(len(p.devices)):
         has_layers = any(d == i for d in p.layers)
-        comp = (logits if p.output == i else 0) + (act if has_layers else 0)
+        dev_c = c if p.output == i else no_logits
+        comp = dev_c.reserved if has_layers or p.output == i else 0
         part = MemoryParts(weights=w_dev[i], kv=kv_dev[i], compute=comp)
         devices.append((part, part))  # a device commits what it reserves
     return host, devices
@@ -845,8 +872,9 @@ class _Decider:
             cache_mib = max(min(DEFAULT_CACHE_RAM_MIB, left // MIB), 0)
             if cache_mib < DEFAULT_CACHE_RAM_MIB:
                 notes.append(
-                    f"--cache-ram {cache_mib}: the host prompt cache gets what the budget "
-                    f"leaves (llama-server's default is {DEFAULT_CACHE_RAM_MIB} MiB a process)"
+                    f"{self.p.memory_flags['cache_ram']} {cache_mib}: the host prompt cache gets "
+                    f"what the budget leaves ({self.p.binary}'s default is "
+                    f"{DEFAULT_CACHE_RAM_MIB} MiB a process)"
                 )
             else:
                 cache_mib = None  # the default fits: the argv stays as the layers made it

@@ -30,6 +30,7 @@ from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
+from exedra_engine._core.load_files import load_files
 from exedra_engine._core.memory import MemoryDecision, decide_memory, read_settings
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
@@ -169,6 +170,7 @@ def _plan(
         api_key=r.api_key,
         key_env=constraints.api_key_env if r.api_key else "",
         ready=ready_path(profile, m),
+        files=load_files(profile, m.args, m.env, model),
         memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
 from returns.result import Failure, Result, Success
 
 from exedra_engine._core.config import LocatedConfig
@@ -12,6 +13,7 @@ from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.kinds import Kind
+from exedra_engine._core.load_files import with_sizes
 from exedra_engine._core.netstat import holding_states, ports_in_use
 from exedra_engine._core.planner import Explained, explain_launch
 from exedra_engine._core.quant import quant_name
@@ -52,19 +54,44 @@ def plan_explained(
     """
     host = files or LocalHost()
     in_use = read_ports_in_use(host, spec.kind) if check_ports else frozenset()
-    return model_inventory(spec, host).bind(
-        lambda facts: explain_launch(
-            spec,
-            hw,
-            constraints,
-            model=facts[0],
-            ports_in_use=in_use,
-            flags=flags,
-            config_files=config_files,
-            inventory=facts[1],
-            side_models=side_inventories(spec, constraints, host),
+    return (
+        model_inventory(spec, host)
+        .bind(
+            lambda facts: explain_launch(
+                spec,
+                hw,
+                constraints,
+                model=facts[0],
+                ports_in_use=in_use,
+                flags=flags,
+                config_files=config_files,
+                inventory=facts[1],
+                side_models=side_inventories(spec, constraints, host),
+            )
         )
+        .map(lambda e: _sized(e, host))
     )
+
+
+def _sized(e: Explained, files: HostFiles) -> Explained:
+    """The plan with the size of every file it loads (the planner knows the header's only)."""
+    sizes = {f.path: file_size(f.path, files) for f in e.plan.files if not f.size}
+    if not any(sizes.values()):
+        return e
+    plan = msgspec.structs.replace(e.plan, files=with_sizes(e.plan.files, sizes))
+    return msgspec.structs.replace(e, plan=plan)
+
+
+def file_size(path: str, files: HostFiles) -> int:
+    """Bytes of the regular file `path`; 0 when it cannot be told (absent, unreadable)."""
+    if "\0" in path or not path.startswith("/") or not files.exists(path):
+        return 0  # a dry run for another host opens nothing
+    try:
+        stream, size = files.open_file(path)
+    except OSError:
+        return 0
+    stream.close()
+    return size
 
 
 def model_inventory(

@@ -51,6 +51,8 @@ def snapshot(files: HostFiles, proc: HostProcess, versions: Versions | None = No
         cgroup_cpu_max=files.read_text(f"{cgroup}/cpu.max") if cgroup else None,
         meminfo=files.read_text("/proc/meminfo"),
         cgroup_memory_max=files.read_text(f"{cgroup}/memory.max") if cgroup else None,
+        cgroup_memory_current=files.read_text(f"{cgroup}/memory.current") if cgroup else None,
+        cgroup_memory_stat=files.read_text(f"{cgroup}/memory.stat") if cgroup else None,
         drm=tuple(
             _drm_node(files, name)
             for name in files.list_dir(DRM) or ()
@@ -84,6 +86,7 @@ def _drm_node(files: HostFiles, render: str) -> DrmNode:
         device_drm=device_drm,
         driver_link=files.read_link(f"{dev}/driver"),
         amdgpu_vram_total=files.read_text(f"{dev}/mem_info_vram_total"),
+        amdgpu_vram_used=files.read_text(f"{dev}/mem_info_vram_used"),
         xe_tile_vram=tuple(
             v for t in tiles if (v := files.read_text(f"{dev}/{t}/physical_vram_size_bytes"))
         ),

@@ -128,7 +128,10 @@ class _Parser(argparse.ArgumentParser):
             return super()._get_value(action, arg_string)
         except argparse.ArgumentError:
             kind = getattr(action.type, "__name__", "")
-            what = {"int": "an integer", "float": "a number"}.get(kind, "a valid value")
+            what = getattr(action.type, "expected", "") or {
+                "int": "an integer",
+                "float": "a number",
+            }.get(kind, "a valid value")
             raise argparse.ArgumentError(
                 action, f"expected {what} (the value given is not shown)"
             ) from None
@@ -197,15 +200,31 @@ def unknown_arguments(extras: Sequence[str], options: Mapping[str, object]) -> s
 
 def cmd_probe(a: argparse.Namespace) -> int:
     hw = host_hardware()
+    if a.measure:
+        from exedra_engine.cli.measure import measured_host
+
+        match measured_host(hw, a.measure, a.ctx, a.arg):
+            case Failure(err):
+                return fail(err)
+            case Success(hw):
+                pass
+    elif a.ctx or a.arg:
+        return fail(EngineError("--ctx and --arg go with --measure MODEL"))
     if a.json:
         print_json(hw)
         return 0
-    print(f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM")
+    print(
+        f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM, "
+        f"{_free_text(hw.cpu.available)} free"
+    )
     if not hw.gpus:
         print("gpus       none (CPU-only host)")
     for g in hw.gpus:
         driver = shown(g.driver or "unknown")
-        print(f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}")
+        print(
+            f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}, "
+            f"{_free_text(g.vram_free)} free"
+        )
     for k in supported_kinds():
         e = hw.executor(k)
         what = (
@@ -215,7 +234,16 @@ def cmd_probe(a: argparse.Namespace) -> int:
             else "not installed"
         )
         print(f"{k.value:<10} {what}")
+    if hw.measurements:
+        from exedra_engine.cli.measure import measurement_lines
+
+        print("\n".join(measurement_lines(hw.measurements)))
     return 0
+
+
+def _free_text(free: int | None) -> str:
+    # None is "the host does not say" (nvidia sysfs, an old probe's file): never shown as 0.
+    return "unknown" if free is None else size_text(free) if free > 0 else "0 B"
 
 
 def cmd_inspect(a: argparse.Namespace) -> int:
@@ -352,6 +380,12 @@ Request = tuple[ModelSpec, Hardware, Constraints, tuple[LocatedConfig, ...]]
 
 
 def _request(a: argparse.Namespace) -> Result[Request, EngineError]:
+    """What the planner is asked, from the command line; with ``--measure``, its hardware
+    holds the engine's own measurement of the plan asked for."""
+    return _gathered(a).bind(lambda r: _measured(a, r) if a.measure else Success(r))
+
+
+def _gathered(a: argparse.Namespace) -> Result[Request, EngineError]:
     from exedra_engine.errors import PlanError
 
     spec = ModelSpec(
@@ -387,27 +421,40 @@ def _request(a: argparse.Namespace) -> Result[Request, EngineError]:
         key = os.environ.get(a.api_key_env, "")
         if not key:
             return Failure(PlanError(api_key_env_problem(a.api_key_env)))
-    return Success(
-        (
-            spec,
-            hw,
-            Constraints(
-                host=a.host,
-                ctx=a.ctx,
-                threads=a.threads,
-                port=a.port,
-                port_base=a.port_base,
-                api_key=key,
-                api_key_env=a.api_key_env or "",
-                no_gpu=a.no_gpu,
-                ui=a.ui,
-                overrides=overrides,
-                extra_args=tuple(a.arg),
-                extra_env=tuple(a.env),
-            ),
-            files,
-        )
+    constraints = Constraints(
+        host=a.host,
+        ctx=a.ctx,
+        threads=a.threads,
+        port=a.port,
+        port_base=a.port_base,
+        api_key=key,
+        api_key_env=a.api_key_env or "",
+        no_gpu=a.no_gpu,
+        ui=a.ui,
+        overrides=overrides,
+        extra_args=tuple(a.arg),
+        extra_env=tuple(a.env),
     )
+    return Success((spec, hw, constraints, files))
+
+
+def _measured(a: argparse.Namespace, r: Request) -> Result[Request, EngineError]:
+    """`r` with the engine's own measurement of the plan asked for in its hardware: planned
+    once for its flags, measured on this machine."""
+    from exedra_engine.cli.measure import with_measurement
+    from exedra_engine.errors import PlanError
+
+    if a.hardware:
+        return Failure(
+            PlanError(
+                "--measure measures on this machine, --hardware plans for another: measure "
+                "there (probe --json --measure MODEL) and plan from that file"
+            )
+        )
+    spec, hw, constraints, files = r
+    first = plan_explained(spec, hw, constraints, check_ports=False, config_files=files)
+    measured = first.bind(lambda e: with_measurement(hw, e.plan))
+    return measured.map(lambda h: (spec, h, constraints, files))
 
 
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -542,6 +589,11 @@ def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
 def _plan_and_emit(a: argparse.Namespace) -> int:
     from exedra_engine.cli.emit import run_emit
 
+    # A container target binds every address unless the caller says otherwise (--explain
+    # says so): loopback inside a container is reached by nothing, not even the probes.
+    host_defaulted = not a.host and a.emit != "systemd"
+    if host_defaulted:
+        a.host = "0.0.0.0"
     match _request(a):
         case Failure(err):
             return fail(err)
@@ -555,7 +607,7 @@ def _plan_and_emit(a: argparse.Namespace) -> int:
             return fail(err)
         case Success(e):
             # The emitter is host-blind: the hardware the plan was made for is passed to it.
-            return run_emit(e.plan, hw, a, e.sources)
+            return run_emit(e.plan, hw, a, e.sources, host_defaulted=host_defaulted)
     raise AssertionError("a Result is a Success or a Failure")
 
 
@@ -611,6 +663,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("probe", help="show CPU, RAM, GPUs and installed executors")
     s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument(
+        "--measure",
+        nargs="+",
+        default=[],
+        metavar="MODEL",
+        help=f"also measure what {executor_profile(Kind.LLAMA).binary} would reserve for each "
+        f"model ({executor_profile(Kind.LLAMA).measure_binary}), with the plan this host makes "
+        "for it; plan --hardware uses these figures",
+    )
+    s.add_argument(
+        "--ctx",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="with --measure: measure at this context (repeatable; default: the model's own)",
+    )
+    s.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="with --measure: a flag of the plans measured (repeatable; use --arg=--flag)",
+    )
     s.set_defaults(func=cmd_probe)
 
     s = sub.add_parser("inspect", help="read a GGUF model's metadata from its header")
@@ -647,6 +723,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
     _add_plan_options(s)
+    s.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure what the executor would reserve with this plan's flags "
+        "(llama-fit-params, here, now) and plan with the engine's own figures",
+    )
     s.add_argument(
         "--explain",
         action="store_true",
@@ -697,7 +779,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
     )
-    s.set_defaults(func=cmd_launch, explain=False, strict=False)
+    s.set_defaults(func=cmd_launch, explain=False, strict=False, measure=False)
 
     s = sub.add_parser(
         "demo",

@@ -10,23 +10,71 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO, TypeVar
 
 import msgspec
 from returns.result import Failure, Success
 
-from exedra_engine._core.emit import EmitOptions, Emitted, Storage, Target, emit
+from exedra_engine._core.emit import (
+    EmitOptions,
+    Emitted,
+    Origin,
+    Selinux,
+    Storage,
+    Target,
+    emit,
+    names,
+)
 from exedra_engine._core.layers import Source
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.cli.render import PROG, fail, shown
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.errors import EngineError, PlanError
+from exedra_engine.errors import EmitError, EmitRefused, EngineError, PlanError
+
+T = TypeVar("T")
 
 K8S_VERSION = "1.35"
 """The Kubernetes version `--check` validates against (with kubernetes-validate, if installed)."""
+
+
+def _checked(
+    check: Callable[[T, str], T], what: str, convert: Callable[[str], T], expected: str
+) -> Any:
+    """An argparse type: the value converted, then validated by the emitter's own rule, so a
+    bad value is refused where it is parsed (exit 2, naming the option and `expected`, never
+    echoing the value: it may be a key pasted into the wrong option)."""
+
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+            if value == "":
+                return value  # "" is each text option's "derive it" (argparse types defaults)
+            return check(value, what)
+        except (ValueError, EmitError):
+            raise argparse.ArgumentTypeError(expected) from None
+
+    parse.__name__ = what
+    parse.expected = expected  # type: ignore[attr-defined]
+    return parse
+
+
+SERVICE = (
+    "an RFC 1035 label (lower-case letters, digits and '-', at most 63, starting with a letter)"
+)
+LABEL = "an RFC 1123 label (lower-case letters, digits and '-', at most 63)"
+SUBDOMAIN = "an RFC 1123 subdomain (lower-case letters, digits, '-' and '.', at most 253)"
+IMAGE = "an image reference (registry/path[:tag][@sha256:digest])"
+PATH = "an absolute path"
+UID = "a non-root id (1-2147483647): the pod is restricted"
+COUNT = "a non-negative integer"
+
+
+def _service_name(value: str, what: str) -> str:
+    return names.label(value, what, service=True)
 
 
 def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
@@ -44,42 +92,126 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         action="store_true",
         help="check the files (in --out DIR if given, else the ones emitted) against the plan",
     )
-    g.add_argument("--name", default="", help="object, unit and file name (default: the model id)")
-    g.add_argument("--image", default="", help="container image (default: per backend)")
-    g.add_argument("--image-command", default="", help="the executor's path in the image")
-    g.add_argument("--secret", default="", help="Secret / podman secret with the key")
-    g.add_argument("--key-file", default="", help="systemd: the key file (credential source)")
+    text = str
+    g.add_argument(
+        "--name",
+        default="",
+        type=_checked(_service_name, "name", text, SERVICE),
+        help="object, unit and file name, an RFC 1035 label (default: the model id)",
+    )
+    g.add_argument(
+        "--image",
+        default="",
+        type=_checked(names.image, "image", text, IMAGE),
+        help="container image, best pinned by digest (IMAGE@sha256:...; default: per backend)",
+    )
+    g.add_argument(
+        "--image-command",
+        default="",
+        type=_checked(names.absolute_path, "image command", text, PATH),
+        help="the executor's path in the image",
+    )
+    g.add_argument(
+        "--secret",
+        default="",
+        type=_checked(names.subdomain, "secret", text, SUBDOMAIN),
+        help="Secret / podman secret with the key",
+    )
+    g.add_argument(
+        "--key-file",
+        default="",
+        type=_checked(names.absolute_path, "key file", text, PATH),
+        help="systemd: the key file (credential source)",
+    )
     g.add_argument(
         "--storage",
         choices=[s.value for s in Storage],
         default=Storage.PVC.value,
         help="Kubernetes model storage: a PVC (default), an image volume or a hostPath",
     )
-    g.add_argument("--claim", default="", help="the PVC holding the models (default NAME-models)")
     g.add_argument(
-        "--models-image", default="", help="the image holding the models (--storage image)"
+        "--claim",
+        default="",
+        type=_checked(names.subdomain, "claim", text, SUBDOMAIN),
+        help="the PVC holding the models (default NAME-models)",
     )
-    g.add_argument("--models-dir", default="", help="the host directory holding the model files")
-    g.add_argument("--namespace", default="", help="Kubernetes namespace")
-    g.add_argument("--uid", type=int, default=65532, help="Kubernetes: the pod's user id")
+    g.add_argument(
+        "--models-image",
+        default="",
+        type=_checked(names.image, "models image", text, IMAGE),
+        help="the image holding the models (--storage image)",
+    )
+    g.add_argument(
+        "--models-dir",
+        default="",
+        type=_checked(names.absolute_path, "models dir", text, PATH),
+        help="the host directory holding the model files",
+    )
+    g.add_argument(
+        "--namespace",
+        default="",
+        type=_checked(names.label, "namespace", text, LABEL),
+        help="Kubernetes namespace",
+    )
+    g.add_argument(
+        "--uid",
+        type=_checked(names.non_root_uid, "uid", int, UID),
+        default=65532,
+        help="Kubernetes: the pod's user id (never 0: the pod is restricted)",
+    )
+    g.add_argument(
+        "--gpu-group",
+        dest="gpu_groups",
+        action="append",
+        default=[],
+        metavar="GID",
+        type=_checked(names.non_root_uid, "gpu group", int, UID),
+        help="Kubernetes: a supplementary group of the pod, e.g. the node's render gid "
+        "(AMD and Intel device nodes are root:render 0660); repeatable",
+    )
     g.add_argument(
         "--stop-timeout", type=float, default=STOP_TIMEOUT, metavar="S", help="SIGTERM grace"
     )
     g.add_argument(
-        "--start-budget", type=int, default=0, metavar="S", help="start budget (default: by size)"
+        "--start-budget",
+        type=_checked(names.non_negative, "start budget", int, COUNT),
+        default=0,
+        metavar="S",
+        help="start budget (default: by the size of every file loaded)",
     )
     g.add_argument(
-        "--gpu-resource", default="", help="Kubernetes GPU resource (default: by driver)"
+        "--gpu-resource",
+        default="",
+        type=_checked(
+            names.resource, "gpu resource", text, "a qualified resource name (vendor.example/name)"
+        ),
+        help="Kubernetes GPU resource (default: by driver)",
     )
-    g.add_argument("--gpu-count", type=int, default=0, help="GPUs to ask for (default: all)")
+    g.add_argument(
+        "--gpu-count",
+        type=_checked(names.non_negative, "gpu count", int, COUNT),
+        default=0,
+        help="GPUs to ask for (default: all)",
+    )
     g.add_argument(
         "--waiter",
-        default="/usr/bin/exedra-engine",
+        default="",
         metavar="PATH",
-        help="systemd: the exedra-engine that runs wait-ready",
+        type=_checked(names.absolute_path, "waiter", text, PATH),
+        help="systemd: the exedra-engine that runs wait-ready (default: this one's real path)",
     )
     g.add_argument(
-        "--publish-address", default="127.0.0.1", help="Quadlet: the host address to publish on"
+        "--publish-address",
+        default="127.0.0.1",
+        type=_checked(names.address, "publish address", text, "an IP address ('' = every address)"),
+        help="Quadlet: the host address to publish on ('' = every address)",
+    )
+    g.add_argument(
+        "--selinux",
+        choices=[s.value for s in Selinux if s.value],
+        default="",
+        help="Quadlet: label the model binds for SELinux: shared (:z), private (:Z), or "
+        "disable separation (SecurityLabelDisable=true)",
     )
 
 
@@ -96,13 +228,31 @@ def options_from(a: argparse.Namespace) -> EmitOptions:
         models_dir=a.models_dir,
         namespace=a.namespace,
         uid=a.uid,
+        gpu_groups=tuple(a.gpu_groups),
         stop_timeout=a.stop_timeout,
         start_budget=a.start_budget,
         gpu_resource=a.gpu_resource,
         gpu_count=a.gpu_count,
-        waiter=a.waiter,
+        waiter=a.waiter or installed_waiter(),
         publish_address=a.publish_address,
+        selinux=Selinux(a.selinux),
     )
+
+
+def installed_waiter() -> str:
+    """The real path of the exedra-engine command the unit's readiness hook runs: the one on
+    PATH (this installation's), else the conventional /usr/bin/exedra-engine."""
+    found = shutil.which("exedra-engine")
+    return os.path.realpath(found) if found else EmitOptions().waiter
+
+
+HOST_DEFAULT = Origin(
+    field="host",
+    value="0.0.0.0",
+    source="default",
+    why="a container target binds every address when the caller sets no --host: the probes "
+    "and the Service reach the pod from outside it",
+)
 
 
 def run_emit(
@@ -110,13 +260,21 @@ def run_emit(
     hardware: Hardware | None,
     a: argparse.Namespace,
     sources: Sequence[Source] = (),
+    *,
+    host_defaulted: bool = False,
 ) -> int:
     target = Target(a.emit)
     match emit(plan, target, options_from(a), hardware=hardware, sources=sources):
+        case Failure(EmitRefused(problems=problems)):
+            # One line per problem, and no file: what --check rejects is never written.
+            for problem in problems:
+                print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
+            return 2
         case Failure(err):
             return fail(err)
         case Success(emitted):
-            pass
+            if host_defaulted and plan.host == HOST_DEFAULT.value:
+                emitted = msgspec.structs.replace(emitted, origins=(HOST_DEFAULT, *emitted.origins))
     explain_to = sys.stdout if a.out else sys.stderr
     if a.check:
         return _check(plan, target, emitted, a)
@@ -139,7 +297,7 @@ def print_origins(emitted: Emitted, out: TextIO) -> None:
     print("\nwhere each emitted field came from:", file=out)
     for o in emitted.origins:
         why = f"  ({o.why})" if o.why else ""
-        print(f"  {o.field:<30} {shown(o.value):<40} {o.source}{shown(why)}", file=out)
+        print(f"  {o.field:<38} {shown(o.value):<40} {o.source}{shown(why)}", file=out)
 
 
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
