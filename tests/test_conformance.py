@@ -478,17 +478,12 @@ def test_i23_item4_cancel_while_starting(
     assert cancelled and not entered
 
 
-def test_i23_item4_killed_parent_leaves_no_executor(
-    adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
-) -> None:
-    plan = fake("ok")
+def _kill_the_parent(adapter: Adapter, plan: engine.LaunchPlan) -> None:
+    """Run `adapter`'s parent script on `plan`, SIGKILL it once its executor is ready, and
+    check that the executor follows within 2 s."""
+    script = textwrap.dedent(adapter.parent())
     parent = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(adapter.parent()),
-            msgspec.json.encode(plan).decode(),
-        ],
+        [sys.executable, "-c", script, msgspec.json.encode(plan).decode()],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
@@ -496,7 +491,7 @@ def test_i23_item4_killed_parent_leaves_no_executor(
     assert parent.stdout is not None
     try:
         executor = int(parent.stdout.readline())
-        assert alive(executor) and str(FAKE) in psutil.Process(executor).cmdline()
+        assert alive(executor) and plan.command in psutil.Process(executor).cmdline()
     finally:
         parent.kill()
         parent.wait()
@@ -504,6 +499,20 @@ def test_i23_item4_killed_parent_leaves_no_executor(
     while alive(executor) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not alive(executor)
+
+
+def test_i23_item4_killed_parent_leaves_no_executor(
+    adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
+) -> None:
+    _kill_the_parent(adapter, fake("ok"))
+
+
+@pytest.mark.executor
+@pytest.mark.slow
+def test_i23_item4_killed_parent_leaves_no_real_executor(
+    adapter: Adapter, real_hw: engine.Hardware, real_model: Path
+) -> None:
+    _kill_the_parent(adapter, _gemma(real_hw, real_model))
 
 
 def test_i23_item4_50_cycles_leave_no_fd_or_thread(
