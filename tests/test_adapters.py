@@ -18,6 +18,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -255,3 +256,27 @@ def test_i23_item3_run_needs_no_loop_and_reports_the_instance(plan: engine.Launc
         assert not inst.wait(timeout=0.05)
     assert inst.wait() and inst.exit_reason is not None and inst.stop() is inst.exit_reason
     assert os.getpgid(os.getpid()) != inst.pid
+
+
+def test_i23_item2_a_slow_log_sink_never_blocks_the_executor(
+    plan: engine.LaunchPlan, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "flood")
+    monkeypatch.setenv("FAKE_LINES", "200000")
+
+    class Stalled(io.BytesIO):
+        """A consumer that takes a second per write."""
+
+        def write(self, data: Any) -> int:
+            time.sleep(1)
+            return len(data)
+
+    async def main() -> aio.Instance:
+        async with aio.open_instance(plan, logs=Stalled()) as inst:
+            return inst
+
+    t = time.monotonic()
+    inst = asyncio.run(main())
+    assert time.monotonic() - t < 10
+    assert inst.dropped_log_lines > 0
+    assert any(line.startswith("fake executor: listening") for line in inst.log_tail)
