@@ -376,9 +376,9 @@ async def _start(plan: LaunchPlan, opts: _Options) -> Instance:
 
 
 async def _attempt(plan: LaunchPlan, opts: _Options) -> tuple[Instance, NotReady | None]:
+    drive.before_start(plan)
     loop = asyncio.get_running_loop()
     r = resolve(plan.spec.kind, plan.args, plan.env)
-    drive.before_start(plan)
     news = _News(loop)
     # The fork must not be abandoned half-way by a cancellation: the child would be nobody's.
     spawn = asyncio.to_thread(child.spawn, child_spec(plan, os.environ))
