@@ -23,12 +23,16 @@ import trio
 from returns.result import Failure
 
 from exedra_engine import (
+    AddressUnavailable,
     Constraints,
+    ExitedUnexplained,
     Hardware,
     Kind,
     LaunchPlan,
+    LoadStalled,
+    ModelNotLoaded,
     ModelSpec,
-    NotReady,
+    ReadyTimeout,
     launch,
     open_instance,
     plan,
@@ -181,8 +185,10 @@ async def test_explicit_port_taken_is_never_moved(real_hw: Hardware, tiny_llama:
     try:
         async with trio.open_nursery() as n:
             r = await launch(n, p)
-        assert isinstance(r, Failure) and isinstance(r.failure(), NotReady)
-        assert "exit 1" in str(r.failure()) and "couldn't bind" in str(r.failure())
+        assert isinstance(r, Failure) and isinstance(r.failure(), AddressUnavailable)
+        err = r.failure()
+        assert "exit 1" in err.cause and "127.0.0.1:21100" in err.cause
+        assert any("couldn't bind" in line for line in err.log)
     finally:
         thief.close()
 
@@ -193,9 +199,10 @@ async def test_executor_that_exits_before_ready(real_hw: Hardware, tmp_path: Pat
     t = time.monotonic()
     async with trio.open_nursery() as n:
         r = await launch(n, p)
-    assert isinstance(r, Failure) and isinstance(r.failure(), NotReady)
+    assert isinstance(r, Failure) and isinstance(r.failure(), ModelNotLoaded)
     msg = str(r.failure())
     assert "exited before it was ready (exit 1)" in msg and "last log lines" in msg
+    assert "missing.gguf" in r.failure().cause
     assert time.monotonic() - t < 5
 
 
@@ -228,7 +235,8 @@ async def test_never_ready_times_out_and_kills(
     t = time.monotonic()
     async with trio.open_nursery() as n:
         r = await launch(n, fake_plan(fake_hw), ready_timeout=0.5)
-    assert isinstance(r, Failure) and "did not answer /health" in str(r.failure())
+    assert isinstance(r, Failure) and isinstance(r.failure(), ReadyTimeout)
+    assert "did not answer /health" in r.failure().cause
     assert 0.5 <= time.monotonic() - t < 3
     assert psutil.Process().children(recursive=True) == []
 
@@ -290,7 +298,9 @@ async def test_dies_mid_start_reports_exit_and_log_tail(
     async with trio.open_nursery() as n:
         r = await launch(n, fake_plan(fake_hw))
     assert isinstance(r, Failure)
-    assert "(exit 3)" in str(r.failure()) and "cannot load model (fake)" in str(r.failure())
+    err = r.failure()
+    assert isinstance(err, ExitedUnexplained) and "(exit 3)" in err.cause
+    assert err.log[-1] == "error: cannot load model (fake)"
 
 
 async def test_stop_kills_the_whole_process_group(
@@ -416,3 +426,18 @@ async def test_missing_executor_binary_is_a_launch_error(tmp_path: Path) -> None
         r = await launch(n, fake_plan(hw))
     assert isinstance(r, Failure) and isinstance(r.failure(), LaunchError)
     assert str(tmp_path / "gone" / "llama-server") in str(r.failure())
+
+
+async def test_i21_item3_silent_load_fails_as_stalled(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "hang")  # two lines, then silence
+    t = time.monotonic()
+    async with trio.open_nursery() as n:
+        r = await launch(n, fake_plan(fake_hw), stall_timeout=0.5)
+    took = time.monotonic() - t
+    assert isinstance(r, Failure) and isinstance(r.failure(), LoadStalled)
+    assert "wrote nothing for 0.5 s" in r.failure().cause
+    assert r.failure().log[0].startswith("fake executor: mode hang")
+    assert 0.5 <= took < 3
+    assert psutil.Process().children(recursive=True) == []

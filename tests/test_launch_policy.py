@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 
+import msgspec
+
+from exedra_engine._core.budget import STALL, START_UNKNOWN, load_budget, load_limits, plan_bytes
 from exedra_engine._core.child import child_spec
 from exedra_engine._core.logs import MAX_LINE, LogLines
 from exedra_engine._core.readiness import (
@@ -15,7 +18,7 @@ from exedra_engine._core.readiness import (
     proc_state,
 )
 from exedra_engine._core.stop import KILL, TERM, Send, Wait, settle_left, should_send, stop_steps
-from exedra_engine._core.values import LaunchPlan, ModelSpec
+from exedra_engine._core.values import LaunchPlan, ModelFile, ModelSpec
 
 
 def test_i20_item5_stop_is_one_sigterm_then_sigkill_at_the_deadline() -> None:
@@ -103,3 +106,20 @@ def test_child_spec_takes_plain_values_and_drops_stray_executor_variables() -> N
     assert child.argv == ("/bin/llama-server", "--port", "8080")
     assert dict(child.env) == {"PATH": "/bin", "LLAMA_API_KEY": "k"}
     assert child.new_session and child.death_signal == "SIGKILL"
+
+
+def test_i21_item3_the_budget_comes_from_the_bytes_to_read() -> None:
+    spec = ModelSpec(id="m", path="/m.gguf", kind="llama")
+    base = LaunchPlan(spec=spec, command="x", args=(), host="127.0.0.1", port=1, ready="/health")
+    assert load_limits(base).budget == START_UNKNOWN
+    gib = 1 << 30
+    files = (
+        ModelFile(path="/m-00001.gguf", size=20 * gib, role="shard"),
+        ModelFile(path="/m-00002.gguf", size=20 * gib, role="shard"),
+        ModelFile(path="/mmproj.gguf", size=gib, role="mmproj"),
+    )
+    split = msgspec.structs.replace(base, files=files)
+    assert plan_bytes(split) == 41 * gib
+    assert load_limits(split).budget == load_budget(41 * gib) > load_budget(20 * gib)
+    assert load_limits(split, ready_timeout=5).budget == 5
+    assert load_limits(split).stall == STALL

@@ -48,18 +48,28 @@ from exedra_engine.constants import (
     STOP_TIMEOUT,
 )
 from exedra_engine.errors import (
+    AddressUnavailable,
+    ArgumentRefused,
     ConfigError,
     DoesNotFit,
     EngineError,
     ExecutorNotFound,
+    ExitedUnexplained,
+    IllegalInstruction,
+    KilledBySignal,
     LaunchError,
+    LibraryNotLoaded,
+    LoadStalled,
+    ModelNotLoaded,
     ModelUnreadable,
     NoEndpoint,
     NoHardware,
     NotGGUF,
     NotReady,
+    OutOfMemory,
     PlanError,
     PortInUse,
+    ReadyTimeout,
     UnsupportedKind,
 )
 
@@ -138,6 +148,16 @@ __all__ = [
     "resolve_endpoint",
     "supported_kinds",
     "run",
+    "AddressUnavailable",
+    "ArgumentRefused",
+    "ExitedUnexplained",
+    "IllegalInstruction",
+    "KilledBySignal",
+    "LibraryNotLoaded",
+    "LoadStalled",
+    "ModelNotLoaded",
+    "OutOfMemory",
+    "ReadyTimeout",
 ]
 
 # Loaded on first use, so that planning-only users never pay for them: the launcher needs trio

@@ -25,16 +25,17 @@ import io
 import math
 import os
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import IO, Any, Final, TypeVar
 
 from returns.result import Failure, Result, Success
 
+from exedra_engine._core.budget import load_limits
 from exedra_engine._core.child import child_spec
 from exedra_engine._core.endpoint import Resolved, resolve
+from exedra_engine._core.layers import Source
 from exedra_engine._core.logs import MAX_LINE, LogLines, log_secrets
-from exedra_engine._core.readiness import LoadLimits
 from exedra_engine._core.values import LaunchPlan, connect_host
 from exedra_engine._shell import child, drive
 from exedra_engine._shell.child import ExitReason
@@ -190,14 +191,14 @@ class _Pump:
         fd: int,
         logs: Logs,
         secrets: tuple[str, ...],
-        on_line: Callable[[], None],
+        on_output: Callable[[], None],
     ) -> None:
         self._loop = loop
         self._fd: int | None = fd
         self.logs = logs
         self.lines = LogLines(secrets)
         self.dropped = 0
-        self._on_line = on_line
+        self._on_output = on_output
         self._queue: collections.deque[bytes] = collections.deque()
         self._wake = asyncio.Event()
         self.eof = asyncio.Event()
@@ -217,16 +218,16 @@ class _Pump:
         except OSError:
             chunk = b""
         if chunk:
+            # Every chunk is news, whole lines or not: a load that prints progress dots
+            # without a newline is not stalled.
+            self._on_output()
             self._forward(self.lines.feed(chunk))
         else:
             self._forward(self.lines.end())
             self.close()
 
     def _forward(self, lines: list[bytes]) -> None:
-        if not lines:
-            return
-        self._on_line()
-        if self.logs is None:
+        if not lines or self.logs is None:
             return
         room = _LOG_QUEUE - len(self._queue)
         self._queue.extend(lines[:room])
@@ -319,6 +320,10 @@ class Instance(InstanceState):
     async def _gone_within(self, seconds: float) -> bool:
         return await _within(self._done, seconds)
 
+    async def output_ended_within(self, seconds: float) -> bool:
+        """Whether the executor's output has been read to its end within `seconds`."""
+        return await _within(self._pump.eof, seconds)
+
     async def supervise(self) -> None:
         """Own the process until it exits and its group is gone (one task per instance);
         when cancelled under a running child, stop it gracefully first."""
@@ -399,44 +404,48 @@ async def _attempt(plan: LaunchPlan, opts: _Options) -> tuple[Instance, NotReady
     probe = drive.ReadyProbe(
         connect_host(r.host), r.port, plan.ready, connect=_Stream.connect, within=_deadline
     )
-    failed = await drive.await_ready(inst, probe, news, opts, now=loop.time, kill=inst.kill)
-    return inst, failed
-
-
-def _options(
-    logs: Logs,
-    ready_timeout: float,
-    stop_timeout: float,
-    ports: drive.PortsReader,
-    sockets: ProcessSockets | None,
-) -> _Options:
-    return _Options(
-        logs, LoadLimits(budget=ready_timeout), stop_timeout, ports, sockets or LocalHost()
+    outcome = await drive.await_ready(inst, probe, news, opts, now=loop.time, kill=inst.kill)
+    if outcome == "ready":
+        return inst, None
+    failed = await drive.not_ready(
+        inst,
+        outcome,
+        opts,
+        output_ended_within=inst.output_ended_within,
+        in_thread=asyncio.to_thread,
     )
+    return inst, failed
 
 
 async def launch(
     plan: LaunchPlan,
     logs: Logs = None,
     *,
-    ready_timeout: float = math.inf,
+    ready_timeout: float | None = None,
+    stall_timeout: float | None = None,
     stop_timeout: float = STOP_TIMEOUT,
     ports: drive.PortsReader = drive.local_ports,
     sockets: ProcessSockets | None = None,
+    sources: Sequence[Source] = (),
 ) -> Result[Instance, EngineError]:
     """Start the plan's executor and wait until its ready path answers 200.
 
     The endpoint is read back from the plan's args and env. `logs` receives the executor's
     stdout and stderr line by line (a text or binary file, or an asyncio `StreamWriter`).
-    The wait is bounded by `ready_timeout` and by the caller's deadlines (`asyncio.timeout`,
-    cancellation); on failure, timeout or cancellation the child is killed before this
-    returns or raises. The running instance is owned by a task on the running loop: call
+    The wait is bounded by `ready_timeout` (default: the load budget of the plan's files),
+    by `stall_timeout` seconds without output (default `budget.STALL`) and by the caller's
+    deadlines (`asyncio.timeout`, cancellation); on failure, timeout or cancellation the
+    child is killed before this returns or raises, as a `NotReady` subclass that says why
+    (`sources`, the plan's provenance from `explain_launch`, name the layer of a refused
+    flag). The running instance is owned by a task on the running loop: call
     `Instance.stop`, or the loop's shutdown stops it (`stop_timeout` of grace). `ports`
     says which ports are taken when a scanned port was lost between planning and binding;
     `sockets` which process listens on a port (default: the local kernel).
     """
     try:
-        inst = await _start(plan, _options(logs, ready_timeout, stop_timeout, ports, sockets))
+        limits = load_limits(plan, ready_timeout, stall_timeout)
+        opts = _Options(logs, limits, stop_timeout, ports, sockets or LocalHost(), tuple(sources))
+        inst = await _start(plan, opts)
     except EngineError as e:
         return Failure(e)
     return Success(inst)
@@ -447,15 +456,19 @@ async def open_instance(
     plan: LaunchPlan,
     logs: Logs = None,
     *,
-    ready_timeout: float = math.inf,
+    ready_timeout: float | None = None,
+    stall_timeout: float | None = None,
     stop_timeout: float = STOP_TIMEOUT,
     ports: drive.PortsReader = drive.local_ports,
     sockets: ProcessSockets | None = None,
+    sources: Sequence[Source] = (),
 ) -> AsyncIterator[Instance]:
     """``async with open_instance(plan) as inst:`` — ready on entry, stopped on exit, also on
     error or cancellation (`asyncio.timeout`, a `TaskGroup` sibling's failure). Raises the
     launch's `EngineError` if it cannot start. The options are `launch`'s."""
-    inst = await _start(plan, _options(logs, ready_timeout, stop_timeout, ports, sockets))
+    limits = load_limits(plan, ready_timeout, stall_timeout)
+    opts = _Options(logs, limits, stop_timeout, ports, sockets or LocalHost(), tuple(sources))
+    inst = await _start(plan, opts)
     try:
         yield inst
     finally:

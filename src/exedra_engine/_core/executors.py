@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, Literal
 
 import msgspec
 
@@ -23,6 +23,50 @@ from exedra_engine._core.flags import FlagTable, Row, ShortRow, table_from_rows
 from exedra_engine._core.kinds import Kind, _add_kind
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import UnsupportedKind
+
+CauseKind = Literal["memory", "argument", "address", "library", "model"]
+"""What an executor's failure line says went wrong (`exedra_engine._core.diagnosis`)."""
+
+
+class ExitCause(Value, frozen=True, kw_only=True):
+    """One line an executor writes when it fails for a known reason.
+
+    `pattern` is searched in each log line; its named groups are kept: ``flag``, ``reason``,
+    ``bytes``, ``mib``, ``what``, ``place`` (``CPU``, ``CUDA0``), ``device``, ``lib``,
+    ``host``, ``port``, ``path``. `what` labels the allocation when the line does not."""
+
+    kind: CauseKind
+    pattern: str
+    what: str = ""
+
+
+# Lines written by ggml itself and by the dynamic loader, the same in every ggml executor
+# (ggml-cpu/ggml-backend.cpp, ggml-cuda.cu, ggml-backend-reg.cpp; ld.so).
+GGML_EXIT_CAUSES: Final = (
+    ExitCause(
+        kind="memory", pattern=r"failed to allocate (?P<place>\w+) buffer of size (?P<bytes>\d+)"
+    ),
+    ExitCause(
+        kind="memory", pattern=r"insufficient memory \(attempted to allocate (?P<mib>[\d.]+) MB\)"
+    ),
+    ExitCause(
+        kind="memory",
+        pattern=(
+            r"allocating (?P<mib>[\d.]+) MiB on device (?P<device>\d+): "
+            r"\w+ failed: out of memory"
+        ),
+    ),
+    ExitCause(
+        kind="library",
+        pattern=r"error while loading shared libraries: (?P<lib>[^:]+): (?P<reason>.+)",
+    ),
+    ExitCause(
+        kind="library", pattern=r"no backends are loaded", what="no ggml backend (libggml-cpu-*.so)"
+    ),
+    ExitCause(
+        kind="library", pattern=r"load_backend: failed to load (?P<lib>\S+?):? (?P<reason>.*)"
+    ),
+)
 
 
 class ExecutorProfile(Value, frozen=True, kw_only=True):
@@ -128,6 +172,9 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """Said when a model of another architecture is refused."""
     time_wait_blocks_bind: bool = False
     """Whether a port with sockets in TIME_WAIT is unusable to it (no SO_REUSEADDR)."""
+    exit_causes: tuple[ExitCause, ...] = GGML_EXIT_CAUSES
+    """The lines it writes when it fails for a known reason: a launch that ends before it is
+    ready is classified by them (`exedra_engine._core.diagnosis`)."""
 
     measure_binary: str = ""
     """Its memory-measuring companion, built beside it ("": none): run with the plan's memory
@@ -331,6 +378,32 @@ LLAMA: Final = ExecutorProfile(
     slots_flag="--parallel",
     auto_slots=4,  # tools/server/server.cpp: n_parallel < 0 -> 4 slots, kv_unified = true
     unified_flag="--kv-unified",
+    # Seen with the source-built binary: an unknown flag, a bad or missing value, a port in
+    # use, a missing, foreign or truncated model, a KV cache too large for the host.
+    exit_causes=(
+        *GGML_EXIT_CAUSES,
+        ExitCause(kind="memory", pattern=r"failed to allocate buffer for (?P<what>[\w ]+)"),
+        ExitCause(kind="memory", pattern=r"failed to allocate compute", what="compute buffers"),
+        ExitCause(
+            kind="memory", pattern=r"unable to allocate (?P<place>\w+) buffer", what="weights"
+        ),
+        ExitCause(kind="argument", pattern=r"error: invalid argument: (?P<flag>\S+)"),
+        ExitCause(
+            kind="argument",
+            pattern=r'error while handling argument "(?P<flag>[^"]+)": (?P<reason>.+)',
+        ),
+        ExitCause(
+            kind="address",
+            pattern=(
+                r"couldn't bind HTTP server socket, hostname: (?P<host>\S+), "
+                r"port: (?P<port>\d+)"
+            ),
+        ),
+        ExitCause(
+            kind="model", pattern=r"error loading model: (?:llama_model_loader: )?(?P<reason>.+)"
+        ),
+        ExitCause(kind="model", pattern=r"failed to load model,? '(?P<path>[^']+)'"),
+    ),
 )
 """llama.cpp's ``llama-server``."""
 
@@ -368,6 +441,27 @@ WHISPER: Final = ExecutorProfile(
     image_http_get=("curl", "-fsS", "-o", "/dev/null"),
     # It binds without SO_REUSEADDR and fails with "address in use" until TIME_WAIT ends.
     time_wait_blocks_bind=True,
+    # Seen with the source-built binary. A value that is not a number ends it by an uncaught
+    # std::stoi exception (SIGABRT) that names no flag.
+    exit_causes=(
+        *GGML_EXIT_CAUSES,
+        ExitCause(kind="memory", pattern=r"whisper_model_load: failed to allocate", what="weights"),
+        ExitCause(kind="argument", pattern=r"error: unknown argument: (?P<flag>\S+)"),
+        ExitCause(
+            kind="argument",
+            pattern=r"what\(\):\s+(?P<reason>sto[a-z]+)$",
+            what="a value that is not a number",
+        ),
+        ExitCause(
+            kind="address",
+            pattern=r"couldn't bind to server socket: hostname=(?P<host>\S+) port=(?P<port>\d+)",
+        ),
+        ExitCause(kind="model", pattern=r"failed to open '(?P<path>[^']+)'"),
+        ExitCause(
+            kind="model", pattern=r"whisper_model_load: (?P<reason>invalid model data.*|.*not a .*)"
+        ),
+        ExitCause(kind="model", pattern=r"error: failed to initialize whisper context"),
+    ),
 )
 """whisper.cpp's ``whisper-server``: no variables, no API key."""
 

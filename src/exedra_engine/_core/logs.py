@@ -18,8 +18,9 @@ from exedra_engine._core.values import LaunchPlan
 MAX_LINE: Final = 1 << 16
 """A line longer than this is cut: an executor printing a megabyte with no newline must not
 make the reader hold it all."""
-TAIL_LINES: Final = 20
-"""How many of the last lines are kept for an error message."""
+TAIL_LINES: Final = 40
+"""How many of the last lines are kept: an exit is classified by them (a crash handler's
+backtrace can push the cause up by a dozen lines), an error shows the last few."""
 
 
 class LogLines:

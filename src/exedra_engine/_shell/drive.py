@@ -11,21 +11,25 @@ its own shielding from cancellation. What the loops decide comes from the pure c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
-import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from returns.result import Failure
 
 from exedra_engine._core import diagnosis, readiness
+from exedra_engine._core.endpoint import resolve
+from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.kinds import Kind
+from exedra_engine._core.layers import Source
 from exedra_engine._core.planner import next_free_port, with_port
 from exedra_engine._core.readiness import LoadLimits
 from exedra_engine._core.redact import refuse_redacted
 from exedra_engine._core.stop import Send, Step
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine._shell.child import group_alive
+from exedra_engine._shell.child import group_alive, signal_name
+from exedra_engine._shell.flag_tables import suggest_flag
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.plan import read_ports_in_use
 from exedra_engine._shell.ports import ProcessSockets
@@ -60,6 +64,8 @@ class LaunchOptions(Generic[L]):
     stop_timeout: float
     ports: PortsReader
     sockets: ProcessSockets
+    sources: tuple[Source, ...] = ()
+    """The plan's provenance (`explain_launch`): which layer set a refused flag."""
 
 
 class Probe(Protocol):
@@ -209,9 +215,9 @@ async def await_ready(
     *,
     now: Callable[[], float],
     kill: Callable[[], Awaitable[object]],
-) -> NotReadyDetail | None:
-    """One start's wait (`until_ready`, within ``opts.limits``): None once `inst` is ready
-    (its ``ready_at`` set); else why not, once `kill` has killed it. A cancellation
+) -> Outcome:
+    """One start's wait (`until_ready`, within ``opts.limits``): "ready" once `inst` is
+    ready (its ``ready_at`` set); else why not, once `kill` has killed it. A cancellation
     meanwhile kills it too, then propagates."""
     limits, sockets = opts.limits, opts.sockets
     try:
@@ -232,10 +238,9 @@ async def await_ready(
         await probe.close()
     if outcome == "ready":
         inst.ready_at = now()
-        return None
-    failed = not_ready(inst, outcome, limits)
-    await kill()
-    return failed
+    else:
+        await kill()
+    return outcome
 
 
 def before_start(plan: LaunchPlan) -> None:
@@ -285,14 +290,16 @@ async def with_port_retries(
     ports: PortsReader,
 ) -> None:
     """Run `attempt` (None: it became ready and has run) and, when a scanned port was lost
-    to another process between planning and binding (the failure's ``lost_port``: the exit
-    may mean that, the ports in use decide), again on the next free port, at most
+    to another process between planning and binding (the executor exited, and the ports in
+    use say the port is taken), again on the next free port, at most
     `PORT_RETRIES` times; an explicit port is never moved. Raises the last failure."""
     for _ in range(PORT_RETRIES):
         failed = await attempt(plan)
         if failed is None:
             return
-        retry = plan.port_scanned and getattr(failed, "lost_port", False)
+        # Whether another process took the port is decided from the ports in use, not from
+        # the executor's wording: any exit may be one.
+        retry = plan.port_scanned and failed.returncode is not None
         in_use = ports(plan.spec.kind) if retry else frozenset()
         nxt = next_free_port(plan.port + 1, in_use) if plan.port in in_use else None
         if nxt is None:
@@ -315,24 +322,56 @@ async def group_gone(pgid: int, sleep: Callable[[float], Awaitable[object]]) -> 
         delay = min(delay * 2, 0.02)
 
 
-class NotReadyDetail(NotReady):
-    """`NotReady`, and whether the exit may mean the port was taken (`with_port_retries`)."""
-
-    def __init__(self, message: str, *, lost_port: bool = False) -> None:
-        super().__init__(message)
-        self.lost_port = lost_port
+LOG_DRAIN = 1.0
+"""How long an exit's last lines may take to come through the pipe before it is judged."""
 
 
-def not_ready(inst: InstanceState, outcome: Outcome, limits: LoadLimits) -> NotReadyDetail:
-    """Why `inst` did not become ready, once it is dead: it exited, or a limit passed."""
-    reason, tail, plan = inst.exit_reason, inst.log_tail, inst.plan
-    if outcome == "exited" and reason is not None:
-        sigill = reason.signal == signal.SIGILL
-        # Whether another process took the port is decided from the ports in use, not
-        # from the executor's wording.
-        return NotReadyDetail(
-            diagnosis.exited_early(plan.command, reason.describe(), sigill, tail),
-            lost_port=True,
+async def not_ready(
+    inst: InstanceState,
+    outcome: Outcome,
+    opts: LaunchOptions[Any],
+    *,
+    output_ended_within: Callable[[float], Awaitable[bool]],
+    in_thread: Callable[[Callable[[], str]], Awaitable[str]],
+) -> NotReady:
+    """The typed failure of a start that did not become ready (`inst` is dead by now): a
+    timeout or stall as it stands, an exit classified by the profile's patterns once the log
+    has been read to its end (`output_ended_within`). A refused flag is named with its layer
+    (``opts.sources``) and the installed binary's closest flag, looked up `in_thread`."""
+    plan, reason, url = inst.plan, inst.exit_reason, inst.endpoint.url
+    if outcome != "exited" or reason is None:
+        kind: Literal["timeout", "stalled"] = "stalled" if outcome == "stalled" else "timeout"
+        seconds = opts.limits.stall if kind == "stalled" else opts.limits.budget
+        return diagnosis.not_answering(
+            kind,
+            command=plan.command,
+            path=plan.ready,
+            url=url,
+            seconds=seconds,
+            log=inst.log_tail,
         )
-    url = inst.endpoint.url
-    return NotReadyDetail(diagnosis.timed_out(plan.command, plan.ready, url, limits.budget, tail))
+    await output_ended_within(LOG_DRAIN)
+    sig = reason.signal
+    r = resolve(plan.spec.kind, plan.args, plan.env)
+    ended = diagnosis.Exit(
+        command=plan.command,
+        returncode=reason.returncode,
+        how=reason.describe(),
+        signal=signal_name(sig) if sig else "",
+        log=inst.log_tail,
+        host=r.host,
+        port=r.port,
+    )
+    profile = executor_profile(plan.spec.kind)
+    found = diagnosis.find_cause(profile.exit_causes, ended.log)
+    flag = found.get("flag") if found is not None and found.kind == "argument" else ""
+    suggestion = ""
+    if flag:
+        suggestion = await in_thread(functools.partial(suggest_flag, profile, plan.command, flag))
+    return diagnosis.exit_error(
+        ended,
+        found,
+        layer=diagnosis.layer_of(flag, opts.sources) if flag else "",
+        suggestion=suggestion,
+        memory=plan.memory,
+    )

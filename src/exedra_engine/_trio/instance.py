@@ -53,6 +53,13 @@ class Instance(InstanceState):
         self._deliver_cancel = deliver_cancel
         self.started_at = trio.current_time()
 
+    async def output_ended_within(self, seconds: float) -> bool:
+        """Whether the executor's output has been read to its end within `seconds`."""
+        with trio.move_on_after(seconds):
+            await self._pump.ended.wait()
+            return True
+        return False
+
     async def wait(self) -> None:
         """Return when the process has exited."""
         await self._exited.wait()

@@ -19,18 +19,18 @@ the readiness request, its parsing and its deadlines (`_core.readiness`), the st
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import trio
 from returns.result import Failure, Result, Success
 
+from exedra_engine._core.budget import load_limits
 from exedra_engine._core.child import child_spec
 from exedra_engine._core.endpoint import resolve
+from exedra_engine._core.layers import Source
 from exedra_engine._core.logs import log_secrets
-from exedra_engine._core.readiness import LoadLimits
 from exedra_engine._core.values import LaunchPlan, connect_host
 from exedra_engine._shell import drive
 from exedra_engine._shell.child import ExitReason
@@ -61,26 +61,32 @@ async def launch(
     plan: LaunchPlan,
     logs: Logs = None,
     *,
-    ready_timeout: float = math.inf,
+    ready_timeout: float | None = None,
+    stall_timeout: float | None = None,
     stop_timeout: float = STOP_TIMEOUT,
     ports: PortsReader = _local_ports,
     sockets: ProcessSockets | None = None,
     deliver_cancel: DeliverCancel = graceful,
+    sources: Sequence[Source] = (),
 ) -> Result[Instance, EngineError]:
     """Start the plan's executor in `nursery` and wait until its ready path answers 200.
 
     The endpoint is read back from the plan's args and env. `logs` receives the executor's
     stdout and stderr line by line (a text or binary file, or a trio stream). The wait is
-    bounded by `ready_timeout` and by the caller's deadlines; on failure, timeout or
-    cancellation the child is killed before this returns or raises. The instance is
+    bounded by `ready_timeout` (default: `load_budget` of the plan's files), by
+    `stall_timeout` seconds without output (default `budget.STALL`) and by the caller's
+    deadlines; on failure, timeout or cancellation the child is killed before this returns or
+    raises, as a `NotReady` subclass that says why (`sources`, the plan's provenance from
+    `explain_launch`, name the layer of a refused flag). The instance is
     supervised by one task in `nursery` (started with ``nursery.start``): when the nursery
     is cancelled, `deliver_cancel` stops the child (default: `graceful`, with
     `stop_timeout`). `ports` says which ports are taken when a scanned port was lost to
     another process between planning and binding; `sockets` which process listens on a port
     (default: the local kernel).
     """
-    limits = LoadLimits(budget=ready_timeout)
-    opts = _Options(logs, limits, stop_timeout, ports, sockets or LocalHost(), deliver_cancel)
+    limits = load_limits(plan, ready_timeout, stall_timeout)
+    host = sockets or LocalHost()
+    opts = _Options(logs, limits, stop_timeout, ports, host, tuple(sources), deliver_cancel)
     try:
         inst: Instance = await nursery.start(_supervise, plan, opts)
     except EngineError as e:
@@ -106,7 +112,7 @@ async def _supervise(
 
 async def _attempt(
     plan: LaunchPlan, opts: _Options, task_status: trio.TaskStatus[Instance]
-) -> drive.NotReadyDetail | None:
+) -> NotReady | None:
     """One start. None once the process has run and exited after ``started()``; the
     readiness failure when it never got there (the child is dead by then)."""
     drive.before_start(plan)
@@ -127,7 +133,7 @@ async def _attempt(
         on_exit=nudge.set,
     )
     assert process.stdout is not None
-    failed: drive.NotReadyDetail | None = None
+    failed: NotReady | None = None
     # The body's failures are kept and raised after the nursery: raised inside it, trio
     # would wrap them in an ExceptionGroup the caller did not ask for.
     async with trio.open_nursery() as tasks:
@@ -135,11 +141,19 @@ async def _attempt(
         tasks.start_soon(pump.pump, process.stdout)
         tasks.start_soon(pump.write)
         probe = poller(connect_host(r.host), r.port, plan.ready)
-        failed = await drive.await_ready(
+        outcome = await drive.await_ready(
             inst, probe, nudge, opts, now=trio.current_time, kill=inst.kill
         )
-        if failed is None:
+        if outcome == "ready":
             task_status.started(inst)
+        else:
+            failed = await drive.not_ready(
+                inst,
+                outcome,
+                opts,
+                output_ended_within=inst.output_ended_within,
+                in_thread=trio.to_thread.run_sync,
+            )
     return failed
 
 
@@ -148,17 +162,20 @@ async def open_instance(
     plan: LaunchPlan,
     logs: Logs = None,
     *,
-    ready_timeout: float = math.inf,
+    ready_timeout: float | None = None,
+    stall_timeout: float | None = None,
     stop_timeout: float = STOP_TIMEOUT,
     ports: PortsReader = _local_ports,
     sockets: ProcessSockets | None = None,
     deliver_cancel: DeliverCancel = graceful,
+    sources: Sequence[Source] = (),
 ) -> AsyncIterator[Instance]:
     """``async with open_instance(plan) as inst:`` — ready on entry, stopped on exit, also on
     error or cancellation. Raises the launch's `EngineError` if it cannot start. The
     options are `launch`'s."""
-    limits = LoadLimits(budget=ready_timeout)
-    opts = _Options(logs, limits, stop_timeout, ports, sockets or LocalHost(), deliver_cancel)
+    limits = load_limits(plan, ready_timeout, stall_timeout)
+    host = sockets or LocalHost()
+    opts = _Options(logs, limits, stop_timeout, ports, host, tuple(sources), deliver_cancel)
     # The body's exception is carried out of the nursery and raised as itself: raised inside
     # it, trio would wrap it in an ExceptionGroup the caller did not ask for.
     raised: BaseException | None = None

@@ -19,16 +19,19 @@ _LOG_QUEUE: Final = 4096
 
 class LogPump:
     """Reads the child's output, keeps the last lines, and forwards lines to `logs`: when the
-    consumer is slow, lines are dropped and counted. `on_line` is called for every line (the
-    readiness poll wakes on it)."""
+    consumer is slow, lines are dropped and counted. `on_output` is called for every chunk
+    read, whole lines or not (the readiness poll wakes on it, and a load that prints progress
+    dots without a newline is not stalled)."""
 
     def __init__(
-        self, logs: Logs, secrets: tuple[str, ...], on_line: Callable[[], None] = lambda: None
+        self, logs: Logs, secrets: tuple[str, ...], on_output: Callable[[], None] = lambda: None
     ) -> None:
         self.logs = logs
         self.lines = LogLines(secrets)
         self.dropped = 0
-        self.on_line = on_line
+        self.on_output = on_output
+        self.ended = trio.Event()
+        """Set once the output has ended (every writer closed the pipe)."""
         self._send, self._recv = trio.open_memory_channel[bytes](_LOG_QUEUE)
 
     @property
@@ -46,13 +49,12 @@ class LogPump:
                     chunk = b""
                 if not chunk:
                     break
+                self.on_output()
                 self._forward(self.lines.feed(bytes(chunk)))
             self._forward(self.lines.end())
+        self.ended.set()
 
     def _forward(self, lines: list[bytes]) -> None:
-        if not lines:
-            return
-        self.on_line()
         for line in lines:
             if self.logs is None:
                 continue

@@ -641,7 +641,7 @@ def cmd_launch(a: argparse.Namespace) -> int:
             from exedra_engine.cli.launch import run_launch
 
             _findings_verdict(a, e)
-            return run_launch(e.plan, a)
+            return run_launch(e.plan, a, e.sources)
     raise AssertionError("a Result is a Success or a Failure")
 
 
@@ -768,9 +768,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--ready-timeout",
         type=float,
-        default=300.0,
+        default=None,
         metavar="S",
-        help="seconds to wait for readiness (default 300)",
+        help="seconds to wait for readiness (default: the load budget of the model's size, "
+        "shown by plan --explain)",
     )
     s.add_argument(
         "--stop-timeout",

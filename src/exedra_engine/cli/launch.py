@@ -5,31 +5,41 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Sequence
 
 import trio
 from returns.result import Failure, Success
 
+from exedra_engine._core.layers import Source
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._trio.launcher import launch
 
 
-def run_launch(plan: LaunchPlan, a: argparse.Namespace) -> int:
+def run_launch(plan: LaunchPlan, a: argparse.Namespace, sources: Sequence[Source] = ()) -> int:
     """Launch `plan`, print its endpoint, forward its logs to stderr, stop it on a signal.
 
     Exit status: 0 when it was stopped cleanly, 1 when it crashed or never became ready.
     """
-    return trio.run(_main, plan, a)
+    return trio.run(_main, plan, a, tuple(sources))
 
 
-async def _main(plan: LaunchPlan, a: argparse.Namespace) -> int:
+async def _main(plan: LaunchPlan, a: argparse.Namespace, sources: tuple[Source, ...]) -> int:
     from exedra_engine.cli.render import fail as _fail
     from exedra_engine.cli.render import json_text, shown, shown_plan
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            match await launch(nursery, plan, sys.stderr.buffer, ready_timeout=a.ready_timeout):
+            launched = await launch(
+                nursery,
+                plan,
+                sys.stderr.buffer,
+                ready_timeout=a.ready_timeout,
+                stop_timeout=a.stop_timeout,
+                sources=sources,
+            )
+            match launched:
                 case Failure(err):
-                    return _fail(err, 1)
+                    return _fail(err, 1, as_json=a.json)
                 case Success(inst):
                     pass
             if a.json:

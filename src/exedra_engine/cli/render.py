@@ -14,7 +14,7 @@ from exedra_engine._core.memory import size_text as mem_size
 from exedra_engine._core.memory_plan import MemoryPlan
 from exedra_engine._core.redact import redact_plan
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine.errors import EngineError
+from exedra_engine.errors import EngineError, NotReady
 
 if TYPE_CHECKING:
     from exedra_engine._core.check import Finding
@@ -71,9 +71,40 @@ def unechoed(text: str) -> str:
     return text
 
 
-def fail(err: EngineError, code: int = 2) -> int:
+def fail(err: EngineError, code: int = 2, *, as_json: bool = False) -> int:
+    """Report `err`: its first line, then (for an executor that never became ready) its
+    last log lines as lines of their own, each escaped; as ``{"error": {...}}`` on stdout
+    with `as_json`."""
+    if as_json:
+        sys.stdout.write(json_text({"error": error_body(err)}, indent=False) + "\n")
+        return code
+    if isinstance(err, NotReady):
+        lines = [f"{PROG}: error: {shown(unechoed(err.cause))}"]
+        if err.log:
+            lines.append("last log lines of the executor:")
+            lines += [f"  {shown(unechoed(line))}" for line in err.log]
+        print("\n".join(lines), file=sys.stderr)
+        return code
     print(f"{PROG}: error: {shown(unechoed(str(err)))}", file=sys.stderr)
     return code
+
+
+def error_body(err: EngineError) -> dict[str, object]:
+    """An error as JSON: its kind, its cause, and the executor's last log lines."""
+    if not isinstance(err, NotReady):
+        return {"kind": type(err).__name__, "cause": unechoed(str(err)), "log": []}
+    body: dict[str, object] = {
+        "kind": err.kind,
+        "cause": unechoed(err.cause),
+        "log": [unechoed(line) for line in err.log],
+    }
+    for name in ("flag", "layer", "suggestion", "mib", "what", "planned_mib", "signal"):
+        value = getattr(err, name, None)
+        if value not in (None, ""):
+            body[name] = value
+    if err.returncode is not None:
+        body["returncode"] = err.returncode
+    return body
 
 
 def json_text(value: object, *, indent: bool = True) -> str:
@@ -135,6 +166,20 @@ def print_plan(plan: LaunchPlan) -> None:
     if plan.memory is not None:
         for i, line in enumerate(memory_lines(plan.memory)):
             print(("memory    " if i == 0 else "          ") + line)
+    print(f"load      {load_line(plan)}")
+
+
+def load_line(plan: LaunchPlan) -> str:
+    """How long `launch` waits for this plan's executor to become ready, and why."""
+    from exedra_engine._core.budget import STALL, load_limits, plan_bytes
+
+    size = plan_bytes(plan)
+    limits = load_limits(plan)
+    read = f"{mem_size(size)} to read" if size else "size unknown"
+    return (
+        f"ready within {limits.budget:g} s ({read}; launch --ready-timeout overrides), "
+        f"or {STALL} s without output"
+    )
 
 
 def memory_lines(mem: MemoryPlan) -> list[str]:
