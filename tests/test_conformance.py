@@ -453,6 +453,15 @@ def test_i23_item4_never_ready_is_killed_at_the_ready_timeout(
     assert 0.5 <= time.monotonic() - t < 3
 
 
+def test_i23_item4_a_silent_load_fails_as_stalled(
+    adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
+) -> None:
+    t = time.monotonic()
+    err = adapter.failure(fake("hang"), stall_timeout=0.5)
+    assert isinstance(err, engine.LoadStalled), err
+    assert 0.5 <= time.monotonic() - t < 3
+
+
 def test_i23_item4_ignoring_sigterm_is_killed_at_the_deadline(
     adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
 ) -> None:

@@ -22,13 +22,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import math
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 from exedra_engine._aio import launcher as aio
+from exedra_engine._core.layers import Source
 from exedra_engine._core.values import Endpoint, LaunchPlan
 from exedra_engine._shell.child import ExitReason
 from exedra_engine.constants import STOP_TIMEOUT
@@ -107,13 +107,17 @@ class Running:
         plan: LaunchPlan,
         logs: aio.Logs = None,
         *,
-        ready_timeout: float = math.inf,
+        ready_timeout: float | None = None,
+        stall_timeout: float | None = None,
         stop_timeout: float = STOP_TIMEOUT,
+        sources: Sequence[Source] = (),
     ) -> None:
         self._plan = plan
         self._logs = logs
         self._ready_timeout = ready_timeout
+        self._stall_timeout = stall_timeout
         self._stop_timeout = stop_timeout
+        self._sources = tuple(sources)
         self._inner: aio.Instance | None = None
 
     def __enter__(self) -> Instance:
@@ -138,7 +142,9 @@ class Running:
                 self._plan,
                 self._logs,
                 ready_timeout=self._ready_timeout,
+                stall_timeout=self._stall_timeout,
                 stop_timeout=self._stop_timeout,
+                sources=self._sources,
             ) as inst:
                 self._inner = inst
                 self._ready.set_result(inst)
@@ -200,12 +206,22 @@ def run(
     plan: LaunchPlan,
     logs: aio.Logs = None,
     *,
-    ready_timeout: float = math.inf,
+    ready_timeout: float | None = None,
+    stall_timeout: float | None = None,
     stop_timeout: float = STOP_TIMEOUT,
+    sources: Sequence[Source] = (),
 ) -> Running:
     """``with run(plan) as inst:`` — start the plan's executor and block until it is ready;
     the block's end stops it (one SIGTERM, SIGKILL after `stop_timeout`), also on an
     exception or Ctrl-C. Raises the launch's `EngineError` if it cannot start, and
     `KeyboardInterrupt` after killing the executor when Ctrl-C comes during the start.
-    `logs` receives the executor's lines (a text or binary file)."""
-    return Running(plan, logs, ready_timeout=ready_timeout, stop_timeout=stop_timeout)
+    `logs` receives the executor's lines (a text or binary file); the other options are
+    `exedra_engine.aio.launch`'s."""
+    return Running(
+        plan,
+        logs,
+        ready_timeout=ready_timeout,
+        stall_timeout=stall_timeout,
+        stop_timeout=stop_timeout,
+        sources=sources,
+    )
