@@ -62,10 +62,9 @@ def test_a_clean_directory_exits_0(tmp_path: Path, run: Run) -> None:
     assert "judged by llama-server" in r.out
 
 
-def test_a_missing_directory_is_clean_and_an_unreadable_file_exits_2(
-    tmp_path: Path, run: Run
-) -> None:
-    assert run("config", "--check", str(tmp_path / "nothing")).code == 0
+def test_a_missing_named_directory_and_an_unreadable_file_exit_2(tmp_path: Path, run: Run) -> None:
+    # A path named on the command line must exist (issue 18 item 11): a typo is not "clean".
+    assert run("config", "--check", str(tmp_path / "nothing")).code == 2
     (tmp_path / "x.YAML").write_text("{}")
     r = run("config", "--check", str(tmp_path))
     assert r.code == 2 and "rename it" in r.err

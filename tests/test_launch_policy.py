@@ -6,8 +6,10 @@ import math
 
 import msgspec
 
+from exedra_engine._core.actual import actual, planned_ctx
 from exedra_engine._core.budget import STALL, START_UNKNOWN, load_budget, load_limits, plan_bytes
 from exedra_engine._core.child import child_spec
+from exedra_engine._core.executors import LLAMA
 from exedra_engine._core.logs import MAX_LINE, LogLines
 from exedra_engine._core.readiness import (
     POLL_FIRST,
@@ -123,3 +125,24 @@ def test_i21_item3_the_budget_comes_from_the_bytes_to_read() -> None:
     assert load_limits(split).budget == load_budget(41 * gib) > load_budget(20 * gib)
     assert load_limits(split, ready_timeout=5).budget == 5
     assert load_limits(split).stall == STALL
+
+
+def test_i19_item6_a_context_changed_by_the_fitter_is_a_warning() -> None:
+    spec = ModelSpec(id="m", path="/m.gguf", kind="llama")
+    p = LaunchPlan(
+        spec=spec,
+        command="x",
+        args=("--ctx-size", "8192"),
+        host="127.0.0.1",
+        port=1,
+        ready="/health",
+    )
+    assert planned_ctx(p, LLAMA) == 8192
+    same = actual(p, LLAMA, ctx=8192, peak_rss=1 << 30)
+    assert same.warnings == () and same.peak_rss == 1 << 30
+    fitted = actual(p, LLAMA, ctx=4096, peak_rss=None)
+    assert len(fitted.warnings) == 1
+    assert "context 4096 where the plan asked for 8192" in fitted.warnings[0]
+    unset = msgspec.structs.replace(p, args=(), env=("LLAMA_ARG_CTX_SIZE=2048",))
+    assert planned_ctx(unset, LLAMA) == 2048
+    assert planned_ctx(msgspec.structs.replace(p, args=()), LLAMA) is None

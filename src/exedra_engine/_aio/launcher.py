@@ -135,12 +135,32 @@ class _Stream:
         self._writer.close()  # the socket is closed on the loop's next turn, whatever follows
 
 
-async def _deadline(seconds: float, aw: Awaitable[bool]) -> bool | None:
-    try:
-        async with asyncio.timeout(seconds):
-            return await aw
-    except TimeoutError:
-        return None
+class _AioLoop:
+    """asyncio's primitives for `exedra_engine._shell.drive`'s loops."""
+
+    errors: tuple[type[BaseException], ...] = ()
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def within(self, seconds: float, aw: Awaitable[T]) -> T | None:
+        try:
+            async with asyncio.timeout(None if math.isinf(seconds) else seconds):
+                return await aw
+        except TimeoutError:
+            return None
+
+    async def connect(self, host: str, port: int) -> _Stream:
+        return await _Stream.connect(host, port)
+
+    async def in_thread(self, fn: Callable[[], T]) -> T:
+        return await asyncio.to_thread(fn)
+
+
+LOOP: Final = _AioLoop()
 
 
 class _Child:
@@ -302,11 +322,14 @@ class Instance(InstanceState):
         """Return when the process has exited (and its group is gone)."""
         await self._done.wait()
 
-    async def stop(self, timeout: float = STOP_TIMEOUT) -> ExitReason:
+    async def stop(self, timeout: float = STOP_TIMEOUT, *, drain: float = 0.0) -> ExitReason:
         """One SIGTERM to the process group, SIGKILL if it is still running after `timeout`
         seconds. Idempotent, safe after the process died, and it completes even when the
-        caller is cancelled meanwhile (the cancellation is raised after)."""
-        await _uncancellable(self.stop_sequence(timeout, self._loop.time(), self._gone_within))
+        caller is cancelled meanwhile (the cancellation is raised after). With `drain`,
+        first wait up to that many seconds until the executor works on no request
+        (llama-server's ``/slots``), so a busy executor is stopped without cutting answers
+        off."""
+        await _uncancellable(self.stop_sequence(timeout, LOOP, self._gone_within, drain=drain))
         assert self._exit is not None
         return self._exit
 
@@ -336,7 +359,7 @@ class Instance(InstanceState):
             async def leader_within(seconds: float) -> bool:
                 return await _within(self._process.exited, seconds)
 
-            await _finish(self.stop_sequence(self.stop_timeout, self._loop.time(), leader_within))
+            await _finish(self.stop_sequence(self.stop_timeout, LOOP, leader_within))
             raise
         finally:
             await _finish(self._release(writer))
@@ -401,18 +424,12 @@ async def _attempt(plan: LaunchPlan, opts: _Options) -> tuple[Instance, NotReady
     if cancelled:
         await inst.kill()
         raise asyncio.CancelledError
-    probe = drive.ReadyProbe(
-        connect_host(r.host), r.port, plan.ready, connect=_Stream.connect, within=_deadline
-    )
-    outcome = await drive.await_ready(inst, probe, news, opts, now=loop.time, kill=inst.kill)
+    probe = drive.ReadyProbe(connect_host(r.host), r.port, plan.ready, LOOP)
+    outcome = await drive.await_ready(inst, probe, news, opts, LOOP, kill=inst.kill)
     if outcome == "ready":
         return inst, None
     failed = await drive.not_ready(
-        inst,
-        outcome,
-        opts,
-        output_ended_within=inst.output_ended_within,
-        in_thread=asyncio.to_thread,
+        inst, outcome, opts, LOOP, output_ended_within=inst.output_ended_within
     )
     return inst, failed
 

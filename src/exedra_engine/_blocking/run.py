@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from exedra_engine._aio import launcher as aio
+from exedra_engine._core.actual import Actual
 from exedra_engine._core.layers import Source
 from exedra_engine._core.values import Endpoint, LaunchPlan
 from exedra_engine._shell.child import ExitReason
@@ -78,11 +79,17 @@ class Instance:
                 self._call(self._inner.wait(), timeout)
         return self._inner.exit_reason is not None
 
-    def stop(self, timeout: float = STOP_TIMEOUT) -> ExitReason:
+    @property
+    def actual(self) -> Actual | None:
+        """What the executor really runs with, read once it was ready."""
+        return self._inner.actual
+
+    def stop(self, timeout: float = STOP_TIMEOUT, *, drain: float = 0.0) -> ExitReason:
         """One SIGTERM to the process group, SIGKILL after `timeout` seconds; returns once
-        the group is gone. Idempotent."""
+        the group is gone. Idempotent. With `drain`, first wait up to that many seconds
+        until the executor works on no request."""
         if self._inner.exit_reason is None:
-            self._call(self._inner.stop(timeout), None)
+            self._call(self._inner.stop(timeout, drain=drain), None)
         reason = self._inner.exit_reason
         assert reason is not None
         return reason

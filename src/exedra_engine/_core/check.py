@@ -622,6 +622,8 @@ def check_plan_layers(
         judge.out.extend(fj.out)
     judge.args([p], caller_args, "caller args", scope="")
     judge.env([p], dict(caller_env), "caller env", scope="")
+    if model_id:  # "" is no id (no alias): only an id given is judged, as a models: key is
+        judge.model_id(model_id, "caller id")
     return tuple(judge.out)
 
 

@@ -120,6 +120,14 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     ready_prefix_flag: str = ""
     """A flag that moves every path under a prefix (llama-server's ``--api-prefix``)."""
     ready_prefix_env: str = ""
+    slots_path: str = ""
+    """Lists the executor's slots, each saying whether it works on a request ("": none): a
+    draining stop waits until none does."""
+    slot_busy_field: str = ""
+    props_path: str = ""
+    """Says what the executor really runs with ("": nothing to ask)."""
+    props_ctx: tuple[str, ...] = ()
+    """Where the context it really allocated stands in `props_path`'s answer."""
 
     model_flag: str = "--model"
     alias_flag: str = ""
@@ -262,6 +270,12 @@ LLAMA: Final = ExecutorProfile(
     secret_flags=frozenset({"--api-key", "--hf-token", "-hft"}),
     ready_prefix_flag="--api-prefix",
     ready_prefix_env="LLAMA_ARG_API_PREFIX",
+    # Checked with the binary: /slots is on by default (--no-slots turns it off) and needs
+    # the API key; /props' default_generation_settings.n_ctx is the context after fitting.
+    slots_path="/slots",
+    slot_busy_field="is_processing",
+    props_path="/props",
+    props_ctx=("default_generation_settings", "n_ctx"),
     alias_flag="--alias",
     alias_separator=",",  # "set model name aliases, comma-separated"
     ctx_flag="--ctx-size",
@@ -329,6 +343,32 @@ LLAMA: Final = ExecutorProfile(
     },
     # It binds with SO_REUSEADDR: a restart on a port in TIME_WAIT succeeds at once.
     time_wait_blocks_bind=False,
+    # Seen with the source-built binary: an unknown flag, a bad or missing value, a port in
+    # use, a missing, foreign or truncated model, a KV cache too large for the host.
+    exit_causes=(
+        *GGML_EXIT_CAUSES,
+        ExitCause(kind="memory", pattern=r"failed to allocate buffer for (?P<what>[\w ]+)"),
+        ExitCause(kind="memory", pattern=r"failed to allocate compute", what="compute buffers"),
+        ExitCause(
+            kind="memory", pattern=r"unable to allocate (?P<place>\w+) buffer", what="weights"
+        ),
+        ExitCause(kind="argument", pattern=r"error: invalid argument: (?P<flag>\S+)"),
+        ExitCause(
+            kind="argument",
+            pattern=r'error while handling argument "(?P<flag>[^"]+)": (?P<reason>.+)',
+        ),
+        ExitCause(
+            kind="address",
+            pattern=(
+                r"couldn't bind HTTP server socket, hostname: (?P<host>\S+), "
+                r"port: (?P<port>\d+)"
+            ),
+        ),
+        ExitCause(
+            kind="model", pattern=r"error loading model: (?:llama_model_loader: )?(?P<reason>.+)"
+        ),
+        ExitCause(kind="model", pattern=r"failed to load model,? '(?P<path>[^']+)'"),
+    ),
     # tools/fit-params, built from the same source (scripts/install-executors.sh).
     measure_binary="llama-fit-params",
     measure_args=("--fit-print", "on"),
@@ -378,32 +418,6 @@ LLAMA: Final = ExecutorProfile(
     slots_flag="--parallel",
     auto_slots=4,  # tools/server/server.cpp: n_parallel < 0 -> 4 slots, kv_unified = true
     unified_flag="--kv-unified",
-    # Seen with the source-built binary: an unknown flag, a bad or missing value, a port in
-    # use, a missing, foreign or truncated model, a KV cache too large for the host.
-    exit_causes=(
-        *GGML_EXIT_CAUSES,
-        ExitCause(kind="memory", pattern=r"failed to allocate buffer for (?P<what>[\w ]+)"),
-        ExitCause(kind="memory", pattern=r"failed to allocate compute", what="compute buffers"),
-        ExitCause(
-            kind="memory", pattern=r"unable to allocate (?P<place>\w+) buffer", what="weights"
-        ),
-        ExitCause(kind="argument", pattern=r"error: invalid argument: (?P<flag>\S+)"),
-        ExitCause(
-            kind="argument",
-            pattern=r'error while handling argument "(?P<flag>[^"]+)": (?P<reason>.+)',
-        ),
-        ExitCause(
-            kind="address",
-            pattern=(
-                r"couldn't bind HTTP server socket, hostname: (?P<host>\S+), "
-                r"port: (?P<port>\d+)"
-            ),
-        ),
-        ExitCause(
-            kind="model", pattern=r"error loading model: (?:llama_model_loader: )?(?P<reason>.+)"
-        ),
-        ExitCause(kind="model", pattern=r"failed to load model,? '(?P<path>[^']+)'"),
-    ),
 )
 """llama.cpp's ``llama-server``."""
 

@@ -35,7 +35,7 @@ from exedra_engine._core.memory import MemoryDecision, decide_memory, read_setti
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
-from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE
+from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE, INSTALL_HINT
 from exedra_engine.errors import (
     EngineError,
     ExecutorNotFound,
@@ -140,7 +140,8 @@ def _plan(
     exe = hw.executor(spec.kind)
     if exe is None:
         raise ExecutorNotFound(
-            f"{profile.binary} (kind {spec.kind.value}) is not installed: not on PATH"
+            f"{profile.binary} (kind {spec.kind.value}) is not installed: not on PATH nor in "
+            f"the executor cache; {INSTALL_HINT}, or name the binary (--executor PATH)"
         )
     _check(profile, spec, constraints, model)
     engine_port = _choose_port(constraints, ports_in_use)

@@ -7,7 +7,9 @@ connections, not thousands of sockets left in TIME_WAIT on the server's port.
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Sequence
 from typing import Final, Literal
 
 from exedra_engine._core.struct import Value
@@ -32,6 +34,8 @@ class Answer(Value, frozen=True, kw_only=True):
     """Whether the connection may carry the next request, by the headers."""
     framed: bool = True
     """Whether the body's length was known, so the next answer can be told apart."""
+    body_start: int = 0
+    """Where the body begins in the buffer."""
 
 
 class Malformed(ValueError):
@@ -43,12 +47,14 @@ def host_header(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def request(host: str, port: int, path: str) -> bytes:
-    """A GET of `path` that asks to keep the connection open."""
+def request(host: str, port: int, path: str, key: str = "") -> bytes:
+    """A GET of `path` that asks to keep the connection open (with `key` as a bearer token
+    when given: the executor's other endpoints need it)."""
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
     return (
-        f"GET {path} HTTP/1.1\r\nHost: {host_header(host, port)}\r\n"
+        f"GET {path} HTTP/1.1\r\nHost: {host_header(host, port)}\r\n{auth}"
         "Connection: keep-alive\r\nAccept: */*\r\n\r\n"
-    ).encode("ascii")
+    ).encode()
 
 
 def parse(buf: bytes) -> Answer | None:
@@ -84,10 +90,42 @@ def parse(buf: bytes) -> Answer | None:
     body = end + 4
     if length is None:
         # No length: the body runs to the end of the connection; the status is all we need.
-        return Answer(status=status, consumed=len(buf), keep_alive=False, framed=False)
+        return Answer(
+            status=status, consumed=len(buf), keep_alive=False, framed=False, body_start=body
+        )
     if len(buf) < body + length:
         return None
-    return Answer(status=status, consumed=body + length, keep_alive=keep)
+    return Answer(status=status, consumed=body + length, keep_alive=keep, body_start=body)
+
+
+def json_body(buf: bytes, answer: Answer) -> object:
+    """The answer's body decoded as JSON; None when it is not JSON."""
+    try:
+        return json.loads(buf[answer.body_start : answer.consumed])
+    except ValueError:
+        return None
+
+
+def slots_busy(slots: object, field: str) -> bool:
+    """Whether any slot of an executor's slots listing is working on a request."""
+    return isinstance(slots, list) and any(
+        isinstance(s, dict) and bool(s.get(field)) for s in slots
+    )
+
+
+def field_at(value: object, path: Sequence[str]) -> int | None:
+    """The integer at `path` in a decoded JSON object, or None."""
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def prefix_of(ready: str, ready_path: str) -> str:
+    """The path prefix the plan put before every endpoint (``--api-prefix``), from its ready
+    path and the profile's."""
+    return ready[: -len(ready_path)] if ready_path and ready.endswith(ready_path) else ""
 
 
 def next_interval(interval: float) -> float:

@@ -195,3 +195,26 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def group_peak_rss(pgid: int) -> int | None:
+    """The summed peak resident memory (``VmHWM``) of process group `pgid`'s processes,
+    bytes; None when /proc cannot tell. Scans /proc: call it off the event loop."""
+    total, seen = 0, False
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            if os.getpgid(pid) != pgid:
+                continue
+            with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        total += int(line.split()[1]) * 1024
+                        seen = True
+                        break
+        except (OSError, ValueError):
+            continue
+    return total if seen else None

@@ -19,16 +19,17 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 from returns.result import Failure
 
 from exedra_engine._core import diagnosis, readiness
+from exedra_engine._core.actual import Actual, actual
 from exedra_engine._core.endpoint import resolve
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.layers import Source
 from exedra_engine._core.planner import next_free_port, with_port
-from exedra_engine._core.readiness import LoadLimits
+from exedra_engine._core.readiness import LoadLimits, field_at, prefix_of
 from exedra_engine._core.redact import refuse_redacted
 from exedra_engine._core.stop import Send, Step
-from exedra_engine._core.values import LaunchPlan
-from exedra_engine._shell.child import group_alive, signal_name
+from exedra_engine._core.values import LaunchPlan, connect_host
+from exedra_engine._shell.child import group_alive, group_peak_rss, signal_name
 from exedra_engine._shell.flag_tables import suggest_flag
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.plan import read_ports_in_use
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 Outcome = Literal["ready", "exited", "timeout", "stalled"]
 L = TypeVar("L")
+T = TypeVar("T")
 
 PORT_RETRIES = 3
 """How many times a scanned port lost to another process is re-planned."""
@@ -107,39 +109,65 @@ class Connection(Protocol):
     async def aclose(self) -> None: ...
 
 
-Within = Callable[[float, Awaitable[bool]], Awaitable[bool | None]]
-"""An adapter's deadline: the awaitable's result, or None when `seconds` passed first."""
+class Loop(Protocol):
+    """An adapter's primitives, all the loops here need of its event loop."""
+
+    errors: tuple[type[BaseException], ...]
+    """What its connections raise when the peer goes away (beyond `OSError`)."""
+
+    def now(self) -> float:
+        """Its clock, in seconds."""
+        ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+    async def within(self, seconds: float, aw: Awaitable[T]) -> T | None:
+        """`aw`'s result, or None when `seconds` passed first (`aw` is then cancelled)."""
+        ...
+
+    async def connect(self, host: str, port: int) -> Connection:
+        """A TCP connection; raises `OSError` when refused."""
+        ...
+
+    async def in_thread(self, fn: Callable[[], T]) -> T:
+        """`fn()` on a worker thread, so a blocking call never sits on the loop."""
+        ...
+
+
+async def _exchange(conn: Connection, request: bytes, buf: bytes) -> tuple[readiness.Answer, bytes]:
+    """Send `request` and read one whole answer; the answer and the buffer it stands at the
+    front of (`buf`: what the connection had left over)."""
+    await conn.send_all(request)
+    while (answer := readiness.parse(buf)) is None:
+        chunk = await conn.receive_some(65536)
+        if not chunk:
+            raise ConnectionResetError("closed by the executor")
+        buf += chunk
+    return answer, buf
 
 
 class ReadyProbe:
     """Asks the ready path on one keep-alive connection (`readiness` holds its bytes),
-    reconnecting only when the executor refused or closed it. The adapter gives the
-    connection, its deadline, and the errors its connections raise."""
+    reconnecting only when the executor refused or closed it."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        path: str,
-        *,
-        connect: Callable[[str, int], Awaitable[Connection]],
-        within: Within,
-        errors: tuple[type[BaseException], ...] = (OSError,),
-    ) -> None:
+    def __init__(self, host: str, port: int, path: str, loop: Loop) -> None:
         self.host = host
         self.port = port
         self.request = readiness.request(host, port, path)
         self.connections = 0
-        self._connect = connect
-        self._within = within
-        self._errors: tuple[type[BaseException], ...] = (*errors, OSError, readiness.Malformed)
+        self._loop = loop
+        self._errors: tuple[type[BaseException], ...] = (
+            *loop.errors,
+            OSError,
+            readiness.Malformed,
+        )
         self._conn: Connection | None = None
         self._buf = b""
 
     async def ready(self) -> bool:
         """One poll: True on 200; refused, 503, a timeout or a reset are "not yet"."""
         try:
-            answered = await self._within(readiness.PROBE_TIMEOUT, self._ask())
+            answered = await self._loop.within(readiness.PROBE_TIMEOUT, self._ask())
         except self._errors:
             answered = None
         if answered is None:
@@ -148,17 +176,12 @@ class ReadyProbe:
 
     async def _ask(self) -> bool:
         if self._conn is None:
-            self._conn = await self._connect(self.host, self.port)
+            self._conn = await self._loop.connect(self.host, self.port)
             # Refused attempts leave no socket behind; established ones end in TIME_WAIT.
             self.connections += 1
             self._buf = b""
-        await self._conn.send_all(self.request)
-        while (answer := readiness.parse(self._buf)) is None:
-            chunk = await self._conn.receive_some(65536)
-            if not chunk:
-                raise ConnectionResetError("closed by the executor")
-            self._buf += chunk
-        self._buf = self._buf[answer.consumed :]
+        answer, buf = await _exchange(self._conn, self.request, self._buf)
+        self._buf = buf[answer.consumed :]
         # llama-server marks every 503 while loading "Connection: close" but keeps
         # answering on the socket (checked with the binary); closing on the header would
         # cost a connection per poll, ~300 for a 5 s load. So the connection is dropped
@@ -172,6 +195,46 @@ class ReadyProbe:
         if self._conn is not None:
             conn, self._conn = self._conn, None
             await conn.aclose()
+
+
+async def get_json(
+    loop: Loop, host: str, port: int, path: str, *, key: str, timeout: float
+) -> object:
+    """One GET of `path` on its own connection, its body decoded as JSON; None on any
+    failure (refused, not 200, not JSON, slower than `timeout`)."""
+    errors: tuple[type[BaseException], ...] = (*loop.errors, OSError, readiness.Malformed)
+
+    async def ask() -> object:
+        conn = await loop.connect(host, port)
+        try:
+            answer, buf = await _exchange(conn, readiness.request(host, port, path, key), b"")
+        finally:
+            await conn.aclose()
+        return readiness.json_body(buf, answer) if answer.status == 200 else None
+
+    try:
+        return await loop.within(timeout, ask())
+    except errors:
+        return None
+
+
+ACTUAL_WAIT = 2.0
+"""How long the executor may take to say what it runs with, once ready."""
+
+
+async def read_actual(inst: InstanceState, loop: Loop) -> Actual:
+    """What the executor really did: its context (asked), its group's peak memory (/proc)."""
+    plan, r = inst.plan, inst.resolved
+    profile = executor_profile(plan.spec.kind)
+    ctx = None
+    if profile.props_path:
+        path = prefix_of(plan.ready, profile.ready_path) + profile.props_path
+        props = await get_json(
+            loop, connect_host(r.host), r.port, path, key=r.api_key, timeout=ACTUAL_WAIT
+        )
+        ctx = field_at(props, profile.props_ctx)
+    peak = await loop.in_thread(functools.partial(group_peak_rss, inst.pid))
+    return actual(plan, profile, ctx, peak)
 
 
 async def until_ready(
@@ -212,14 +275,14 @@ async def await_ready(
     probe: ReadyProbe,
     news: News,
     opts: LaunchOptions[Any],
+    loop: Loop,
     *,
-    now: Callable[[], float],
     kill: Callable[[], Awaitable[object]],
 ) -> Outcome:
     """One start's wait (`until_ready`, within ``opts.limits``): "ready" once `inst` is
-    ready (its ``ready_at`` set); else why not, once `kill` has killed it. A cancellation
-    meanwhile kills it too, then propagates."""
-    limits, sockets = opts.limits, opts.sockets
+    ready (its ``ready_at`` and ``actual`` set); else why not, once `kill` has killed it. A
+    cancellation meanwhile kills it too, then propagates."""
+    limits, sockets, now = opts.limits, opts.sockets, loop.now
     try:
         outcome = await until_ready(
             probe,
@@ -238,6 +301,7 @@ async def await_ready(
         await probe.close()
     if outcome == "ready":
         inst.ready_at = now()
+        inst.actual = await read_actual(inst, loop)
     else:
         await kill()
     return outcome
@@ -330,14 +394,14 @@ async def not_ready(
     inst: InstanceState,
     outcome: Outcome,
     opts: LaunchOptions[Any],
+    loop: Loop,
     *,
     output_ended_within: Callable[[float], Awaitable[bool]],
-    in_thread: Callable[[Callable[[], str]], Awaitable[str]],
 ) -> NotReady:
     """The typed failure of a start that did not become ready (`inst` is dead by now): a
     timeout or stall as it stands, an exit classified by the profile's patterns once the log
     has been read to its end (`output_ended_within`). A refused flag is named with its layer
-    (``opts.sources``) and the installed binary's closest flag, looked up `in_thread`."""
+    (``opts.sources``) and the installed binary's closest flag, looked up on a thread."""
     plan, reason, url = inst.plan, inst.exit_reason, inst.endpoint.url
     if outcome != "exited" or reason is None:
         kind: Literal["timeout", "stalled"] = "stalled" if outcome == "stalled" else "timeout"
@@ -367,7 +431,9 @@ async def not_ready(
     flag = found.get("flag") if found is not None and found.kind == "argument" else ""
     suggestion = ""
     if flag:
-        suggestion = await in_thread(functools.partial(suggest_flag, profile, plan.command, flag))
+        suggestion = await loop.in_thread(
+            functools.partial(suggest_flag, profile, plan.command, flag)
+        )
     return diagnosis.exit_error(
         ended,
         found,

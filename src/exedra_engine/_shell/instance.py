@@ -6,14 +6,20 @@ its own concurrency, and its own shielding from cancellation."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 from exedra_engine._core import stop as policy
+from exedra_engine._core.actual import Actual
 from exedra_engine._core.endpoint import Resolved
-from exedra_engine._core.values import Endpoint, LaunchPlan
+from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.readiness import prefix_of, slots_busy
+from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
 from exedra_engine._shell import drive
 from exedra_engine._shell.child import ExitReason, group_alive, signal_group
 from exedra_engine.constants import STOP_TIMEOUT
+
+DRAIN_POLL: Final = 0.1
+"""How often a draining stop asks whether the executor is still busy."""
 
 
 class Lines(Protocol):
@@ -55,6 +61,13 @@ class InstanceState:
         """TCP connections the readiness poll opened (one, unless the executor closed it)."""
         self.stop_timeout = stop_timeout
         """The grace period used when the owner goes away under a running child."""
+        self.actual: Actual | None = None
+        """What the executor really runs with, read once it was ready (None before)."""
+
+    @property
+    def resolved(self) -> Resolved:
+        """The endpoint as read back from the plan (host, port, keys)."""
+        return self._resolved
 
     @property
     def endpoint(self) -> Endpoint:
@@ -98,19 +111,43 @@ class InstanceState:
             signal_group(self._pid, name)
 
     async def stop_sequence(
-        self, timeout: float, now: float, gone_within: Callable[[float], Awaitable[bool]]
+        self,
+        timeout: float,
+        loop: drive.Loop,
+        gone_within: Callable[[float], Awaitable[bool]],
+        *,
+        drain: float = 0.0,
     ) -> None:
-        """`stop`'s policy, at `now` on the adapter's clock: wait out the window after
-        readiness in which a SIGTERM is lost (`policy.SETTLE`), then one SIGTERM and SIGKILL
-        after `timeout`. `gone_within(s)`: whether the process and its group are gone within
-        ``s`` seconds."""
-        settle = policy.settle_left(self.ready_at, now)
+        """`stop`'s policy: with `drain`, first wait up to that many seconds until the
+        executor works on no request (`wait_idle`); wait out the window after readiness in
+        which a SIGTERM is lost (`policy.SETTLE`); then one SIGTERM and SIGKILL after
+        `timeout`. `gone_within(s)`: whether the process and its group are gone within ``s``
+        seconds."""
+        if drain > 0 and not self.has_exited():
+            await loop.within(drain, self.wait_idle(loop))
+        settle = policy.settle_left(self.ready_at, loop.now())
         if not self.has_exited() and settle > 0:
             await gone_within(settle)
         if not self.has_exited():
             self._stop_requested = True
             steps = policy.stop_steps(timeout, sent=self._sent)
             await drive.run_stop(steps, self.send_signal, gone_within)
+
+    async def wait_idle(self, loop: drive.Loop) -> None:
+        """Return once the executor works on no request (llama-server's ``/slots``), or
+        cannot tell: a drain then stops it rather than wait blind."""
+        profile = executor_profile(self._plan.spec.kind)
+        if not profile.slots_path:
+            return
+        path = prefix_of(self._plan.ready, profile.ready_path) + profile.slots_path
+        r = self._resolved
+        while not self.has_exited():
+            slots = await drive.get_json(
+                loop, connect_host(r.host), r.port, path, key=r.api_key, timeout=1.0
+            )
+            if slots is None or not slots_busy(slots, profile.slot_busy_field):
+                return
+            await loop.sleep(DRAIN_POLL)
 
     async def kill_sequence(self, gone_within: Callable[[float], Awaitable[bool]]) -> None:
         """SIGKILL now, and wait for the end (a launch that failed or was cancelled: no

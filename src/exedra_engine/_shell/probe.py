@@ -39,12 +39,24 @@ def probe(host: Host | None = None) -> Result[Hardware, EngineError]:
 
 def host_hardware(host: Host | None = None) -> Hardware:
     """`probe` without the Result: probing cannot fail, unknown facts read as 0."""
-    h = host or LocalHost()
-    return hardware_from(snapshot(h, h, versions=None if host else executor_version))
+    if host is not None:
+        return hardware_from(snapshot(host, host))
+    # This machine: after PATH, the executors scripts/install-executors.sh built.
+    from exedra_engine._shell.executor_cache import cache_bin_dirs
+
+    h = LocalHost()
+    return hardware_from(snapshot(h, h, executor_version, after_path=cache_bin_dirs()))
 
 
-def snapshot(files: HostFiles, proc: HostProcess, versions: Versions | None = None) -> HostSnapshot:
-    """Read every raw fact `hardware_from` needs; `versions` asks each executor found."""
+def snapshot(
+    files: HostFiles,
+    proc: HostProcess,
+    versions: Versions | None = None,
+    *,
+    after_path: tuple[str, ...] = (),
+) -> HostSnapshot:
+    """Read every raw fact `hardware_from` needs; `versions` asks each executor found, which
+    is looked for on the search path, then in `after_path`."""
     cgroup = _cgroup_dir(files)
     return HostSnapshot(
         affinity_cpus=proc.affinity_cpus(),
@@ -59,7 +71,9 @@ def snapshot(files: HostFiles, proc: HostProcess, versions: Versions | None = No
             if name.startswith("renderD")
         ),
         executors=tuple(
-            e for e in (_executor(files, proc, k, versions) for k in supported_kinds()) if e
+            e
+            for e in (_executor(files, proc, k, versions, after_path) for k in supported_kinds())
+            if e
         ),
     )
 
@@ -95,11 +109,15 @@ def _drm_node(files: HostFiles, render: str) -> DrmNode:
 
 
 def _executor(
-    files: HostFiles, proc: HostProcess, kind: Kind, versions: Versions | None
+    files: HostFiles,
+    proc: HostProcess,
+    kind: Kind,
+    versions: Versions | None,
+    after_path: tuple[str, ...] = (),
 ) -> ExecutorFile | None:
     profile = executor_profile(kind)
     name = profile.binary
-    for d in proc.search_path():
+    for d in (*proc.search_path(), *after_path):
         candidate = posixpath.join(d, name)
         if files.is_executable(candidate):
             real_dir = posixpath.dirname(files.real_path(candidate))

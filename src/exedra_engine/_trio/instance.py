@@ -17,6 +17,7 @@ from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.instance import InstanceState
 from exedra_engine._trio import spawn
 from exedra_engine._trio.logs import LogPump
+from exedra_engine._trio.ready import LOOP
 from exedra_engine._trio.stop import group_gone, run_steps
 from exedra_engine.constants import STOP_TIMEOUT
 
@@ -64,12 +65,14 @@ class Instance(InstanceState):
         """Return when the process has exited."""
         await self._exited.wait()
 
-    async def stop(self, timeout: float = STOP_TIMEOUT) -> ExitReason:
+    async def stop(self, timeout: float = STOP_TIMEOUT, *, drain: float = 0.0) -> ExitReason:
         """One SIGTERM to the process group, SIGKILL if it is still running after `timeout`
         seconds. Idempotent, safe after the process died, and it completes even while the
-        caller's scope is being cancelled."""
+        caller's scope is being cancelled. With `drain`, first wait up to that many seconds
+        until the executor works on no request (llama-server's ``/slots``), so a busy
+        executor is stopped without cutting answers off."""
         with trio.CancelScope(shield=True):
-            await self.stop_sequence(timeout, trio.current_time(), self._gone_within)
+            await self.stop_sequence(timeout, LOOP, self._gone_within, drain=drain)
         assert self._exit is not None
         return self._exit
 

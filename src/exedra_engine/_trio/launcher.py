@@ -39,7 +39,7 @@ from exedra_engine._shell.ports import ProcessSockets
 from exedra_engine._trio import spawn
 from exedra_engine._trio.instance import DeliverCancel, Instance, graceful
 from exedra_engine._trio.logs import LogPump, Logs
-from exedra_engine._trio.ready import Nudge, poller
+from exedra_engine._trio.ready import LOOP, Nudge, poller
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EngineError, NotReady
 
@@ -141,18 +141,12 @@ async def _attempt(
         tasks.start_soon(pump.pump, process.stdout)
         tasks.start_soon(pump.write)
         probe = poller(connect_host(r.host), r.port, plan.ready)
-        outcome = await drive.await_ready(
-            inst, probe, nudge, opts, now=trio.current_time, kill=inst.kill
-        )
+        outcome = await drive.await_ready(inst, probe, nudge, opts, LOOP, kill=inst.kill)
         if outcome == "ready":
             task_status.started(inst)
         else:
             failed = await drive.not_ready(
-                inst,
-                outcome,
-                opts,
-                output_ended_within=inst.output_ended_within,
-                in_thread=trio.to_thread.run_sync,
+                inst, outcome, opts, LOOP, output_ended_within=inst.output_ended_within
             )
     return failed
 

@@ -1,6 +1,6 @@
 """Waiting for readiness in trio: the request and its parsing are `exedra_engine._core.
 readiness`'s, the poll loop and the probe's conversation `exedra_engine._shell.drive`'s;
-this module only gives them trio's connection, deadline and clock.
+this module only gives them trio's primitives (`TrioLoop`).
 
 The ready path is asked on loopback every 0.5 ms at first, backing off to every 5 ms, and at
 once whenever the executor logs a line or exits. Connection refused, 503 and timeouts mean
@@ -9,13 +9,15 @@ once whenever the executor logs a line or exits. Connection refused, 503 and tim
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
 
 import trio
 
 from exedra_engine._shell import drive
 
 Outcome = drive.Outcome
+T = TypeVar("T")
 
 
 class Nudge:
@@ -42,23 +44,32 @@ class Nudge:
             self._event = trio.Event()
 
 
-async def _deadline(seconds: float, aw: Awaitable[bool]) -> bool | None:
-    with trio.move_on_after(seconds):
-        return await aw
-    return None
+class TrioLoop:
+    """trio's primitives for `exedra_engine._shell.drive`'s loops."""
+
+    errors: tuple[type[BaseException], ...] = (trio.BrokenResourceError, trio.ClosedResourceError)
+
+    def now(self) -> float:
+        return trio.current_time()
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+
+    async def within(self, seconds: float, aw: Awaitable[T]) -> T | None:
+        with trio.move_on_after(seconds):
+            return await aw
+        return None
+
+    async def connect(self, host: str, port: int) -> trio.SocketStream:
+        return await trio.open_tcp_stream(host, port)
+
+    async def in_thread(self, fn: Callable[[], T]) -> T:
+        return await trio.to_thread.run_sync(fn)
 
 
-async def _connect(host: str, port: int) -> trio.SocketStream:
-    return await trio.open_tcp_stream(host, port)
+LOOP: Final = TrioLoop()
 
 
 def poller(host: str, port: int, path: str) -> drive.ReadyProbe:
     """The ready path's probe (`drive.ReadyProbe`) on trio's sockets and deadlines."""
-    return drive.ReadyProbe(
-        host,
-        port,
-        path,
-        connect=_connect,
-        within=_deadline,
-        errors=(trio.BrokenResourceError, trio.ClosedResourceError),
-    )
+    return drive.ReadyProbe(host, port, path, LOOP)

@@ -31,6 +31,7 @@ from exedra_engine._core.emit import (
 )
 from exedra_engine._core.layers import Source
 from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine.cli import options
 from exedra_engine.cli.render import PROG, fail, shown
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EmitError, EmitRefused, EngineError, PlanError
@@ -170,7 +171,11 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         "(AMD and Intel device nodes are root:render 0660); repeatable",
     )
     g.add_argument(
-        "--stop-timeout", type=float, default=STOP_TIMEOUT, metavar="S", help="SIGTERM grace"
+        "--stop-timeout",
+        type=options.seconds,
+        default=STOP_TIMEOUT,
+        metavar="S",
+        help="SIGTERM grace",
     )
     g.add_argument(
         "--start-budget",
@@ -279,17 +284,28 @@ def run_emit(
     if a.check:
         return _check(plan, target, emitted, a)
     if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        for name, text in emitted.files.items():
-            path = os.path.join(a.out, name)
-            with open(path, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
-            print(f"wrote {shown(path)}")
+        if (code := _write(a.out, emitted)) != 0:
+            return code
     else:
         for text in emitted.files.values():
             sys.stdout.write(text)
     if a.explain:
         print_origins(emitted, explain_to)
+    return 0
+
+
+def _write(out: str, emitted: Emitted) -> int:
+    """Write the files into the directory `out`: 0, or the exit status of a refusal."""
+    if (refused := options.out_dir(out, list(emitted.files))) is not None:
+        return fail(refused)
+    for name, text in emitted.files.items():
+        path = os.path.join(out, name)
+        try:
+            with open(path, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+        except OSError as e:  # a disk full or a race with another writer
+            return fail(PlanError(f"--out: cannot write {path}: {e.strerror or e}"), 1)
+        print(f"wrote {shown(path)}")
     return 0
 
 
@@ -373,10 +389,16 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
     u = urllib.parse.urlsplit(a.url)
     if u.scheme != "http" or not u.hostname:
         return fail(PlanError(f"wait-ready: {a.url!r} is not an http:// URL"))
-    deadline = time.monotonic() + a.timeout
-    last = "no answer"
+    start = time.monotonic()
+    deadline = start + a.timeout
+    last, attempts = "no answer", 0
     while True:
-        conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=5)
+        # One attempt never runs past the deadline: the timeout is what is waited, no more.
+        remaining = deadline - time.monotonic()
+        conn = http.client.HTTPConnection(
+            u.hostname, u.port or 80, timeout=min(5.0, max(remaining, 0.1))
+        )
+        attempts += 1
         try:
             conn.request("GET", (u.path or "/") + (f"?{u.query}" if u.query else ""))
             status = conn.getresponse().status
@@ -387,8 +409,14 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
             last = str(e) or type(e).__name__
         finally:
             conn.close()
-        if time.monotonic() + a.interval > deadline:
-            said = f"{shown(a.url)} did not answer 200 in {a.timeout:g} s ({shown(last)})"
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            waited = time.monotonic() - start
+            said = (
+                f"{shown(a.url)} did not answer 200 in {waited:.1f} s ({attempts} attempt"
+                f"{'s' * (attempts != 1)}, --timeout {a.timeout:g}; last: {shown(last)})"
+            )
             print(f"{PROG}: error: {said}", file=sys.stderr)
             return 1
-        time.sleep(a.interval)
+        # The last attempt is made at the deadline, not an interval before it.
+        time.sleep(min(a.interval, remaining))
