@@ -38,6 +38,7 @@ import trio
 
 import exedra_engine as engine
 from exedra_engine import aio
+from exedra_engine._core.actual import Actual
 from tests.conftest import FAKE
 
 T = TypeVar("T")
@@ -64,6 +65,9 @@ class Ended(Protocol):
 
     @property
     def exit_reason(self) -> engine.ExitReason | None: ...
+
+    @property
+    def actual(self) -> Actual | None: ...
 
 
 class Adapter(Protocol):
@@ -373,6 +377,9 @@ def test_i23_item4_launch_answer_and_stop(
     assert out["choices"][0]["message"]["content"].strip()
     assert reason.clean and reason.requested and not left
     assert ended.exit_reason is reason
+    # What the executor really runs with was read once it was ready: the planned context.
+    assert ended.actual is not None and ended.actual.ctx == 512, ended.actual
+    assert ended.actual.peak_rss and ended.actual.peak_rss > 0
     assert _health(plan.url) == 0
     _no_children()
 
