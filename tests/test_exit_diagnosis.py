@@ -104,18 +104,24 @@ def test_i21_item1_whisper_bad_value_aborts_naming_no_flag() -> None:
 
 
 def test_i21_item1_out_of_memory_names_size_what_and_plan() -> None:
+    mib = 1024 * 1024
     host = PlaceMemory(
         name="Host",
-        total=600 * 1024 * 1024,
-        parts=MemoryParts(),
+        total=600 * mib,
+        parts=MemoryParts(weights=240 * mib, kv=48 * mib, other=312 * mib),
         reserved=0,
         reserved_parts=MemoryParts(),
     )
     err = _diagnose(LLAMA, LLAMA_OOM, memory=MemoryPlan(source="estimated", ctx=4096, host=host))
     assert isinstance(err, OutOfMemory)
     assert err.mib == pytest.approx(29297.25, abs=0.01) and err.what == "kv cache"
-    assert err.planned_mib == 600
-    assert "29,297 MiB for the kv cache" in err.cause and "600 MiB" in err.cause
+    assert err.planned_mib == 48
+    assert "29,297 MiB for the kv cache" in err.cause
+    assert "the plan expected 48 MiB for the KV cache at context 4096" in err.cause
+    other = _diagnose(
+        LLAMA, LLAMA_OOM[:3], memory=MemoryPlan(source="estimated", ctx=4096, host=host)
+    )
+    assert isinstance(other, OutOfMemory) and other.what == "" and other.planned_mib == 600
 
 
 def test_i21_item1_address_model_library() -> None:

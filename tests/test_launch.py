@@ -27,6 +27,7 @@ from exedra_engine import (
     Constraints,
     ExitedUnexplained,
     Hardware,
+    Instance,
     Kind,
     LaunchPlan,
     LoadStalled,
@@ -441,3 +442,62 @@ async def test_i21_item3_silent_load_fails_as_stalled(
     assert r.failure().log[0].startswith("fake executor: mode hang")
     assert 0.5 <= took < 3
     assert psutil.Process().children(recursive=True) == []
+
+
+async def test_i21_item4_concurrent_stops_send_one_sigterm(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every adapter signals the group through the shared InstanceState.
+    import exedra_engine._shell.instance as instance
+
+    sent: list[str] = []
+    real = instance.signal_group
+
+    def record(pgid: int, name: str) -> None:
+        sent.append(name)
+        real(pgid, name)
+
+    monkeypatch.setattr(instance, "signal_group", record)
+    monkeypatch.setenv("FAKE_MODE", "ignore-term")
+    async with trio.open_nursery() as n:
+        inst = (await launch(n, fake_plan(fake_hw))).unwrap()
+        async with trio.open_nursery() as stops:
+            stops.start_soon(inst.stop, 0.3)
+            stops.start_soon(inst.stop, 0.3)
+    assert sent.count("SIGTERM") == 1, sent
+    assert inst.exit_reason is not None and inst.exit_reason.signal == signal.SIGKILL
+
+
+async def test_i20_item5_deliver_cancel_is_the_callers(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As trio's run_process(deliver_cancel=...): run when the owning nursery is cancelled
+    # under a running child, and cancelled itself once the child has exited.
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    called: list[int] = []
+
+    async def kill_at_once(inst: Instance) -> None:
+        called.append(inst.pid)
+        inst.send_signal("SIGKILL")
+        await trio.sleep_forever()
+
+    with trio.move_on_after(30):
+        async with trio.open_nursery() as n:
+            inst = (await launch(n, fake_plan(fake_hw), deliver_cancel=kill_at_once)).unwrap()
+            n.cancel_scope.cancel()
+    assert called == [inst.pid]
+    assert inst.exit_reason is not None and inst.exit_reason.signal == signal.SIGKILL
+    assert psutil.Process().children(recursive=True) == []
+
+
+async def test_i21_item1_a_lost_scanned_port_is_replanned_on_the_executors_word(
+    real_hw: Hardware, tiny_llama: Path
+) -> None:
+    # The port holder may have let go by the time the ports are read: the executor's own
+    # "couldn't bind" (AddressUnavailable) is reason enough to move a scanned port.
+    p = llama_plan(real_hw, tiny_llama, port_base=21400)
+    with socket.socket() as thief:
+        thief.bind(("127.0.0.1", p.port))
+        thief.listen()
+        async with open_instance(p, ports=lambda kind: frozenset()) as inst:
+            assert inst.plan.port == p.port + 1

@@ -8,12 +8,12 @@ engine's own source build; whisper-server 1.8.5): see `exedra_engine._core.execu
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal, TypeVar
 
-from exedra_engine._core.executors import CauseKind, ExitCause
+from exedra_engine._core.executors import CauseKind, ExecutorProfile, ExitCause
 from exedra_engine._core.layers import Source
-from exedra_engine._core.memory_plan import MemoryPlan
+from exedra_engine._core.memory_plan import MemoryPlan, PlaceMemory
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import (
     AddressUnavailable,
@@ -182,9 +182,9 @@ def _memory(head: str, exit: Exit, found: Found, memory: MemoryPlan | None) -> O
     said = (
         f"out of memory: {size}" + (f" for the {what}" if what else "") + " could not be allocated"
     )
-    planned = _planned_mib(memory, found.get("place"), found.get("device"))
+    planned, part = _planned_mib(memory, found.get("place"), found.get("device"), what)
     if planned is not None and memory is not None:
-        said += f" (the plan expected {planned:,.0f} MiB in all at context {memory.ctx})"
+        said += f" (the plan expected {planned:,.0f} MiB {part} at context {memory.ctx})"
     err = _made(OutOfMemory, f"{head}: {said}", exit, exit.log[-LOG_LINES:])
     err.mib, err.what, err.planned_mib = mib, what, planned
     return err
@@ -199,16 +199,54 @@ def _mib(found: Found) -> float | None:
         return None
 
 
-def _planned_mib(memory: MemoryPlan | None, place: str, device: str) -> float | None:
+def _planned_mib(
+    memory: MemoryPlan | None, place: str, device: str, what: str
+) -> tuple[float | None, str]:
+    """The plan's figure for the place that ran out, and for what: the part the allocation
+    was for when the line says (KV cache, weights, compute), else the place's total."""
     if memory is None:
-        return None
+        return None, ""
+    at: PlaceMemory | None = memory.host
     if device or (place and place.upper() != "CPU"):
         name = place or f"CUDA{device}"
-        for d in memory.devices:
-            if d.name == name or (device and d.name.endswith(device)):
-                return d.reserved / MIB
-        return None
-    return memory.host.total / MIB
+        at = next(
+            (d for d in memory.devices if d.name == name or (device and d.name.endswith(device))),
+            None,
+        )
+    if at is None:
+        return None, ""
+    parts = at.reserved_parts if at is not memory.host else at.parts
+    for key, label in (
+        ("kv", "for the KV cache"),
+        ("weight", "for the weights"),
+        ("comput", "for compute"),
+    ):
+        if key in what.lower():
+            figure = getattr(parts, {"kv": "kv", "weight": "weights", "comput": "compute"}[key])
+            return figure / MIB, label
+    return (at.reserved if at is not memory.host else at.total) / MIB, "in all"
+
+
+def classify(
+    exit: Exit,
+    profile: ExecutorProfile,
+    suggest: Callable[[str], str],
+    *,
+    sources: Sequence[Source] = (),
+    memory: MemoryPlan | None = None,
+) -> NotReady:
+    """The whole diagnosis of an early exit, for every adapter: the cause from `profile`'s
+    patterns, a refused flag's layer from `sources` and its did-you-mean from `suggest` (the
+    installed binary's table: blocking, so an adapter calls this off its event loop)."""
+    found = find_cause(profile.exit_causes, exit.log)
+    flag = found.get("flag") if found is not None and found.kind == "argument" else ""
+    return exit_error(
+        exit,
+        found,
+        layer=layer_of(flag, sources) if flag else "",
+        suggestion=suggest(flag) if flag else "",
+        memory=memory,
+    )
 
 
 def not_answering(

@@ -34,7 +34,7 @@ from exedra_engine._shell.flag_tables import suggest_flag
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.plan import read_ports_in_use
 from exedra_engine._shell.ports import ProcessSockets
-from exedra_engine.errors import LaunchError, NotReady
+from exedra_engine.errors import AddressUnavailable, LaunchError, NotReady
 
 if TYPE_CHECKING:
     from exedra_engine._shell.instance import InstanceState
@@ -355,17 +355,19 @@ async def with_port_retries(
 ) -> None:
     """Run `attempt` (None: it became ready and has run) and, when a scanned port was lost
     to another process between planning and binding (the executor exited, and the ports in
-    use say the port is taken), again on the next free port, at most
+    use say the port is taken, or the executor said it could not bind), again on the next
+    free port, at most
     `PORT_RETRIES` times; an explicit port is never moved. Raises the last failure."""
     for _ in range(PORT_RETRIES):
         failed = await attempt(plan)
         if failed is None:
             return
-        # Whether another process took the port is decided from the ports in use, not from
-        # the executor's wording: any exit may be one.
+        # Another process took the port if it holds it now, or if the executor said so (a
+        # holder that has let go since is still why this start failed).
         retry = plan.port_scanned and failed.returncode is not None
         in_use = ports(plan.spec.kind) if retry else frozenset()
-        nxt = next_free_port(plan.port + 1, in_use) if plan.port in in_use else None
+        lost = plan.port in in_use or (retry and isinstance(failed, AddressUnavailable))
+        nxt = next_free_port(plan.port + 1, in_use) if lost else None
         if nxt is None:
             raise failed
         moved = with_port(plan, nxt)
@@ -427,17 +429,9 @@ async def not_ready(
         port=r.port,
     )
     profile = executor_profile(plan.spec.kind)
-    found = diagnosis.find_cause(profile.exit_causes, ended.log)
-    flag = found.get("flag") if found is not None and found.kind == "argument" else ""
-    suggestion = ""
-    if flag:
-        suggestion = await loop.in_thread(
-            functools.partial(suggest_flag, profile, plan.command, flag)
-        )
-    return diagnosis.exit_error(
-        ended,
-        found,
-        layer=diagnosis.layer_of(flag, opts.sources) if flag else "",
-        suggestion=suggestion,
-        memory=plan.memory,
+    # On a worker thread: a refused flag's did-you-mean reads the installed binary's table.
+    suggest = functools.partial(suggest_flag, profile, plan.command)
+    classify = functools.partial(
+        diagnosis.classify, ended, profile, suggest, sources=opts.sources, memory=plan.memory
     )
+    return await loop.in_thread(classify)
