@@ -200,6 +200,10 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     one unified KV cache); the companion, which has no "auto", is told this number."""
     unified_flag: str = ""
     """The flag that makes all slots share one KV cache (implied by `auto_slots`)."""
+    window_override: tuple[str, ...] = ()
+    """How the companion, which cannot be told of a shared cache and is given one slot, is
+    made to size sliding-window layers as the shared cache does (one window per slot): the
+    flag and value, formatted with the model's ``arch`` and the ``window`` to set."""
 
     @property
     def flags(self) -> FlagTable:
@@ -235,6 +239,30 @@ def _key_flags(key_flag: str, key_file_flag: str, secret: frozenset[str]) -> fro
 
 _TABLES: dict[str, FlagTable] = {}
 _FOREIGN: dict[str, frozenset[str]] = {}
+
+_LLAMA_MEMORY_FLAGS: Final[Mapping[str, str]] = {
+    "ctx": "--ctx-size",
+    "parallel": "--parallel",
+    "kv_unified": "--kv-unified",
+    "cache_type_k": "--cache-type-k",
+    "cache_type_v": "--cache-type-v",
+    "flash_attn": "--flash-attn",
+    "batch": "--batch-size",
+    "ubatch": "--ubatch-size",
+    "gpu_layers": "--n-gpu-layers",
+    "tensor_split": "--tensor-split",
+    "split_mode": "--split-mode",
+    "override_tensor": "--override-tensor",
+    "cpu_moe": "--cpu-moe",
+    "n_cpu_moe": "--n-cpu-moe",
+    "mmproj": "--mmproj",
+    "draft": "--model-draft",
+    "cache_ram": "--cache-ram",
+    "swa_full": "--swa-full",
+    "kv_offload": "--kv-offload",
+    "embeddings": "--embeddings",
+}
+"""llama-server's flags the memory estimate reads, by role (see `ExecutorProfile.memory_flags`)."""
 
 LLAMA: Final = ExecutorProfile(
     kind=Kind.LLAMA,
@@ -285,28 +313,7 @@ LLAMA: Final = ExecutorProfile(
     cpu_only_args=("--n-gpu-layers", "0"),
     capabilities={"llm": (), "vlm": (), "embeddings": ("--embeddings",), "rerank": ("--rerank",)},
     refused_architectures=frozenset({"whisper"}),
-    memory_flags={
-        "ctx": "--ctx-size",
-        "parallel": "--parallel",
-        "kv_unified": "--kv-unified",
-        "cache_type_k": "--cache-type-k",
-        "cache_type_v": "--cache-type-v",
-        "flash_attn": "--flash-attn",
-        "batch": "--batch-size",
-        "ubatch": "--ubatch-size",
-        "gpu_layers": "--n-gpu-layers",
-        "tensor_split": "--tensor-split",
-        "split_mode": "--split-mode",
-        "override_tensor": "--override-tensor",
-        "cpu_moe": "--cpu-moe",
-        "n_cpu_moe": "--n-cpu-moe",
-        "mmproj": "--mmproj",
-        "draft": "--model-draft",
-        "cache_ram": "--cache-ram",
-        "swa_full": "--swa-full",
-        "kv_offload": "--kv-offload",
-        "embeddings": "--embeddings",
-    },
+    memory_flags=_LLAMA_MEMORY_FLAGS,
     # common/fit.cpp gives up placement when the caller fixed any of these (a row or tensor
     # split mode too: see `memory.fitter_off`).
     fitter_off_flags=frozenset({"--n-gpu-layers", "--tensor-split", "--override-tensor"}),
@@ -372,52 +379,34 @@ LLAMA: Final = ExecutorProfile(
     # tools/fit-params, built from the same source (scripts/install-executors.sh).
     measure_binary="llama-fit-params",
     measure_args=("--fit-print", "on"),
-    # What llama.cpp's context and model params read that changes a reservation (common.cpp
-    # common_{model,context}_params_to_llama); server-only ones (--kv-unified, --cache-ram,
-    # --mmproj, draft models) are listed too, and left out where the companion lacks them.
-    measure_flags=frozenset(
-        {
-            "--ctx-size",
-            "--parallel",
-            "--kv-unified",
-            "--cache-type-k",
-            "--cache-type-v",
-            "--flash-attn",
-            "--batch-size",
-            "--ubatch-size",
-            "--n-gpu-layers",
-            "--tensor-split",
-            "--split-mode",
-            "--main-gpu",
-            "--device",
-            "--override-tensor",
-            "--cpu-moe",
-            "--n-cpu-moe",
-            "--swa-full",
-            "--kv-offload",
-            "--op-offload",
-            "--repack",
-            "--no-host",
-            "--mmap",
-            "--override-kv",
-            "--rope-scaling",
-            "--rope-scale",
-            "--rope-freq-base",
-            "--rope-freq-scale",
-            "--yarn-orig-ctx",
-            "--lora",
-            "--lora-scaled",
-            "--embeddings",
-            "--pooling",
-            "--reranking",
-            "--mmproj",
-            "--model-draft",
-            "--cache-ram",
-        }
-    ),
+    # The estimate's flags, and the others llama.cpp's model and context params read that
+    # change a reservation (common.cpp common_{model,context}_params_to_llama). Server-only
+    # ones (--kv-unified, --cache-ram, --mmproj, draft models) the companion cannot be told.
+    measure_flags=frozenset(_LLAMA_MEMORY_FLAGS.values())
+    | {
+        "--main-gpu",
+        "--device",
+        "--op-offload",
+        "--repack",
+        "--no-host",
+        "--mmap",
+        "--override-kv",
+        "--rope-scaling",
+        "--rope-scale",
+        "--rope-freq-base",
+        "--rope-freq-scale",
+        "--yarn-orig-ctx",
+        "--lora",
+        "--lora-scaled",
+        "--pooling",
+        "--reranking",
+    },
     slots_flag="--parallel",
     auto_slots=4,  # tools/server/server.cpp: n_parallel < 0 -> 4 slots, kv_unified = true
     unified_flag="--kv-unified",
+    # src/llama-kv-cache-iswa.cpp: a unified cache's SWA part holds n_swa * n_seq + n_ubatch
+    # cells; one slot with a window n_seq times as wide reserves exactly that.
+    window_override=("--override-kv", "{arch}.attention.sliding_window=int:{window}"),
 )
 """llama.cpp's ``llama-server``."""
 

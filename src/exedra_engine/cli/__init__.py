@@ -606,6 +606,8 @@ def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> 
         print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
         for o in s.overrode:
             print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
+    if note := _cpu_note(e.plan):  # under the flag's own line, before the findings
+        print(f"\nnote: {note}")
     if e.memory:
         print("\nmemory (what the executor is expected to use, and what the planner decided):")
         for line in e.memory:
@@ -615,8 +617,6 @@ def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> 
         print(f"  {finding_line(f)}")
     if not e.findings:
         print("  none")
-    if note := _cpu_note(e.plan):
-        print(f"\nnote: {note}")
 
 
 def _cpu_note(plan: LaunchPlan) -> str:

@@ -57,17 +57,24 @@ def has_form(value: str) -> bool:
     )
 
 
+HIDDEN_MIN = 8
+"""Values shorter than this are not masked: no key is that short, and a short value (``--name
+n``) would mask every word it occurs in."""
+
+
 def hide_values(given: dict[str, str]) -> None:
     """Name the values (value -> the option that took it) that `fail` masks in errors."""
     _hidden.clear()
-    _hidden.update({v: o for v, o in given.items() if v and not has_form(v)})
+    _hidden.update({v: o for v, o in given.items() if len(v) >= HIDDEN_MIN and not has_form(v)})
 
 
 def unechoed(text: str) -> str:
-    """`text` with every hidden value replaced by the name of the option that took it."""
+    """`text` with every hidden value replaced, where it stands as a token (not inside a
+    longer word), by the name of the option that took it."""
     for value in sorted(_hidden, key=len, reverse=True):
         if value in text:
-            text = text.replace(value, f"<the value of {_hidden[value]}, not shown>")
+            token = re.compile(f"(?<![A-Za-z0-9_]){re.escape(value)}(?![A-Za-z0-9_])")
+            text = token.sub(f"<the value of {_hidden[value]}, not shown>", text)
     return text
 
 
