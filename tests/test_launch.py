@@ -447,7 +447,8 @@ async def test_i21_item3_silent_load_fails_as_stalled(
 async def test_i21_item4_concurrent_stops_send_one_sigterm(
     fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import exedra_engine._trio.instance as instance
+    # Every adapter signals the group through the shared InstanceState.
+    import exedra_engine._shell.instance as instance
 
     sent: list[str] = []
     real = instance.signal_group

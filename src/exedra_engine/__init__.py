@@ -75,6 +75,7 @@ from exedra_engine.errors import (
 )
 
 if TYPE_CHECKING:
+    from exedra_engine._blocking.run import run
     from exedra_engine._core.check import Finding
     from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
     from exedra_engine._core.schema import config_schema
@@ -150,6 +151,7 @@ __all__ = [
     "probe",
     "resolve_endpoint",
     "supported_kinds",
+    "run",
     "AddressUnavailable",
     "ArgumentRefused",
     "ExitedUnexplained",
@@ -174,6 +176,8 @@ _LAZY = {
     "CheckReport": "_shell.check",
     "check_config": "_shell.check",
     "load_hardware": "_shell.hardware_file",
+    # The blocking adapter (asyncio on a private thread; no trio).
+    "run": "_blocking.run",
 }
 
 

@@ -8,24 +8,25 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from exedra_engine._core.stop import Send, Step, stop_steps
-from exedra_engine._shell.child import group_alive
+from exedra_engine._core.stop import Step, stop_steps
+from exedra_engine._shell import drive
 
 
 async def run_steps(
     steps: tuple[Step, ...], send: Callable[[str], None], exited: Callable[[], Awaitable[object]]
 ) -> None:
     """Carry out `steps`: `send` each signal (by name), and wait on `exited` for each wait;
-    the first exit within a wait ends the sequence. Not shielded: a `deliver_cancel` is
-    cancelled once the exit comes; `stop` shields its own call."""
-    for step in steps:
-        if isinstance(step, Send):
-            send(step.signal)
-            continue
-        with trio.move_on_after(step.seconds) as waited:
+    the first exit within a wait ends the sequence (`drive.run_stop`, with trio's
+    deadline). Not shielded: a `deliver_cancel` is cancelled once the exit comes; `stop`
+    shields its own call."""
+
+    async def within(seconds: float) -> bool:
+        with trio.move_on_after(seconds):
             await exited()
-        if not waited.cancelled_caught:
-            return
+            return True
+        return False
+
+    await drive.run_stop(steps, send, within)
 
 
 async def terminate(
@@ -47,7 +48,4 @@ async def terminate(
 
 async def group_gone(pgid: int) -> None:
     """Return once no process of group `pgid` is left (polled: a group has no pidfd)."""
-    delay = 0.0005
-    while group_alive(pgid):
-        await trio.sleep(delay)
-        delay = min(delay * 2, 0.02)
+    await drive.group_gone(pgid, trio.sleep)

@@ -1,0 +1,1 @@
+"""The asyncio adapter (`exedra_engine.aio` is its public face)."""

@@ -1,0 +1,1 @@
+"""The blocking adapter (`exedra_engine.blocking` is its public face)."""

@@ -1,0 +1,116 @@
+"""examples/fastapi_app.py, run as a user would (issue 23 item 5): uvicorn on loopback, a
+chat request through the launched executor, and nothing left after shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+import httpx
+import psutil
+import pytest
+
+pytestmark = [pytest.mark.executor, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _executors(pid: int) -> list[psutil.Process]:
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [k for k in kids if "llama-server" in " ".join(k.cmdline())]
+
+
+@pytest.mark.parametrize("stop_with", [signal.SIGINT, signal.SIGTERM])
+def test_i23_item5_fastapi_app_answers_and_leaves_nothing(
+    llama_server: str, real_model: Path, stop_with: signal.Signals
+) -> None:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "EXEDRA_MODEL": str(real_model),
+        "EXEDRA_CTX": "512",
+        # probe() finds the executor on PATH, as it would on a user's machine.
+        "PATH": f"{Path(llama_server).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--app-dir",
+            "examples",
+            "fastapi_app:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stderr is not None
+    seen: list[str] = []
+    started = threading.Event()
+
+    def read(stream: IO[str]) -> None:
+        # Read all along: the executor's log lines go to the same pipe, which must not fill.
+        for line in stream:
+            seen.append(line)
+            if "Application startup complete" in line:
+                started.set()
+        started.set()
+
+    reader = threading.Thread(target=read, args=(server.stderr,))
+    reader.start()
+    try:
+        # uvicorn says so once the lifespan (the model's launch) is through.
+        started.wait(300)
+        assert server.poll() is None, "uvicorn never started:\n" + "".join(seen[-20:])
+        executors = _executors(server.pid)
+        assert len(executors) == 1, executors
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/chat",
+            json={"message": "Say hi.", "max_tokens": 8},
+            timeout=120,
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["answer"].strip()
+        # The executor takes no request that does not come through the application.
+        argv = executors[0].cmdline()
+        url = f"http://127.0.0.1:{argv[argv.index('--port') + 1]}"
+        assert httpx.post(url + "/v1/chat/completions", json={}).status_code == 401
+        server.send_signal(stop_with)
+        server.wait(60)
+        reader.join()
+        # uvicorn shuts down gracefully, then dies by the signal it got (as it should).
+        assert server.returncode in (0, -stop_with), "".join(seen[-20:])
+        assert any("Application shutdown complete" in line for line in seen)
+        _, left = psutil.wait_procs(executors, timeout=0.5)
+        assert left == [], "the executor outlived the application"
+        # Nor anything of its process group (its pid is the group's id).
+        with pytest.raises(ProcessLookupError):
+            os.killpg(executors[0].pid, 0)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        for p in _executors(server.pid):
+            p.kill()
+        reader.join()
