@@ -16,10 +16,11 @@ import struct
 from itertools import repeat
 from typing import BinaryIO, Final
 
-from returns.result import Failure, Result, Success
+from returns.result import Result
 
+from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
-from exedra_engine.errors import NotGGUF
+from exedra_engine.errors import EngineError, NotGGUF
 
 MAGIC: Final = b"GGUF"
 SUPPORTED_VERSIONS: Final = (2, 3)
@@ -209,18 +210,20 @@ def _short_strings() -> re.Pattern[bytes]:
     return re.compile(b"(?s)(?:" + branches + b"){%d}+" % _RUN)
 
 
-def parse_gguf_header(src: BinaryIO, size: int) -> Result[HeaderFacts, NotGGUF]:
+def parse_gguf_header(src: BinaryIO, size: int) -> Result[HeaderFacts, EngineError]:
     """Read the facts planning needs from a GGUF stream of `size` bytes.
 
     The error message names the offset and the field; the caller adds the path.
     """
-    cur = _Cursor(src, size)
+    return as_result(read_gguf_header, src, size)
+
+
+def read_gguf_header(src: BinaryIO, size: int) -> HeaderFacts:
+    """`parse_gguf_header` for the library's own callers: raises `NotGGUF`."""
     try:
-        return Success(_parse(cur))
-    except _Truncated as e:
-        return Failure(NotGGUF(f"not a GGUF file: {e}"))
-    except _Malformed as e:
-        return Failure(NotGGUF(f"not a GGUF file: {e}"))
+        return _parse(_Cursor(src, size))
+    except (_Truncated, _Malformed) as e:
+        raise NotGGUF(f"not a GGUF file: {e}") from None
 
 
 def _parse(cur: _Cursor) -> HeaderFacts:

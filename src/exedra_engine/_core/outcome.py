@@ -2,8 +2,10 @@
 
 Inside the library, failures are raised as typed `EngineError`s (h11's model: cheap, and the
 happy path reads straight). Each public function converts exactly once, at its boundary, with
-`as_result`; shells and the command line then ``match`` on ``Success(v)`` / ``Failure(e)``.
-Anything that is not an `EngineError` is a bug and propagates as itself.
+`as_result`; the shells and the command line call the raising forms and never take a Result
+apart again: under returns, ``case Success(v)`` types `v` as Any, which switches the type
+checker off exactly where two layers meet. Anything that is not an `EngineError` is a bug and
+propagates as itself.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 
 import msgspec
-from returns.result import Failure, Result
+from returns.result import Result
 
 from exedra_engine._core.check import Finding, check_plan_layers
 from exedra_engine._core.config import LocatedConfig
@@ -98,8 +98,32 @@ def explain_launch(
     their lines, so findings name file and line; without them the merged overrides are
     judged as one unnamed file.
     """
+    return as_result(
+        explain_plan,
+        spec,
+        hw,
+        constraints,
+        model=model,
+        ports_in_use=ports_in_use,
+        flags=flags,
+        config_files=config_files,
+    )
+
+
+def explain_plan(
+    spec: ModelSpec,
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    *,
+    model: ModelInfo | None = None,
+    ports_in_use: Set[int] = frozenset(),
+    flags: FlagTable | None = None,
+    config_files: Sequence[LocatedConfig] = (),
+) -> Explained:
+    """`explain_launch` for the library's own callers (the shells): raises the
+    `EngineError` instead of returning it."""
     judge = (flags, tuple(config_files))
-    return as_result(_plan, spec, hw, constraints, model, ports_in_use, explain=True, judge=judge)
+    return _plan(spec, hw, constraints, model, ports_in_use, explain=True, judge=judge)
 
 
 # Inside the planner, failures are raised and turned into values once, at the public boundary
@@ -339,11 +363,12 @@ def _port_origin(p: ExecutorProfile, m: Merged, r: Resolved) -> str:
     return "set by a layer above the engine"
 
 
-def with_port(plan: LaunchPlan, port: int) -> Result[LaunchPlan, EngineError]:
+def with_port(plan: LaunchPlan, port: int) -> LaunchPlan:
     """The same plan on another port: the winning ``--port`` value is rewritten and the
-    endpoint read back again. Only for plans whose port the planner chose by scanning."""
+    endpoint read back again. Only for plans whose port the planner chose by scanning;
+    raises `PlanError` for any other."""
     if not plan.port_scanned:
-        return Failure(PlanError(f"port {plan.port} was requested explicitly; it is never moved"))
+        raise PlanError(f"port {plan.port} was requested explicitly; it is never moved")
     table = executor_profile(plan.spec.kind).flags
     args = list(plan.args)
     last = None
@@ -352,10 +377,9 @@ def with_port(plan: LaunchPlan, port: int) -> Result[LaunchPlan, EngineError]:
         if hit is not None and hit[0].key == executor_profile(plan.spec.kind).port_flag:
             last = i
     if last is None:
-        return Failure(PlanError("the plan's args have no port flag to move"))
+        raise PlanError("the plan's args have no port flag to move")
     args[last + 1] = str(port)
-    return as_result(resolve, plan.spec.kind, args, plan.env).map(
-        lambda r: msgspec.structs.replace(
-            plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key
-        )
+    r = resolve(plan.spec.kind, args, plan.env)
+    return msgspec.structs.replace(
+        plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key
     )

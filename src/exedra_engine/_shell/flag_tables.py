@@ -175,7 +175,8 @@ def _run(argv: list[str]) -> tuple[str, str]:
             start_new_session=True,
         )
     except (OSError, ValueError) as e:
-        return "", f"{argv[0]} cannot be run: {getattr(e, 'strerror', None) or e}"
+        why = e.strerror if isinstance(e, OSError) else None
+        return "", f"{argv[0]} cannot be run: {why or e}"
     try:
         out, err = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import errno
 import os
 
-from returns.result import Failure, Result, Success
+from returns.result import Result
 
-from exedra_engine._core.gguf_header import HeaderFacts, parse_gguf_header
+from exedra_engine._core.gguf_header import HeaderFacts, read_gguf_header
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.quant import quant_name
 from exedra_engine._core.values import ModelInfo
@@ -17,7 +17,7 @@ from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
 
 
 def inspect(
-    path: str | os.PathLike[str], files: HostFiles | None = None
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
 ) -> Result[ModelInfo, EngineError]:
     """Read a GGUF model's metadata from its header alone, never touching the weights.
 
@@ -25,30 +25,30 @@ def inspect(
     (anything that is not a well-formed GGUF header), each naming the path. `files` is the
     port the file is read through (default: this machine's).
     """
-    p = os.fspath(path)
-    return as_result(_inspect, p, files or LocalHost())
+    return as_result(read_model, path, files)
 
 
-def _inspect(p: str, files: HostFiles) -> ModelInfo:
+def read_model(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
+) -> ModelInfo:
+    """`inspect` for the library's own callers: raises its `EngineError`."""
+    p = os.fsdecode(path)
     if "\0" in p:
         raise ModelUnreadable(f"{p!r}: the path contains a NUL character")
     try:
-        stream, size = files.open_file(p)
+        stream, size = (files or LocalHost()).open_file(p)
     except NotRegularFile:
         raise NotGGUF(f"{p}: not a regular file") from None
     except OSError as e:
         raise ModelUnreadable(f"{p}: {_reason(e)}") from None
     with stream:
         try:
-            facts = parse_gguf_header(stream, size)
+            facts = read_gguf_header(stream, size)
         except OSError as e:
             raise ModelUnreadable(f"{p}: {_reason(e)}") from None
-    match facts:
-        case Success(h):
-            return model_info_from(p, size, h)
-        case Failure(err):
-            raise NotGGUF(f"{p}: {err}")
-    raise AssertionError("a Result is a Success or a Failure")
+        except NotGGUF as e:
+            raise NotGGUF(f"{p}: {e}") from None
+    return model_info_from(p, size, facts)
 
 
 def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:

@@ -35,7 +35,7 @@ import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import IO, Any, Final, Protocol, cast
+from typing import IO, Any, Final, Protocol
 
 import trio
 from returns.result import Failure, Result, Success
@@ -414,11 +414,7 @@ async def _supervise(
         nxt = next_free_port(attempt.port + 1, in_use)
         if attempt.port not in in_use or nxt is None:
             raise failed
-        match with_port(attempt, nxt):
-            case Success(moved):
-                attempt = moved
-            case Failure(err):
-                raise cast(EngineError, err)
+        attempt = with_port(attempt, nxt)
     assert failed is not None
     raise failed
 

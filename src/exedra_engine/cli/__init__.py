@@ -28,10 +28,9 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 import msgspec
-from returns.result import Failure, Result, Success
 
 from exedra_engine._core.check import TableOrigin, bundled_origin
-from exedra_engine._core.config import LocatedConfig, merge_all
+from exedra_engine._core.config import merge_all
 from exedra_engine._core.executors import executor_profile, profiles
 from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.layers import Source
@@ -42,12 +41,12 @@ from exedra_engine._core.redact import (
     redact_option,
     redact_said,
 )
-from exedra_engine._core.values import Constraints, ExecutorInfo, Hardware, ModelSpec
+from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
 from exedra_engine._shell.check import located_configs
-from exedra_engine._shell.hardware_file import load_hardware
-from exedra_engine._shell.inspect import inspect
-from exedra_engine._shell.load_config import load_config
-from exedra_engine._shell.plan import plan_explained
+from exedra_engine._shell.hardware_file import read_hardware
+from exedra_engine._shell.inspect import read_model
+from exedra_engine._shell.load_config import read_config
+from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._version import __version__
 from exedra_engine.cli.emit import add_emit_options
@@ -63,7 +62,7 @@ from exedra_engine.cli.render import (
     size_text,
 )
 from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE, STOP_TIMEOUT
-from exedra_engine.errors import EngineError
+from exedra_engine.errors import EngineError, LaunchError, NotReady
 
 
 def _columns() -> int:
@@ -148,11 +147,7 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 
 def cmd_inspect(a: argparse.Namespace) -> int:
-    match inspect(a.path):
-        case Failure(err):
-            return fail(err)
-        case Success(m):
-            pass
+    m = read_model(a.path)
     if a.json:
         print_json(m)
         return 0
@@ -175,12 +170,8 @@ def cmd_config(a: argparse.Namespace) -> int:
 
         return run_check(a)
     if a.executor or a.strict:
-        return fail(EngineError("--executor and --strict go with --check"))
-    match load_config(a.path):
-        case Failure(err):
-            return fail(err)
-        case Success(cfg):
-            pass
+        raise EngineError("--executor and --strict go with --check")
+    cfg = read_config(a.path)
     if not a.show_secrets:
         cfg = redact_config(cfg)
     if a.json:
@@ -276,10 +267,9 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--show-secrets", action="store_true", help="print API keys unredacted")
 
 
-Request = tuple[ModelSpec, Hardware, Constraints, tuple[LocatedConfig, ...]]
-
-
-def _request(a: argparse.Namespace) -> Result[Request, EngineError]:
+def _request(a: argparse.Namespace) -> PlanRequest:
+    """The plan the options ask for; raises the `EngineError` of a file that cannot be read
+    or an option that cannot be honoured."""
     from exedra_engine.errors import PlanError
 
     spec = ModelSpec(
@@ -289,93 +279,63 @@ def _request(a: argparse.Namespace) -> Result[Request, EngineError]:
         capabilities=tuple(a.capability),
         run_args=tuple(a.run_arg),
     )
-    if a.hardware:
-        match load_hardware(a.hardware):
-            case Failure() as failed:
-                return failed
-            case Success(hw):
-                pass
-    else:
-        hw = host_hardware()
+    hw = read_hardware(a.hardware) if a.hardware else host_hardware()
     if a.executor:
         others = tuple(e for e in hw.executors if e.kind != spec.kind)
         hw = msgspec.structs.replace(
             hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor))
         )
-    overrides = None
-    files: tuple[LocatedConfig, ...] = ()
-    if not a.no_config:
-        match located_configs(a.config):
-            case Failure() as failed:
-                return failed
-            case Success(files):
-                overrides = merge_all([f.config for f in files])
+    files = () if a.no_config else located_configs(a.config)
     key = ""
     if a.api_key_env:
         key = os.environ.get(a.api_key_env, "")
         if not key:
             state = "empty" if a.api_key_env in os.environ else "not set"
-            return Failure(
-                PlanError(
-                    f"--api-key-env: variable {a.api_key_env} is {state}; "
-                    "plan without --api-key-env for an unauthenticated executor"
-                )
+            raise PlanError(
+                f"--api-key-env: variable {a.api_key_env} is {state}; "
+                "plan without --api-key-env for an unauthenticated executor"
             )
-    return Success(
-        (
-            spec,
-            hw,
-            Constraints(
-                host=a.host,
-                ctx=a.ctx,
-                threads=a.threads,
-                port=a.port,
-                port_base=a.port_base,
-                api_key=key,
-                no_gpu=a.no_gpu,
-                ui=a.ui,
-                overrides=overrides,
-                extra_args=tuple(a.arg),
-                extra_env=tuple(a.env),
-            ),
-            files,
-        )
+    constraints = Constraints(
+        host=a.host,
+        ctx=a.ctx,
+        threads=a.threads,
+        port=a.port,
+        port_base=a.port_base,
+        api_key=key,
+        no_gpu=a.no_gpu,
+        ui=a.ui,
+        overrides=merge_all([f.config for f in files]) if not a.no_config else None,
+        extra_args=tuple(a.arg),
+        extra_env=tuple(a.env),
+    )
+    return PlanRequest(
+        spec=spec,
+        hardware=hw,
+        constraints=constraints,
+        config_files=files,
+        check_ports=not a.no_port_check,
     )
 
 
-def _planned(a: argparse.Namespace) -> Result[tuple[Explained, TableOrigin], EngineError]:
-    """The plan, explained, with the table its layers were judged by: with ``--explain`` or
-    ``--strict`` the executor's own (its ``--help``, cached), else the bundled one."""
+def _planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin]:
+    """The request, its plan explained, and the table its layers were judged by: with
+    ``--explain`` or ``--strict`` the executor's own (its ``--help``, cached), else the
+    bundled one."""
+    req = _request(a)
+    kind = req.spec.kind
+    exe = req.hardware.executor(kind) if req.hardware else None
+    flags, origin = None, bundled_origin(kind)
+    if exe is not None and (a.explain or a.strict):
+        from exedra_engine._shell.flag_tables import executor_table
 
-    def go(r: Request) -> Result[tuple[Explained, TableOrigin], EngineError]:
-        spec, hw, constraints, files = r
-        profile = executor_profile(spec.kind)
-        exe = hw.executor(spec.kind)
-        flags, origin = None, bundled_origin(spec.kind)
-        if exe is not None and (a.explain or a.strict):
-            from exedra_engine._shell.flag_tables import executor_table
-
-            flags, origin = executor_table(profile, exe.path)
-        return plan_explained(
-            spec,
-            hw,
-            constraints,
-            check_ports=not a.no_port_check,
-            flags=flags,
-            config_files=files,
-        ).map(lambda e: (e, origin))
-
-    return _request(a).bind(go)
+        flags, origin = executor_table(executor_profile(kind), exe.path)
+    return req, explain_request(req, flags=flags), origin
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
     if getattr(a, "emit", None):
         return _plan_and_emit(a)
-    match _planned(a):
-        case Failure(err):
-            return fail(err)
-        case Success((e, origin)):
-            pass
+    _, e, origin = _planned(a)
     if a.strict and e.findings and not a.explain:
         return _findings_verdict(a, e)
     plan = shown_plan(e.plan, a.show_secrets)
@@ -432,7 +392,7 @@ def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
     summary = findings_summary(e.findings)
     if a.strict:
         first = finding_line(e.findings[0])
-        return fail(EngineError(f"--strict: the plan has findings ({summary}); first: {first}"))
+        raise EngineError(f"--strict: the plan has findings ({summary}); first: {first}")
     if not a.explain:
         print(
             f"{PROG}: warning: {summary} in what this plan passes on, judged by the bundled "
@@ -445,37 +405,17 @@ def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
 def _plan_and_emit(a: argparse.Namespace) -> int:
     from exedra_engine.cli.emit import run_emit
 
-    match _request(a):
-        case Failure(err):
-            return fail(err)
-        case Success(req):
-            pass
-    spec, hw, constraints, files = req
-    match plan_explained(
-        spec, hw, constraints, check_ports=not a.no_port_check, config_files=files
-    ):
-        case Failure(err):
-            return fail(err)
-        case Success(e):
-            # The emitter is host-blind: the hardware the plan was made for is passed to it.
-            return run_emit(e.plan, hw, a, e.sources)
-    raise AssertionError("a Result is a Success or a Failure")
+    req = _request(a)
+    e = explain_request(req)
+    # The emitter is host-blind: the hardware the plan was made for is passed to it.
+    return run_emit(e.plan, req.hardware, a, e.sources)
 
 
 def cmd_emit(a: argparse.Namespace) -> int:
     from exedra_engine.cli.emit import load_plan, run_emit
 
-    plan = load_plan(a.plan)
-    if isinstance(plan, EngineError):
-        return fail(plan)
-    hw = None
-    if a.hardware:
-        match load_hardware(a.hardware):
-            case Failure(err):
-                return fail(err)
-            case Success(hw):
-                pass
-    return run_emit(plan, hw, a)
+    hw = read_hardware(a.hardware) if a.hardware else None
+    return run_emit(load_plan(a.plan), hw, a)
 
 
 def cmd_wait_ready(a: argparse.Namespace) -> int:
@@ -485,15 +425,11 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
-    match _planned(a):
-        case Failure(err):
-            return fail(err)
-        case Success((e, _)):
-            from exedra_engine.cli.launch import run_launch
+    from exedra_engine.cli.launch import run_launch
 
-            _findings_verdict(a, e)
-            return run_launch(e.plan, a)
-    raise AssertionError("a Result is a Success or a Failure")
+    _, e, _ = _planned(a)
+    _findings_verdict(a, e)
+    return run_launch(e.plan, a)
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
@@ -635,9 +571,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: cannot write: {e.strerror or e}", file=sys.stderr)
         return 1
     except EngineError as e:
-        # An expected run-time failure (an executor that never became ready, say): one line.
-        return fail(e, 1)
+        # Every expected failure, raised where it is found: one line, its class's status.
+        return fail(e, exit_status(e))
     return code
+
+
+EXIT_STATUS: tuple[tuple[type[EngineError], int], ...] = (
+    (NotReady, 1),
+    (LaunchError, 1),
+    (EngineError, 2),
+)
+"""The exit status of each error class, the first that matches: 1 for a failure at run time
+(the executor could not start, crashed or never became ready), 2 for bad input (usage,
+config, model, hardware file, plan)."""
+
+
+def exit_status(e: EngineError) -> int:
+    return next(code for cls, code in EXIT_STATUS if isinstance(e, cls))
 
 
 def _is_stdout_error(e: OSError) -> bool:

@@ -20,15 +20,15 @@ from typing import Any
 
 import msgspec
 import trio
-from returns.result import Failure, Success
 
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
 from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.plan import plan
+from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._trio.launcher import open_instance
 from exedra_engine.constants import STOP_TIMEOUT
+from exedra_engine.errors import ExecutorNotFound
 
 
 def _search_path() -> str:
@@ -74,24 +74,22 @@ def run_demo(a: argparse.Namespace) -> int:
         hw = host_hardware(LocalHost(path_env=_search_path()))
         t_probe = time.perf_counter()
         spec = ModelSpec(id="exedra-tiny", path=str(model), kind=Kind.LLAMA, capabilities=("llm",))
-        planned = plan(spec, hw, Constraints(api_key=secrets.token_urlsafe(16)))
+        req = PlanRequest(
+            spec=spec, hardware=hw, constraints=Constraints(api_key=secrets.token_urlsafe(16))
+        )
+        try:
+            p = explain_request(req).plan
+        except ExecutorNotFound as e:
+            raise ExecutorNotFound(
+                f"{e}; install it with scripts/install-executors.sh (a portable source build)"
+            ) from None
         t_plan = time.perf_counter()
         timings = {
             "write_model": t_model - t0,
             "probe": t_probe - t_model,
             "plan": t_plan - t_probe,
         }
-        match planned:
-            case Success(p):
-                return trio.run(_run, p, a, timings)
-            case Failure(err):
-                print(f"exedra-engine: error: {err}", file=sys.stderr)
-                if hw.executor(Kind.LLAMA) is None:
-                    print(
-                        "  install it with scripts/install-executors.sh (a portable source build)",
-                        file=sys.stderr,
-                    )
-        return 2
+        return trio.run(_run, p, a, timings)
 
 
 async def _run(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) -> int:

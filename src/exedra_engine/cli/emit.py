@@ -16,14 +16,13 @@ from collections.abc import Sequence
 from typing import TextIO
 
 import msgspec
-from returns.result import Failure, Success
 
-from exedra_engine._core.emit import EmitOptions, Emitted, Storage, Target, emit
+from exedra_engine._core.emit import EmitOptions, Emitted, Storage, Target, emit_files
 from exedra_engine._core.layers import Source
 from exedra_engine._core.values import Hardware, LaunchPlan
-from exedra_engine.cli.render import PROG, fail, shown
+from exedra_engine.cli.render import PROG, shown
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.errors import EngineError, PlanError
+from exedra_engine.errors import PlanError
 
 K8S_VERSION = "1.35"
 """The Kubernetes version `--check` validates against (with kubernetes-validate, if installed)."""
@@ -112,11 +111,7 @@ def run_emit(
     sources: Sequence[Source] = (),
 ) -> int:
     target = Target(a.emit)
-    match emit(plan, target, options_from(a), hardware=hardware, sources=sources):
-        case Failure(err):
-            return fail(err)
-        case Success(emitted):
-            pass
+    emitted = emit_files(plan, target, options_from(a), hardware, sources)
     explain_to = sys.stdout if a.out else sys.stderr
     if a.check:
         return _check(plan, target, emitted, a)
@@ -155,7 +150,7 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
                 with open(path, encoding="utf-8") as f:
                     files[name] = f.read()
             except (OSError, UnicodeDecodeError) as e:
-                return fail(PlanError(f"{path}: cannot read: {e}"))
+                raise PlanError(f"{path}: cannot read: {e}") from None
             if files[name] != text:
                 drift.append(name)
     problems = check_files(plan, target, files)
@@ -191,20 +186,21 @@ def _schema(files: dict[str, str]) -> list[str]:
     return out
 
 
-def load_plan(path: str) -> LaunchPlan | EngineError:
-    """A saved plan (``plan --json``), decoded strictly; the error names the file and field."""
+def load_plan(path: str) -> LaunchPlan:
+    """A saved plan (``plan --json``), decoded strictly; the `PlanError` names the file and
+    field."""
     try:
         with open(path, "rb") as f:
             data = f.read(1 << 22)
     except OSError as e:
-        return PlanError(f"{path}: cannot read: {e.strerror or e}")
+        raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
         return msgspec.json.decode(data, type=LaunchPlan)
     except msgspec.ValidationError as e:
         what, sep, at = str(e).rpartition(" - at ")
-        return PlanError(f"{path}: {at.strip('`')}: {what}" if sep else f"{path}: {e}")
+        raise PlanError(f"{path}: {at.strip('`')}: {what}" if sep else f"{path}: {e}") from None
     except msgspec.DecodeError as e:
-        return PlanError(f"{path}: not JSON ({e})")
+        raise PlanError(f"{path}: not JSON ({e})") from None
 
 
 def cmd_wait_ready(a: argparse.Namespace) -> int:
@@ -214,7 +210,7 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
 
     u = urllib.parse.urlsplit(a.url)
     if u.scheme != "http" or not u.hostname:
-        return fail(PlanError(f"wait-ready: {a.url!r} is not an http:// URL"))
+        raise PlanError(f"wait-ready: {a.url!r} is not an http:// URL")
     deadline = time.monotonic() + a.timeout
     last = "no answer"
     while True:

@@ -7,31 +7,27 @@ import signal
 import sys
 
 import trio
-from returns.result import Failure, Success
 
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine._trio.launcher import launch
+from exedra_engine._trio.launcher import open_instance
 
 
 def run_launch(plan: LaunchPlan, a: argparse.Namespace) -> int:
     """Launch `plan`, print its endpoint, forward its logs to stderr, stop it on a signal.
 
-    Exit status: 0 when it was stopped cleanly, 1 when it crashed or never became ready.
+    Exit status: 0 when it was stopped cleanly, 1 when it crashed; an executor that never
+    became ready raises its `EngineError` (the command line's exit-status table says 1).
     """
     return trio.run(_main, plan, a)
 
 
 async def _main(plan: LaunchPlan, a: argparse.Namespace) -> int:
-    from exedra_engine.cli.render import fail as _fail
     from exedra_engine.cli.render import json_text, shown, shown_plan
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            match await launch(nursery, plan, sys.stderr.buffer, ready_timeout=a.ready_timeout):
-                case Failure(err):
-                    return _fail(err, 1)
-                case Success(inst):
-                    pass
+        async with open_instance(
+            plan, sys.stderr.buffer, ready_timeout=a.ready_timeout, stop_timeout=a.stop_timeout
+        ) as inst:
             if a.json:
                 body = {
                     "url": inst.endpoint.url,
@@ -43,14 +39,16 @@ async def _main(plan: LaunchPlan, a: argparse.Namespace) -> int:
                 print(f"ready     {shown(inst.endpoint.url)}  (pid {inst.pid}); Ctrl-C stops it")
             sys.stdout.flush()
 
-            async def on_signal() -> None:
-                async for _ in signals:
-                    await inst.stop(a.stop_timeout)
-                    return
+            async with trio.open_nursery() as nursery:
 
-            nursery.start_soon(on_signal)
-            await inst.wait()
-            nursery.cancel_scope.cancel()
+                async def on_signal() -> None:
+                    async for _ in signals:
+                        await inst.stop(a.stop_timeout)
+                        return
+
+                nursery.start_soon(on_signal)
+                await inst.wait()
+                nursery.cancel_scope.cancel()
     reason = inst.exit_reason
     assert reason is not None
     print(f"stopped   {reason.describe()}", file=sys.stderr)
