@@ -166,6 +166,7 @@ def _plan(
         host=r.host,
         port=r.port,
         api_key=r.api_key,
+        key_env=constraints.api_key_env if r.api_key else "",
         ready=ready_path(profile, m),
         port_scanned=scanned,
     )

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from exedra_engine._core.executors import is_secret_flag
+from exedra_engine.errors import PlanError
 
 if TYPE_CHECKING:
     from exedra_engine._core.values import Config, LaunchPlan, Override
@@ -149,6 +150,23 @@ def plan_secrets(args: Sequence[str], env: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(v for v in out if v))
 
 
+def redaction_markers(args: Sequence[str], env: Iterable[str]) -> tuple[str, ...]:
+    """Where a plan hands its executor the redaction marker instead of a secret: the key
+    flags and secret-named variables whose value holds `REDACTED`. A plan printed for people
+    (``plan --json``) carries the marker; launched as it is, the executor would take the
+    literal ``<redacted>`` as its key, a key anyone can read in the saved file."""
+    where = [
+        inline if inline else args[i - 1]
+        for i, value, inline in _secret_values(args)
+        if REDACTED in value
+    ]
+    for item in env:
+        name, eq, value = item.partition("=")
+        if eq and is_secret_name(name) and REDACTED in value:
+            where.append(name)
+    return tuple(dict.fromkeys(where))
+
+
 class TextRedactor:
     """Hides keys in free text (an executor's log lines), where nothing says where a key
     stands. Built once per launch, applied per line.
@@ -198,3 +216,17 @@ def redact_bytes(data: bytes, secrets: Iterable[str]) -> bytes:
 def _longest_first(secrets: Iterable[str]) -> list[str]:
     # A key that contains another must go first, or the other's replacement leaves its rest.
     return sorted((s for s in secrets if s), key=len, reverse=True)
+
+
+def refuse_redacted(plan: LaunchPlan) -> None:
+    """Raise `PlanError` when the plan hands its executor the redaction marker as a secret
+    (see `redaction_markers`); every launcher calls this before it starts anything."""
+    where = redaction_markers(plan.args, plan.env)
+    if not where:
+        return
+    source = f" (its key is in ${plan.key_env})" if plan.key_env else ""
+    raise PlanError(
+        f"the plan carries the redaction marker {REDACTED} in {', '.join(where)}{source}: "
+        "it was saved for people to read and holds no key. Plan again with the key in its "
+        "variable (--api-key-env VAR), or put the real value back before launching"
+    )

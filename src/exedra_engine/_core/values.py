@@ -149,6 +149,9 @@ class Constraints(Value, frozen=True, kw_only=True):
     """First port of the scan; 0 = `DEFAULT_PORT_BASE`."""
     api_key: str = ""
     """"" leaves the executor unauthenticated. Travels in the environment, never in argv."""
+    api_key_env: str = ""
+    """The variable `api_key` was read from, if any: the plan names it (`LaunchPlan.key_env`)
+    so that a saved, redacted plan says where its key lives."""
     no_gpu: bool = False
     """Force the CPU even when a GPU is present."""
     ui: bool = False
@@ -197,6 +200,10 @@ class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
     host: str
     port: int
     api_key: str = ""
+    key_env: str = ""
+    """The variable the caller's key was read from (``--api-key-env``), "" when it was given
+    as a value. A plan saved for people carries the key as ``<redacted>``; this names where
+    the real one lives. Launching never reads it: a plan holding the marker is refused."""
     ready: str
     """Readiness HTTP path."""
     files: tuple[ModelFile, ...] = ()

@@ -45,7 +45,7 @@ from exedra_engine._core.endpoint import Resolved, env_dict, resolve
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.planner import next_free_port, with_port
-from exedra_engine._core.redact import TextRedactor, plan_secrets
+from exedra_engine._core.redact import TextRedactor, plan_secrets, refuse_redacted
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
 from exedra_engine._shell.host import LocalHost
@@ -430,6 +430,7 @@ async def _attempt(
 ) -> _NotReadyDetail | None:
     """One start. None once the process has run and exited after ``started()``; the
     readiness failure when it never got there (the child is dead by then)."""
+    refuse_redacted(plan)
     r = resolve(plan.spec.kind, plan.args, plan.env)
     pump = _LogPump.for_plan(logs, plan, r)
     # Checked here because with a setpriv prefix a missing binary would only show as

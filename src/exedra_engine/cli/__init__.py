@@ -20,8 +20,9 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ from exedra_engine.cli.render import (
     fail,
     finding_line,
     findings_summary,
+    hide_values,
     print_json,
     print_plan,
     shown,
@@ -94,9 +96,49 @@ class _Formatter(argparse.HelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with three safety rules for a tool that is handed keys.
+
+    - No abbreviations: ``--api-key K`` (llama-server's own flag, what a user types) must not
+      be read as ``--api-key-env K`` and the key echoed as a variable's name; ``--ct`` is not
+      ``--ctx``.
+    - No value is echoed in a parse error: an option given the wrong kind of value is named,
+      the value is not (it may be a key typed in the wrong place). Unknown options are named
+      with a did-you-mean; the values that follow them are counted, not shown.
+    - An executor's key flag (``--api-key``, ``--hf-token``) given to the CLI gets its own
+      answer: keys travel in variables (``--api-key-env VAR``), never in argv.
+    """
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = super().parse_known_args(args, namespace)
+        # A subcommand judges its own leftovers, so a did-you-mean draws on its options.
+        if extras and self._subparsers is None:
+            self.error(unknown_arguments(extras, self._option_string_actions))
+        return ns, extras
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError:
+            kind = getattr(action.type, "__name__", "")
+            what = {"int": "an integer", "float": "a number"}.get(kind, "a valid value")
+            raise argparse.ArgumentError(
+                action, f"expected {what} (the value given is not shown)"
+            ) from None
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            hint = did_you_mean(str(value), choices)
+            raise argparse.ArgumentError(
+                action, f"choose from {', '.join(choices)}{hint} (the value given is not shown)"
+            )
 
     def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
         # CPython 3.11's argparse strips an explicit "--" value (``--arg=--``) and hands the
@@ -118,6 +160,35 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # argparse quotes the offending argument as given; one line whatever it contains.
         self.exit(2, f"{self.prog}: error: {shown(message)}\n")
+
+
+def did_you_mean(given: str, known: Sequence[str]) -> str:
+    """``; did you mean --ctx?`` when one known name is close to `given`, else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(given, known, n=1, cutoff=0.75)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def unknown_arguments(extras: Sequence[str], options: Mapping[str, object]) -> str:
+    """The parse error for arguments no option took: the options are named (with a
+    did-you-mean), the values are only counted, since a value may be a key."""
+    from exedra_engine._core.executors import is_secret_flag
+
+    names = [t.partition("=")[0] for t in extras if t.startswith("-") and len(t) > 1]
+    values = len(extras) - len(names)
+    keys = [n for n in names if is_secret_flag(n)]
+    if keys:
+        return (
+            f"{keys[0]}: keys are not taken on the command line (argv shows in ps and shell "
+            "history); put the key in a variable and pass --api-key-env VAR"
+        )
+    parts = []
+    for n in names:
+        parts.append(f"unrecognized option {n}{did_you_mean(n, sorted(options))}")
+    if values:
+        parts.append(f"{values} unexpected value{'s' if values > 1 else ''} (not shown)")
+    return "; ".join(parts)
 
 
 # -- probe, inspect, config -------------------------------------------------------------
@@ -203,7 +274,8 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="CAP",
-        help="llm, vlm, embeddings, rerank or asr (repeatable)",
+        choices=sorted({c for p in profiles() for c in p.capabilities}),
+        help="%(choices)s (repeatable; which ones a kind serves is checked when planning)",
     )
     g.add_argument(
         "--run-arg",
@@ -290,11 +362,7 @@ def _request(a: argparse.Namespace) -> PlanRequest:
     if a.api_key_env:
         key = os.environ.get(a.api_key_env, "")
         if not key:
-            state = "empty" if a.api_key_env in os.environ else "not set"
-            raise PlanError(
-                f"--api-key-env: variable {a.api_key_env} is {state}; "
-                "plan without --api-key-env for an unauthenticated executor"
-            )
+            raise PlanError(api_key_env_problem(a.api_key_env))
     constraints = Constraints(
         host=a.host,
         ctx=a.ctx,
@@ -302,6 +370,7 @@ def _request(a: argparse.Namespace) -> PlanRequest:
         port=a.port,
         port_base=a.port_base,
         api_key=key,
+        api_key_env=a.api_key_env or "",
         no_gpu=a.no_gpu,
         ui=a.ui,
         overrides=merge_all([f.config for f in files]) if not a.no_config else None,
@@ -314,6 +383,26 @@ def _request(a: argparse.Namespace) -> PlanRequest:
         constraints=constraints,
         config_files=files,
         check_ports=not a.no_port_check,
+    )
+
+
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def api_key_env_problem(name: str) -> str:
+    """Why ``--api-key-env NAME`` gave no key. The name is shown only in the form variables
+    are conventionally named (upper case, digits, underscores): anything else may be the key
+    itself, typed where its variable's name belongs."""
+    if not _ENV_NAME.fullmatch(name):
+        return (
+            "--api-key-env takes the name of a variable holding the key, and the value given "
+            "is not a variable name (not shown: it may be the key itself); "
+            "export MY_KEY=... and pass --api-key-env MY_KEY"
+        )
+    state = "empty" if name in os.environ else "not set"
+    return (
+        f"--api-key-env: variable {name} is {state}; "
+        "plan without --api-key-env for an unauthenticated executor"
     )
 
 
@@ -553,10 +642,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``exedra-engine`` script."""
     try:
         try:
-            args = build_parser().parse_args(argv)
+            parser = build_parser()
+            args = parser.parse_args(argv)
         except SystemExit as e:  # --help, --version, a usage error: argparse printed it
             sys.stdout.flush()  # here, so a failed write is handled like any other
             return e.code if isinstance(e.code, int) else 2 if e.code else 0
+        hide_values(_given_values(parser, args))
         code: int = args.func(args)
         sys.stdout.flush()
     except KeyboardInterrupt:
@@ -588,6 +679,30 @@ config, model, hardware file, plan)."""
 
 def exit_status(e: EngineError) -> int:
     return next(code for cls, code in EXIT_STATUS if isinstance(e, cls))
+
+
+# Options whose values are the executor's own argv and env: their secrets are redacted where
+# they stand (key flags, key variables), by the same rules as every plan output.
+_EXECUTOR_ARGV = frozenset({"arg", "run_arg", "env"})
+
+
+def _given_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """Each string the command line gave an option or operand, with the option's name."""
+    actions = list(parser._actions)
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            chosen = a.choices.get(getattr(args, a.dest, None) or "")
+            actions += chosen._actions if chosen is not None else []
+    given: dict[str, str] = {}
+    for a in actions:
+        if a.dest in _EXECUTOR_ARGV or a.nargs == 0 or a.choices is not None:
+            continue  # a choice was checked against known words: it is no key
+        value = getattr(args, a.dest, None)
+        label = a.option_strings[-1] if a.option_strings else a.metavar or a.dest
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str):
+                given[v] = str(label)
+    return given
 
 
 def _is_stdout_error(e: OSError) -> bool:

@@ -38,8 +38,39 @@ def shown(text: str) -> str:
     return re.sub(_UNSHOWN, _escape, text)
 
 
+# The values given on this command line that errors must not echo (see `hide_values`):
+# CLI state, set once per main() call, never in the pure core.
+_hidden: dict[str, str] = {}
+
+
+def has_form(value: str) -> bool:
+    """Whether a value looks like what the CLI's free-form options take, so that an error may
+    quote it: a path, URL, address or file name (a ``/``, ``.`` or ``:``), a number, or a
+    variable name in the conventional form. An API key is none of these (its characters are
+    letters, digits, ``-`` and ``_``), so a key typed in the wrong place is never echoed."""
+    return (
+        any(c in value for c in "/.:")
+        or value.lstrip("+-").isdigit()
+        or re.fullmatch(r"[A-Z_][A-Z0-9_]*", value) is not None
+    )
+
+
+def hide_values(given: dict[str, str]) -> None:
+    """Name the values (value -> the option that took it) that `fail` masks in errors."""
+    _hidden.clear()
+    _hidden.update({v: o for v, o in given.items() if v and not has_form(v)})
+
+
+def unechoed(text: str) -> str:
+    """`text` with every hidden value replaced by the name of the option that took it."""
+    for value in sorted(_hidden, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, f"<the value of {_hidden[value]}, not shown>")
+    return text
+
+
 def fail(err: EngineError, code: int = 2) -> int:
-    print(f"{PROG}: error: {shown(str(err))}", file=sys.stderr)
+    print(f"{PROG}: error: {shown(unechoed(str(err)))}", file=sys.stderr)
     return code
 
 
