@@ -4,6 +4,7 @@ own tests and the two together crashed."""
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import msgspec
@@ -169,3 +170,111 @@ def test_i20_item2_plan_request_is_a_value() -> None:
         req.spec = spec  # type: ignore[misc]
     with pytest.raises(NoHardware):
         explain_request(req)
+
+
+# -- item 9: smaller ----------------------------------------------------------------------
+
+COPIED = "sk-copied-key-0123456789"
+
+
+def _copied_key_argv(*extra: str) -> list[str]:
+    return [
+        "plan",
+        "--model",
+        MODEL,
+        "--kind",
+        "llama",
+        "--executor",
+        "/nonexistent/llama-server",
+        "--no-config",
+        "--no-port-check",
+        "--api-key-env",
+        "EXEDRA_SEAMS_KEY",
+        f"--env=OTHER={COPIED}",
+        f"--env=LIST=a,{COPIED}",
+        "--arg=--alias",
+        f"--arg={COPIED}",
+        f"--arg=--temp={COPIED}",
+        *extra,
+    ]
+
+
+@pytest.mark.parametrize(
+    "surface", [(), ("--json",), ("--explain",), ("--explain", "--json"), ("--strict",)]
+)
+def test_i20_item9_the_key_value_is_hidden_whatever_carries_it(
+    surface: tuple[str, ...], run: Run
+) -> None:
+    r = run(*_copied_key_argv(*surface), env={"EXEDRA_SEAMS_KEY": COPIED})
+    assert r.code in (0, 2), r.err
+    assert COPIED not in r.out + r.err
+    if not surface or surface == ("--json",):
+        assert "OTHER=<redacted>" in r.out and "LIST=<redacted>" in r.out
+        assert "--alias" in r.out  # the flag stays; only its value is hidden
+    shown = run(*_copied_key_argv(*surface, "--show-secrets"), env={"EXEDRA_SEAMS_KEY": COPIED})
+    assert COPIED in shown.out + shown.err  # the check can fail
+
+
+def test_i20_item9_the_engine_flags_are_not_judged_by_what_a_key_equals(run: Run) -> None:
+    # Redaction compares whole values, set above the engine layer: a key that happens to
+    # equal the bind address does not hide the planner's own --host.
+    r = run(
+        "plan", "--model", MODEL, "--kind", "llama", "--executor", "/x/llama-server",
+        "--no-config", "--no-port-check", "--json", "--api-key-env", "EXEDRA_SEAMS_KEY",
+        env={"EXEDRA_SEAMS_KEY": "127.0.0.1"},
+    )  # fmt: skip
+    plan = msgspec.json.decode(r.out)
+    assert plan["host"] == "127.0.0.1" and "127.0.0.1" in plan["args"]
+
+
+def test_i20_item9_emit_refuses_a_copied_key(tmp_path: Path, run: Run) -> None:
+    hw = _hardware_file(tmp_path)
+    r = run(
+        *_copied_key_argv("--hardware", str(hw), "--host", "0.0.0.0", "--emit", "k8s"),
+        "--secret",
+        "model-key",
+        env={"EXEDRA_SEAMS_KEY": COPIED},
+    )
+    assert r.code == 2 and COPIED not in r.out + r.err
+    assert "OTHER" in r.err and "--alias" in r.err
+
+
+def test_i20_item9_paths_may_be_bytes_or_path_like(tmp_path: Path) -> None:
+    from exedra_engine import inspect, load_config
+    from exedra_engine.testing import write_tiny_llama
+
+    conf = tmp_path / "c.yaml"
+    conf.write_text("env: {A: b}\n")
+    want = load_config(str(conf)).unwrap()
+    assert want.env == {"A": "b"}
+    assert load_config(conf).unwrap() == want
+    assert load_config(os.fsencode(conf)).unwrap() == want
+    model = write_tiny_llama(tmp_path / "m.gguf")
+    info = inspect(str(model)).unwrap()
+    assert inspect(model).unwrap() == info
+    assert inspect(os.fsencode(model)).unwrap() == info
+    undecodable = os.fsencode(tmp_path) + b"/m\xff.gguf"
+    assert "m\udcff.gguf" in str(inspect(undecodable).failure())
+
+
+def test_i20_item9_the_errors_public_functions_raise_are_exported() -> None:
+    import exedra_engine
+
+    assert exedra_engine.HardwareFileError is HardwareFileError
+    assert exedra_engine.EmitError is EmitError
+    assert {"HardwareFileError", "EmitError"} <= set(exedra_engine.__all__)
+
+
+def test_i20_item9_the_quick_loop_leaves_slow_tests_out_and_ci_runs_them() -> None:
+    recipes: dict[str, list[str]] = {}
+    name = ""
+    for line in (SRC.parent.parent / "justfile").read_text().splitlines():
+        if line and not line[0].isspace() and not line.startswith("#") and ":" in line:
+            name = line.split()[0].rstrip(":")
+            recipes[name] = []
+        elif line.startswith("    ") and name:
+            recipes[name].append(line.strip())
+    assert any('-m "not slow"' in c for c in recipes["test-quick"])
+    assert not any("slow" in c for c in recipes["test"])
+    ci = (SRC.parent.parent / ".ci" / "run").read_text()
+    assert "./dev test\n" in ci

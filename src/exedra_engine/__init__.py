@@ -49,8 +49,10 @@ from exedra_engine.constants import (
 )
 from exedra_engine.errors import (
     ConfigError,
+    EmitError,
     EngineError,
     ExecutorNotFound,
+    HardwareFileError,
     LaunchError,
     ModelUnreadable,
     NoEndpoint,
@@ -133,6 +135,8 @@ __all__ = [
     "probe",
     "resolve_endpoint",
     "supported_kinds",
+    "EmitError",
+    "HardwareFileError",
 ]
 
 # Loaded on first use, so that planning-only users never pay for them: the launcher needs trio

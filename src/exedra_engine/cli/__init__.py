@@ -37,10 +37,11 @@ from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.layers import Source
 from exedra_engine._core.planner import Explained, layer_names
 from exedra_engine._core.redact import (
+    SHORT_KEY,
+    TextRedactor,
+    plan_secrets,
     redact_config,
-    redact_env,
-    redact_option,
-    redact_said,
+    redact_source,
 )
 from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
 from exedra_engine._shell.check import located_configs
@@ -425,9 +426,10 @@ def cmd_plan(a: argparse.Namespace) -> int:
     if getattr(a, "emit", None):
         return _plan_and_emit(a)
     _, e, origin = _planned(a)
+    e = _shown_findings(e, a.show_secrets)
     if a.strict and e.findings and not a.explain:
         return _findings_verdict(a, e)
-    plan = shown_plan(e.plan, a.show_secrets)
+    plan = shown_plan(e.plan, a.show_secrets, e.sources)
     sources = _shown_sources(e, a.show_secrets)
     if a.json:
         if a.explain:
@@ -447,14 +449,27 @@ def _shown_sources(e: Explained, show_secrets: bool) -> list[Source]:
     if show_secrets:
         return list(e.sources)
     names = layer_names(e.plan.spec)
-    return [
+    secrets = plan_secrets(e.plan.args, e.plan.env)
+    return [redact_source(s, secrets, names) for s in e.sources]
+
+
+def _shown_findings(e: Explained, show_secrets: bool) -> Explained:
+    """`e` with every long key (`SHORT_KEY` characters or more) hidden in its findings,
+    which quote the tokens they judge as free text: a caller's ``--arg=--temp=KEY`` is
+    worded back. A shorter key stands where the checker says, redacted there."""
+    if show_secrets or not e.findings:
+        return e
+    hide = TextRedactor(k for k in plan_secrets(e.plan.args, e.plan.env) if len(k) >= SHORT_KEY)
+    findings = tuple(
         msgspec.structs.replace(
-            s,
-            text=redact_env(s.text) if s.what == "env" else redact_option(s.text),
-            overrode=tuple(redact_said(o, names) for o in s.overrode),
+            f,
+            token=hide.text(f.token),
+            message=hide.text(f.message),
+            suggestion=hide.text(f.suggestion),
         )
-        for s in e.sources
-    ]
+        for f in e.findings
+    )
+    return msgspec.structs.replace(e, findings=findings)
 
 
 def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> None:
@@ -517,7 +532,7 @@ def cmd_launch(a: argparse.Namespace) -> int:
     from exedra_engine.cli.launch import run_launch
 
     _, e, _ = _planned(a)
-    _findings_verdict(a, e)
+    _findings_verdict(a, _shown_findings(e, a.show_secrets))
     return run_launch(e.plan, a)
 
 

@@ -19,10 +19,11 @@ import msgspec
 
 from exedra_engine._core.emit import EmitOptions, Emitted, Storage, Target, emit_files
 from exedra_engine._core.layers import Source
+from exedra_engine._core.redact import secret_copies
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.cli.render import PROG, shown
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.errors import PlanError
+from exedra_engine.errors import EmitError, PlanError
 
 K8S_VERSION = "1.35"
 """The Kubernetes version `--check` validates against (with kubernetes-validate, if installed)."""
@@ -111,6 +112,13 @@ def run_emit(
     sources: Sequence[Source] = (),
 ) -> int:
     target = Target(a.emit)
+    copies = secret_copies(plan.args, plan.env)
+    if copies:
+        raise EmitError(
+            f"the plan gives a copy of a secret (its API key, a token) to {', '.join(copies)}, "
+            f"which the {target.value} output would have to carry in the clear; remove it from "
+            "the plan"
+        )
     emitted = emit_files(plan, target, options_from(a), hardware, sources)
     explain_to = sys.stdout if a.out else sys.stderr
     if a.check:
