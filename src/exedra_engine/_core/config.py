@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import msgspec
-from returns.result import Result
 
 from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.outcome import as_result
@@ -41,6 +40,7 @@ from exedra_engine.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:
     import yaml
+    from returns.result import Result
 
 _STR = "tag:yaml.org,2002:str"
 _NULL = "tag:yaml.org,2002:null"

@@ -14,13 +14,14 @@ import functools
 import re
 import struct
 from itertools import repeat
-from typing import BinaryIO, Final
-
-from returns.result import Result
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import EngineError, NotGGUF
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 MAGIC: Final = b"GGUF"
 SUPPORTED_VERSIONS: Final = (2, 3)

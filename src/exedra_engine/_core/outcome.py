@@ -11,11 +11,12 @@ propagates as itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
-
-from returns.result import Failure, Result, Success
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from exedra_engine.errors import EngineError
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -24,6 +25,10 @@ T = TypeVar("T")
 def as_result(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Result[T, EngineError]:
     """``fn(*args, **kwargs)`` as ``Success(value)``, or ``Failure(error)`` for the
     `EngineError` it raised."""
+    # returns is imported on first use, not with the library: its ~20 modules are a tenth of
+    # the command line's cold start, and the command line never makes a Result.
+    from returns.result import Failure, Success
+
     try:
         return Success(fn(*args, **kwargs))
     except EngineError as e:

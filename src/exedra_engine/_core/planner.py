@@ -19,9 +19,9 @@ warnings; they never change the plan.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
+from typing import TYPE_CHECKING
 
 import msgspec
-from returns.result import Result
 
 from exedra_engine._core.check import Finding, check_plan_layers
 from exedra_engine._core.config import LocatedConfig
@@ -40,6 +40,10 @@ from exedra_engine.errors import (
     PlanError,
     PortInUse,
 )
+
+if TYPE_CHECKING:
+    from returns.result import Result
+
 
 RANK_RUN_ARGS = 0
 RANK_ENGINE = 1

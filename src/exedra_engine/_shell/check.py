@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-
-from returns.result import Result
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.check import Finding, check_file
 from exedra_engine._core.config import LocatedConfig, located_config
@@ -17,6 +16,9 @@ from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.load_config import config_path, override_paths, read_override
 from exedra_engine._shell.ports import HostFiles
 from exedra_engine.errors import ConfigError, EngineError
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 
 class CheckReport(Value, frozen=True, kw_only=True):

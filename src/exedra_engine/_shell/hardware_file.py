@@ -4,13 +4,16 @@ and decode it purely (`exedra_engine._core.hardware_file`)."""
 from __future__ import annotations
 
 import os
-
-from returns.result import Result
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.hardware_file import hardware_from_json
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware
 from exedra_engine.errors import EngineError, HardwareFileError
+
+if TYPE_CHECKING:
+    from returns.result import Result
+
 
 _MAX = 1 << 20
 """A probe's JSON is a few hundred bytes; a file larger than this is not one."""

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
-
-from returns.result import Result
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.gguf_header import HeaderFacts, read_gguf_header
 from exedra_engine._core.outcome import as_result
@@ -14,6 +13,9 @@ from exedra_engine._core.values import ModelInfo
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.ports import HostFiles, NotRegularFile
 from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 
 def inspect(

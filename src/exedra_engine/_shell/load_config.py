@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-
-from returns.result import Result
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.config import merge_all, parse_config
 from exedra_engine._core.outcome import as_result
@@ -14,6 +13,10 @@ from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.ports import HostFiles, NotRegularFile
 from exedra_engine.constants import DEFAULT_CONFIG_PATH
 from exedra_engine.errors import ConfigError, EngineError
+
+if TYPE_CHECKING:
+    from returns.result import Result
+
 
 _MAX_FILE = 4 << 20
 _ENDINGS = (".yaml", ".yml")

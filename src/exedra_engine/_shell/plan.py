@@ -4,8 +4,7 @@ and calls the pure planner."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from returns.result import Result
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.executors import executor_profile
@@ -20,6 +19,9 @@ from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.inspect import read_model
 from exedra_engine._shell.ports import HostFiles, HostSockets
 from exedra_engine.errors import EngineError, NotGGUF
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 
 class PlanRequest(Value, frozen=True, kw_only=True):

@@ -13,17 +13,21 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import msgspec
 
-from exedra_engine._core.emit import EmitOptions, Emitted, Storage, Target, emit_files
-from exedra_engine._core.layers import Source
-from exedra_engine._core.redact import secret_copies
+from exedra_engine._core.targets import Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.cli.render import PROG, shown
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EmitError, PlanError
+
+if TYPE_CHECKING:
+    from exedra_engine._core.emit import EmitOptions, Emitted
+    from exedra_engine._core.layers import Source
+
+# The emitter loads when a plan is emitted: `add_emit_options` builds every `plan`'s parser.
 
 K8S_VERSION = "1.35"
 """The Kubernetes version `--check` validates against (with kubernetes-validate, if installed)."""
@@ -84,6 +88,8 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
 
 
 def options_from(a: argparse.Namespace) -> EmitOptions:
+    from exedra_engine._core.emit import EmitOptions
+
     return EmitOptions(
         name=a.name,
         image=a.image,
@@ -111,6 +117,9 @@ def run_emit(
     a: argparse.Namespace,
     sources: Sequence[Source] = (),
 ) -> int:
+    from exedra_engine._core.emit import emit_files
+    from exedra_engine._core.redact import secret_copies
+
     target = Target(a.emit)
     copies = secret_copies(plan.args, plan.env)
     if copies:

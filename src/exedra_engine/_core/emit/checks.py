@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exedra_engine._core.emit import ini
-from exedra_engine._core.emit.shape import Target, key_vars, plan_is_keyed
+from exedra_engine._core.emit.shape import key_vars, plan_is_keyed
 from exedra_engine._core.endpoint import env_dict, resolve
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.redact import REDACTED, is_secret_name
+from exedra_engine._core.targets import Target
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError
 

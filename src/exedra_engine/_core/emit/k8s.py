@@ -20,11 +20,11 @@ from exedra_engine._core.emit.shape import (
     EmitOptions,
     Origin,
     Shape,
-    Storage,
     in_container,
     normal_path,
 )
 from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.targets import Storage
 from exedra_engine.errors import EmitError
 
 STARTUP_PERIOD = 2

@@ -9,7 +9,6 @@ file's, or an option's, and `Origin` records which.
 
 from __future__ import annotations
 
-import enum
 import math
 import re
 from collections.abc import Sequence
@@ -20,28 +19,10 @@ from exedra_engine._core.flags import Item
 from exedra_engine._core.layers import Source
 from exedra_engine._core.redact import is_secret_name
 from exedra_engine._core.struct import Value
+from exedra_engine._core.targets import Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EmitError, EngineError
-
-
-class Target(enum.StrEnum):
-    """Where a plan is emitted for."""
-
-    K8S = "k8s"
-    """A Kubernetes Deployment and Service."""
-    SYSTEMD = "systemd"
-    """A systemd service that runs the executor itself."""
-    QUADLET = "quadlet"
-    """A Podman Quadlet ``.container`` unit."""
-
-
-class Storage(enum.StrEnum):
-    """Where a container finds the model files (Kubernetes)."""
-
-    PVC = "pvc"
-    IMAGE = "image"
-    HOST = "host"
 
 
 class EmitOptions(Value, frozen=True, kw_only=True, omit_defaults=True):
