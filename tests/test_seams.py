@@ -278,3 +278,40 @@ def test_i20_item9_the_quick_loop_leaves_slow_tests_out_and_ci_runs_them() -> No
     assert not any("slow" in c for c in recipes["test"])
     ci = (SRC.parent.parent / ".ci" / "run").read_text()
     assert "./dev test\n" in ci
+
+
+# -- item 8: start-up cost ----------------------------------------------------------------
+
+LAZY = (
+    "returns",  # the CLI makes no Result
+    "exedra_engine._core.emit",  # a plain plan emits nothing
+    "exedra_engine._shell.flag_tables",  # only --explain/--strict and probe ask binaries
+    "exedra_engine._core.helptext",
+    "yaml",  # only `config` prints YAML and override files parse it
+    "socket",  # the port dump needs _socket only
+    "trio",  # the launcher
+)
+
+
+def test_i20_item8_a_plain_plan_loads_none_of_the_lazy_modules(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    argv = [
+        "plan", "--model", str(tmp_path / "absent.gguf"), "--kind", "llama",
+        "--config", str(tmp_path / "absent.d"), "--executor", "/nonexistent/llama-server",
+        "--json",
+    ]  # fmt: skip
+    code = (
+        "import sys, io, contextlib\n"
+        "from exedra_engine.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    code = main(sys.argv[1:])\n"
+        "print(code, *sorted(sys.modules))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True
+    )
+    status, *loaded = r.stdout.split()
+    assert status == "0", r.stderr
+    assert [m for m in loaded if m.split(".")[0] in LAZY or m.startswith(LAZY)] == []
