@@ -198,3 +198,58 @@ def test_undecodable_argv_never_breaks_output(
         assert out.strip(), argv
     else:
         assert err.count(b"\n") <= 2, err  # one line (argparse may add its usage line)
+
+
+# -- every numeric option checked where it is parsed (issue 18, items 5 and 8) ---------------
+
+# (command prefix that fails after parsing without starting anything, option, kind of value)
+SECONDS, COUNT, PORT, UID = "seconds", "count", "port", "uid"
+NUMERIC = [
+    (["launch", "--model", "/nonexistent/m.gguf", "--kind", "llama"], "--ready-timeout", SECONDS),
+    (["launch", "--model", "/nonexistent/m.gguf", "--kind", "llama"], "--stop-timeout", SECONDS),
+    (["launch", "--model", "/nonexistent/m.gguf", "--kind", "llama"], "--ctx", COUNT),
+    (["launch", "--model", "/nonexistent/m.gguf", "--kind", "llama"], "--threads", COUNT),
+    (["launch", "--model", "/nonexistent/m.gguf", "--kind", "llama"], "--port", PORT),
+    (["launch", "--model", "/nonexistent/m.gguf", "--kind", "llama"], "--port-base", PORT),
+    (["wait-ready", "ftp://not-http"], "--timeout", SECONDS),
+    (["wait-ready", "ftp://not-http"], "--interval", SECONDS),
+    (["emit", "/nonexistent/plan.json", "--target", "k8s"], "--stop-timeout", SECONDS),
+    (["emit", "/nonexistent/plan.json", "--target", "k8s"], "--uid", UID),
+    (["emit", "/nonexistent/plan.json", "--target", "k8s"], "--gpu-count", COUNT),
+    (["emit", "/nonexistent/plan.json", "--target", "k8s"], "--start-budget", COUNT),
+]
+
+
+def _valid(kind: str, text: str) -> bool:
+    if kind == SECONDS:
+        try:
+            v = float(text)
+        except ValueError:
+            return False
+        return v > 0 and v not in (float("inf"),) and v == v
+    try:
+        n = int(text, 10)
+    except ValueError:
+        return False
+    if kind == UID:  # a restricted pod runs as no root: 1 to 2^31-1
+        return 1 <= n <= 2**31 - 1
+    return n >= 0 and (kind != PORT or n <= 65535)
+
+
+numbers = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(min_value=-(10**6), max_value=10**6).map(str),
+    st.sampled_from(["0", "-0", "0.0", "-5", "nan", "inf", "-inf", "1e309", "65536", " 3", "x"]),
+)
+
+
+@given(st.sampled_from(NUMERIC), numbers)
+def test_i18_item5_every_numeric_option_is_checked_where_parsed(
+    case: tuple[list[str], str, str], value: str
+) -> None:
+    prefix, option, kind = case
+    code, _, err = cli(*prefix, f"{option}={value}")
+    # Every case fails (a missing model, plan or a non-http URL) but after its options are
+    # parsed: a bad value is refused by name, a good one goes on to that later failure.
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (value, err)
+    assert (f"argument {option}:" in err) is not _valid(kind, value), (value, err)

@@ -93,6 +93,12 @@ def llama_server() -> str:
 
 
 @pytest.fixture(scope="session")
+def fit_params() -> str:
+    """llama-fit-params, built beside llama-server (scripts/install-executors.sh)."""
+    return _executor("llama-fit-params")
+
+
+@pytest.fixture(scope="session")
 def whisper_server() -> str:
     return _executor("whisper-server")
 

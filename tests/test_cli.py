@@ -98,10 +98,15 @@ def test_plan_json_is_a_plan_and_keys_stay_hidden(tiny_llama: Path, run: Run) ->
     assert msgspec.json.decode(r.stdout, type=LaunchPlan).api_key == "cli-secret-1"
 
 
-def test_plan_is_deterministic(tiny_llama: Path, run: Run) -> None:
-    a = run(*plan_args(tiny_llama, "--json", "--port", "9999"))
-    b = run(*plan_args(tiny_llama, "--json", "--port", "9999"))
-    assert a.stdout == b.stdout and a.returncode == 0
+def test_plan_is_deterministic(tiny_llama: Path, run: Run, tmp_path: Path) -> None:
+    # Equal inputs, equal bytes. The host's free memory is an input (the plan records what
+    # it judged the fit against) and moves between two live probes, so the host is pinned
+    # as a file, as a CI job plans from a node's probe --json.
+    host = tmp_path / "host.json"
+    host.write_text(run("probe", "--json").stdout)
+    a = run(*plan_args(tiny_llama, "--json", "--port", "9999", "--hardware", str(host)))
+    b = run(*plan_args(tiny_llama, "--json", "--port", "9999", "--hardware", str(host)))
+    assert a.stdout == b.stdout and a.returncode == 0, a.stderr
 
 
 def test_explain_shows_layers(tiny_llama: Path, tmp_path: Path, run: Run) -> None:
@@ -130,7 +135,7 @@ def test_explain_shows_layers(tiny_llama: Path, tmp_path: Path, run: Run) -> Non
     ("extra", "needle"),
     [
         (["--kind", "vllm"], "argument --kind: choose from llama, transcribe"),
-        (["--port", "abc"], "argument --port: expected an integer"),
+        (["--port", "abc"], "argument --port: expected a whole number"),
         (["--arg=--ctx-size"], "caller: flag --ctx-size needs a value"),
         (["--env", "NOEQUALS"], "caller env: entry 1 is not KEY=VALUE"),
         (["--api-key-env", "UNSET_VAR_X"], "variable UNSET_VAR_X is not set"),
@@ -154,9 +159,15 @@ def test_plan_without_executor_installed(tiny_llama: Path, run: Run) -> None:
         "--kind",
         "transcribe",
         "--no-config",
-        env={"PATH": str(HOSTS / "none")},
+        # Nor in the executor cache (issue 18 item 16), which ./dev names for the tests.
+        env={
+            "PATH": str(HOSTS / "none"),
+            "EXEDRA_EXECUTORS_BIN": "",
+            "EXEDRA_EXECUTORS_CACHE": "/nonexistent",
+        },
     )
     assert r.returncode == 2 and "whisper-server (kind transcribe) is not installed" in r.stderr
+    assert "scripts/install-executors.sh" in r.stderr  # what installs it
 
 
 def test_errors_stay_on_one_line_whatever_the_input(tiny_llama: Path, run: Run) -> None:
@@ -235,14 +246,15 @@ def test_the_module_and_the_console_script_are_entry_points(tiny_llama: Path) ->
 
 
 @pytest.mark.parametrize("argv", [("probe", "--json"), ("--help",), ("--version",)])
-def test_a_closed_stdout_exits_1_quietly(argv: tuple[str, ...]) -> None:
+def test_i18_item7_a_closed_stdout_exits_0_quietly(argv: tuple[str, ...]) -> None:
+    # The reader went away (`| true`): not a failure, or `set -o pipefail` steps fail on it.
     read, write = os.pipe()
     os.close(read)  # every write to the pipe now fails with EPIPE
     try:
         r = spawn(*argv, stdout=write)
     finally:
         os.close(write)
-    assert (r.returncode, r.stderr) == (1, "")
+    assert (r.returncode, r.stderr) == (0, "")
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")

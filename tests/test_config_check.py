@@ -62,10 +62,9 @@ def test_a_clean_directory_exits_0(tmp_path: Path, run: Run) -> None:
     assert "judged by llama-server" in r.out
 
 
-def test_a_missing_directory_is_clean_and_an_unreadable_file_exits_2(
-    tmp_path: Path, run: Run
-) -> None:
-    assert run("config", "--check", str(tmp_path / "nothing")).code == 0
+def test_a_missing_named_directory_and_an_unreadable_file_exit_2(tmp_path: Path, run: Run) -> None:
+    # A path named on the command line must exist (issue 18 item 11): a typo is not "clean".
+    assert run("config", "--check", str(tmp_path / "nothing")).code == 2
     (tmp_path / "x.YAML").write_text("{}")
     r = run("config", "--check", str(tmp_path))
     assert r.code == 2 and "rename it" in r.err
@@ -251,13 +250,12 @@ def test_a_value_the_executor_refuses_or_misreads(
 
 
 def test_values_the_executor_takes() -> None:
-    assert (
-        findings(
-            "engines:\n  llama:\n    args: [-c, '8192', --temp, '0.7', -fa, 'true', -ngl, all,"
-            " --cpu-strict, '1', --rope-scale, '2']\n"
-        )
-        == ()
+    got = findings(
+        "engines:\n  llama:\n    args: [-c, '8192', --temp, '0.7', -fa, 'true', -ngl, all,"
+        " --cpu-strict, '1', --rope-scale, '2']\n"
     )
+    # -ngl is taken as written; the one finding is that it switches the fitter off (issue 19)
+    assert [(f.code, f.token) for f in got] == [("fitter-off", "-ngl")]
 
 
 def test_an_env_value_is_judged_like_its_flag() -> None:

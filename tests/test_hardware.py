@@ -10,6 +10,7 @@ from exedra_engine import GPU, Kind, probe
 from exedra_engine._core.hardware import (
     DrmNode,
     HostSnapshot,
+    available_bytes,
     backends_of,
     cpu_threads,
     hardware_from,
@@ -23,7 +24,17 @@ GiB = 1 << 30
 @pytest.mark.parametrize(
     ("tree", "gpus"),
     [
-        ("amdgpu", [GPU(card="card0", driver="amdgpu", vram=17163091968)]),
+        (
+            "amdgpu",
+            [
+                GPU(
+                    card="card0",
+                    driver="amdgpu",
+                    vram=17163091968,
+                    vram_free=17163091968 - 123456,
+                )
+            ],
+        ),
         ("intel-integrated", [GPU(card="card0", driver="i915", vram=0)]),
         ("intel-xe", [GPU(card="card1", driver="xe", vram=12 * GiB)]),
         ("intel-arc-dkms", [GPU(card="card0", driver="i915", vram=16 * GiB)]),
@@ -41,12 +52,45 @@ def test_gpus_of_each_fixture_tree(tree: str, gpus: list[GPU]) -> None:
     assert list(hw.gpus) == gpus
     assert hw.has_gpu() == bool(gpus)
     assert hw.cpu.threads == 8 and hw.cpu.ram == 32768000 * 1024
+    assert hw.cpu.available == 30000000 * 1024
 
 
 def test_cgroup_limits_cap_threads_and_ram() -> None:
     hw = probe(host("cgroup-limited", affinity=8)).unwrap()
     assert hw.cpu.threads == 2  # 150000/100000 rounds up
     assert hw.cpu.ram == 8 * GiB
+
+
+def test_i19_item7_cgroup_bounds_available_memory() -> None:
+    # 8 GiB limit, 3 GiB charged of which 1 GiB is inactive page cache: 6 GiB still usable,
+    # although the host's MemAvailable says ~28.6 GiB.
+    hw = probe(host("cgroup-limited", affinity=8)).unwrap()
+    assert hw.cpu.available == 6 * GiB
+
+
+def test_i19_item7_free_vram_only_where_the_driver_says() -> None:
+    by_tree = {t: probe(host(t)).unwrap().gpus for t in ("amdgpu", "nvidia", "intel-xe")}
+    assert [g.vram_free for g in by_tree["amdgpu"]] == [17163091968 - 123456]
+    # nvidia and intel expose no used-memory file: unknown, never the total
+    assert [g.vram_free for g in by_tree["nvidia"]] == [None]
+    assert [g.vram_free for g in by_tree["intel-xe"]] == [None]
+    # an amdgpu card whose driver has no mem_info_vram_used (an old kernel): unknown
+    assert {g.vram_free for g in probe(host("four-gpus")).unwrap().gpus} == {None}
+
+
+def test_i19_item7_available_memory_is_total() -> None:
+    meminfo = "MemTotal: 4096 kB\nMemAvailable: 2048 kB\n"
+    assert available_bytes(None, None) is None
+    assert available_bytes("MemTotal: 4096 kB\n", None) is None
+    assert available_bytes(meminfo, None) == 2048 * 1024
+    assert available_bytes(meminfo, "max", "100") == 2048 * 1024
+    assert available_bytes(meminfo, "1048576", None) == 2048 * 1024  # usage unknown
+    assert available_bytes(meminfo, "1048576", "1048576") == 0
+    assert available_bytes(meminfo, "1048576", "2000000") == 0  # over the limit: none left
+    assert available_bytes(None, "1048576", "524288") == 524288
+    assert available_bytes(meminfo, "1048576", "524288", "inactive_file 262144\n") == 786432
+    assert available_bytes(meminfo, "1048576", "524288", "inactive_file 999999999\n") == 1048576
+    assert available_bytes(meminfo, "1048576", "garbage", "inactive_file 1\n") == 2048 * 1024
 
 
 def test_executors_and_their_backend_plugins() -> None:
@@ -107,6 +151,7 @@ def test_garbled_sysfs_values_read_as_unknown() -> None:
                 render="renderD129",
                 driver_link="../../bus/pci/drivers/amdgpu",
                 amdgpu_vram_total="lots\n",
+                amdgpu_vram_used="12\n",
                 device_drm=("card1", "renderD129"),
             ),
             DrmNode(render="renderD128"),

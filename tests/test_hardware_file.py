@@ -117,6 +117,25 @@ def test_what_probe_json_prints_decodes_unchanged() -> None:
             "host.json: $.executors[1].kind: llama is listed twice",
         ),
         ("cpu: 8", "host.json: not JSON"),
+        (
+            '{"cpu": {"threads": 1, "available": -5}}',
+            "host.json: $.cpu.available: -5 is not a size in bytes",
+        ),
+        (
+            '{"cpu": {"threads": 1}, "gpus": [{"card": "card0", "driver": "amdgpu",'
+            ' "vram_free": -1}]}',
+            "host.json: $.gpus[0].vram_free: -1 is not a size in bytes",
+        ),
+        (
+            '{"cpu": {"threads": 1}, "measurements": [{"model": "/m.gguf", "ctx": 512,'
+            ' "host": {"name": "Host", "model": 1, "context": -2, "compute": 3}}]}',
+            "host.json: $.measurements[0].host.context: -2 is not a size in bytes",
+        ),
+        (
+            '{"cpu": {"threads": 1}, "measurements": [{"model": "", "ctx": 512,'
+            ' "host": {"name": "Host", "model": 1, "context": 2, "compute": 3}}]}',
+            "host.json: $.measurements[0].model: is empty",
+        ),
     ],
 )
 def test_a_bad_file_names_the_file_and_the_field(text: str, said: str) -> None:
@@ -144,3 +163,15 @@ def test_load_hardware_refuses_what_is_not_a_probe(tmp_path: Path) -> None:
     ok = tmp_path / "ok.json"
     ok.write_text('{"cpu": {"threads": 4}}')
     assert load_hardware(ok).unwrap().cpu.threads == 4
+
+
+def test_i19_item7_a_file_from_an_older_probe_still_loads() -> None:
+    # written before free memory and measurements were probed: they read as unknown / none
+    old = (
+        '{"cpu": {"threads": 4, "ram": 8589934592},'
+        ' "gpus": [{"card": "card0", "driver": "amdgpu", "vram": 1024}]}'
+    )
+    hw = hardware_from_json(old, "old.json")
+    assert hw.cpu.available is None
+    assert hw.gpus[0].vram_free is None
+    assert hw.measurements == ()

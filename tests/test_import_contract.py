@@ -31,6 +31,7 @@ PURE_STDLIB = frozenset(
         "difflib",
         "enum",
         "functools",
+        "hashlib",  # digests of values (the emitter's name suffix)
         "heapq",
         "ipaddress",
         "itertools",

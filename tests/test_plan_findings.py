@@ -164,7 +164,7 @@ def test_explain_lists_the_findings_with_file_and_line(engine_d: Path, run: Run)
 def test_explain_json_has_the_findings_under_their_own_key(engine_d: Path, run: Run) -> None:
     r = run(*plan_args(engine_d, "--explain", "--json"))
     data = json.loads(r.out)
-    assert list(data) == ["plan", "sources", "findings", "flag_table"]
+    assert list(data) == ["plan", "sources", "findings", "flag_table", "memory"]
     msgspec.convert(data["plan"], LaunchPlan)  # the plan keeps its own shape
     assert [(f["file"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in data["findings"]] == [
         ("10-gpu.yaml", 2, "unknown-flag"),

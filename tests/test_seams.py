@@ -297,10 +297,11 @@ def test_i20_item8_a_plain_plan_loads_none_of_the_lazy_modules(tmp_path: Path) -
     import subprocess
     import sys
 
+    # A hardware file: probing this machine asks its installed executors for their versions
+    # (the flag-table cache), which is what a probe is for.
     argv = [
         "plan", "--model", str(tmp_path / "absent.gguf"), "--kind", "llama",
-        "--config", str(tmp_path / "absent.d"), "--executor", "/nonexistent/llama-server",
-        "--json",
+        "--no-config", "--hardware", str(_hardware_file(tmp_path)), "--json",
     ]  # fmt: skip
     code = (
         "import sys, io, contextlib\n"

@@ -49,6 +49,7 @@ from exedra_engine.constants import (
 )
 from exedra_engine.errors import (
     ConfigError,
+    DoesNotFit,
     EmitError,
     EngineError,
     ExecutorNotFound,
@@ -66,7 +67,7 @@ from exedra_engine.errors import (
 
 if TYPE_CHECKING:
     from exedra_engine._core.check import Finding
-    from exedra_engine._core.emit import EmitOptions, Emitted, Storage, Target, emit
+    from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
     from exedra_engine._core.schema import config_schema
     from exedra_engine._shell.check import CheckReport, check_config
     from exedra_engine._shell.hardware_file import load_hardware
@@ -77,6 +78,7 @@ __all__ = [
     "EmitOptions",
     "Emitted",
     "Finding",
+    "Selinux",
     "Storage",
     "Target",
     "check_config",
@@ -119,6 +121,7 @@ __all__ = [
     "PortInUse",
     "Resolved",
     "UnsupportedKind",
+    "DoesNotFit",
     "__version__",
     "config_from_yaml",
     "explain_launch",
@@ -143,7 +146,9 @@ __all__ = [
 # (~120-140 ms to import), the emitter and the checker only matter when asked for.
 _LAZY = {
     **dict.fromkeys(("ExitReason", "Instance", "launch", "open_instance"), "_trio.launcher"),
-    **dict.fromkeys(("EmitOptions", "Emitted", "Storage", "Target", "emit"), "_core.emit"),
+    **dict.fromkeys(
+        ("EmitOptions", "Emitted", "Selinux", "Storage", "Target", "emit"), "_core.emit"
+    ),
     "Finding": "_core.check",
     "config_schema": "_core.schema",
     "CheckReport": "_shell.check",

@@ -27,3 +27,7 @@ def _packaged_config_path() -> str:
 DEFAULT_CONFIG_PATH: Final = _packaged_config_path()
 """System-wide override directory. Packagers set it at build time with
 ``EXEDRA_ENGINE_CONFIG_PATH=/their/sysconfdir/exedra/engine.d python -m build``."""
+
+INSTALL_HINT: Final = "build it with scripts/install-executors.sh (in a clone of exedra-engine)"
+"""What installs a missing executor, said wherever one is missing; the library and the CLI
+also look in the directory that script fills (`exedra_engine._shell.executor_cache`)."""

@@ -78,5 +78,24 @@ class EmitError(EngineError):
     secret that would have to be written into the output, a GPU whose resource is unknown)."""
 
 
+class EmitRefused(EmitError):
+    """Emitted files that the emitter's own checks reject: `problems` holds one line each."""
+
+    def __init__(self, problems: tuple[str, ...]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
 class ModelUnreadable(EngineError):
     """The model path is missing, a directory, or cannot be read."""
+
+
+class DoesNotFit(PlanError):
+    """The plan's executor would not fit the host's usable memory or a device's free memory
+    (an explicit context, prompt cache or placement too large): the message names what is
+    needed, what is there, and the biggest part."""
+
+
+class MeasureError(EngineError):
+    """The executor's own memory measurement (``llama-fit-params``) could not be made: the
+    binary is missing, failed, timed out, or printed something that is not its figures."""

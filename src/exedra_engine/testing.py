@@ -10,6 +10,7 @@ This module imports gguf and numpy when called; the rest of the library never do
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,182 @@ def write_tiny_llama(
         w.add_tensor(p + "ffn_down.weight", np.zeros((n_embd, n_ff), dtype=np.float32))
     _finish(w)
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchShape:
+    """The shape of a generated model of one architecture (`write_arch_model`)."""
+
+    arch: str
+    blocks: int
+    embd: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ff: int
+    vocab: int = 32_000
+    context: int = 32_768
+    experts: int = 0
+    experts_used: int = 0
+    expert_ff: int = 0
+    sliding_window: int = 0
+    swa_pattern: int = 0
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    post_norms: bool = False
+
+
+ARCH_SHAPES: dict[str, ArchShape] = {
+    # Small models of the shapes llama.cpp loads for each architecture (src/models/*.cpp),
+    # sized so their KV cache and compute buffers matter next to their weights.
+    "llama": ArchShape("llama", blocks=12, embd=512, heads=8, kv_heads=4, head_dim=64, ff=1536),
+    "qwen2": ArchShape(
+        "qwen2", blocks=8, embd=384, heads=6, kv_heads=2, head_dim=64, ff=1024, qkv_bias=True
+    ),
+    "gemma3": ArchShape(
+        "gemma3",
+        blocks=12,
+        embd=384,
+        heads=4,
+        kv_heads=1,
+        head_dim=128,
+        ff=1536,
+        sliding_window=512,
+        swa_pattern=6,
+        qk_norm=True,
+        post_norms=True,
+    ),
+    "qwen3moe": ArchShape(
+        "qwen3moe",
+        blocks=6,
+        embd=256,
+        heads=4,
+        kv_heads=2,
+        head_dim=64,
+        ff=768,
+        experts=8,
+        experts_used=2,
+        expert_ff=256,
+        qk_norm=True,
+    ),
+}
+
+
+def write_arch_model(path: str | os.PathLike[str], arch: str, *, seed: int = 7) -> Path:
+    """Write a loadable model of `arch` (a key of `ARCH_SHAPES`: llama, qwen2, gemma3 with its
+    sliding window, the qwen3moe mixture of experts) with F16 weights and a 32,000-token
+    vocabulary, and return its path.
+
+    As in `write_tiny_llama`, the blocks' output projections are zero and the output head
+    favours word pieces, so whatever the server generates is valid text.
+    """
+    import gguf
+    import numpy as np
+
+    sh = ARCH_SHAPES[arch]
+    rng = np.random.default_rng(seed)
+    tokens, scores, types = _vocab()
+    for i in range(len(tokens), sh.vocab):
+        tokens.append(f"\u2581x{i}".encode())
+        types.append(1)
+        scores.append(-float(i) / 100)
+    out = Path(path)
+    w = gguf.GGUFWriter(str(out), sh.arch)
+    _arch_metadata(w, sh, tokens, scores, types)
+
+    def f16(*shape: int, scale: float = 0.05) -> Any:
+        return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float16)
+
+    embd = f16(sh.vocab, sh.embd, scale=0.1)
+    embd[:, 0] = 1.0
+    w.add_tensor("token_embd.weight", embd)
+    w.add_tensor("output_norm.weight", np.ones(sh.embd, dtype=np.float32))
+    head = f16(sh.vocab, sh.embd, scale=0.5)
+    normal = np.array(types) == 1
+    head[normal, 0] = 2.0
+    head[~normal, :] = 0.0
+    head[~normal, 0] = -50.0
+    w.add_tensor("output.weight", head)
+    for i in range(sh.blocks):
+        _arch_block(w, sh, i, f16)
+    _finish(w)
+    return out
+
+
+def _arch_metadata(
+    w: Any, sh: ArchShape, tokens: list[bytes], scores: list[float], types: list[int]
+) -> None:
+    import gguf
+
+    w.add_name(f"exedra-{sh.arch}")
+    w.add_context_length(sh.context)
+    w.add_embedding_length(sh.embd)
+    w.add_block_count(sh.blocks)
+    w.add_feed_forward_length(sh.ff)
+    w.add_head_count(sh.heads)
+    w.add_head_count_kv(sh.kv_heads)
+    w.add_key_length(sh.head_dim)
+    w.add_value_length(sh.head_dim)
+    w.add_rope_dimension_count(sh.head_dim)
+    w.add_layer_norm_rms_eps(1e-6)
+    if sh.experts:
+        w.add_expert_count(sh.experts)
+        w.add_expert_used_count(sh.experts_used)
+        w.add_expert_feed_forward_length(sh.expert_ff)
+    if sh.sliding_window:
+        w.add_sliding_window(sh.sliding_window)
+        w.add_sliding_window_pattern(sh.swa_pattern)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_chat_template(CHAT_TEMPLATE)
+
+
+def _arch_block(w: Any, sh: ArchShape, i: int, f16: Any) -> None:
+    """One block's tensors, as llama.cpp's loader of `sh.arch` asks for them; the output
+    projections zero (see `write_arch_model`)."""
+    import numpy as np
+
+    def ones(n: int) -> Any:
+        return np.ones(n, dtype=np.float32)
+
+    def zeros(*shape: int) -> Any:
+        return np.zeros(shape, dtype=np.float16)
+
+    p = f"blk.{i}."
+    n_q, n_kv = sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim
+    w.add_tensor(p + "attn_norm.weight", ones(sh.embd))
+    w.add_tensor(p + "attn_q.weight", f16(n_q, sh.embd))
+    w.add_tensor(p + "attn_k.weight", f16(n_kv, sh.embd))
+    w.add_tensor(p + "attn_v.weight", f16(n_kv, sh.embd))
+    if sh.qkv_bias:
+        for name, n in (("attn_q", n_q), ("attn_k", n_kv), ("attn_v", n_kv)):
+            w.add_tensor(p + name + ".bias", np.zeros(n, dtype=np.float32))
+    if sh.qk_norm:
+        w.add_tensor(p + "attn_q_norm.weight", ones(sh.head_dim))
+        w.add_tensor(p + "attn_k_norm.weight", ones(sh.head_dim))
+    w.add_tensor(p + "attn_output.weight", zeros(sh.embd, n_q))
+    if sh.post_norms:
+        w.add_tensor(p + "post_attention_norm.weight", ones(sh.embd))
+        w.add_tensor(p + "post_ffw_norm.weight", ones(sh.embd))
+    w.add_tensor(p + "ffn_norm.weight", ones(sh.embd))
+    if sh.experts:
+        e, f = sh.experts, sh.expert_ff
+        w.add_tensor(p + "ffn_gate_inp.weight", f16(e, sh.embd).astype(np.float32))
+        w.add_tensor(p + "ffn_gate_exps.weight", f16(e, f, sh.embd))
+        w.add_tensor(p + "ffn_up_exps.weight", f16(e, f, sh.embd))
+        w.add_tensor(p + "ffn_down_exps.weight", zeros(e, sh.embd, f))
+    else:
+        w.add_tensor(p + "ffn_gate.weight", f16(sh.ff, sh.embd))
+        w.add_tensor(p + "ffn_up.weight", f16(sh.ff, sh.embd))
+        w.add_tensor(p + "ffn_down.weight", zeros(sh.embd, sh.ff))
 
 
 def write_header_model(

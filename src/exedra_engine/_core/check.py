@@ -22,6 +22,9 @@ bad-model-id        error     a ``models:`` key that no model can have as its id
 sets-endpoint       warning   an override that sets the bind address or the port
 sets-api-key        warning   an override that sets an API key
 invalid-file        error     a file the loader refuses (from `config --check`)
+fitter-off          warning   an override that sets ``-ngl``, ``-ts``, ``-ot`` or a row or
+                              tensor split mode: llama.cpp's own memory fitting is then off
+unbounded-cache     warning   ``--cache-ram -1``: a host prompt cache without a size limit
 ==================  ========  ===========================================================
 
 A layer is one list of args with its env (``engines.llama`` of one file, ``models.qwen`` of
@@ -271,6 +274,15 @@ class _Judge:
                 )
                 return
             self._setting(p, flag, name, path, scope, is_env=True)
+            if flag is not None:
+                self.memory(
+                    p,
+                    flag,
+                    token=name,
+                    values=(value,) if flag.nargs == 1 else (),
+                    path=path,
+                    scope=scope,
+                )
             if flag is not None and flag.nargs == 1:
                 problem = value_problem(flag, value, p.binary)
                 if problem:
@@ -313,6 +325,44 @@ class _Judge:
                 token,
                 f"sets an API key of {p.binary} for {scope}; whoever can read this file can "
                 "read the key" + ("" if is_env else moved),
+            )
+
+    def memory(
+        self,
+        p: ExecutorProfile,
+        flag: Flag,
+        *,
+        token: str,
+        values: Sequence[str],
+        path: str,
+        scope: str,
+    ) -> None:
+        """Warn of settings that take memory out of the executor's or the planner's hands:
+        an override that switches the executor's own fitter off, an unbounded prompt cache."""
+        role = {k: r for r, k in p.memory_flags.items()}.get(flag.key)
+        if role == "cache_ram" and values and values[0].strip() == "-1":
+            self.add(
+                "warning",
+                "unbounded-cache",
+                path,
+                token,
+                f"{token} -1 lets {p.binary}'s host prompt cache grow without limit, per "
+                "process: the plan cannot size its memory, and the kernel's OOM killer decides",
+                suggestion="--cache-ram 2048",
+            )
+        if not scope:
+            return
+        row_split = role == "split_mode" and bool(values) and values[0].lower() in ("row", "tensor")
+        if flag.key in p.fitter_off_flags or row_split:
+            said = " ".join((token, *values[:1]))
+            self.add(
+                "warning",
+                "fitter-off",
+                path,
+                token,
+                f"{said} for {scope} switches {p.binary}'s own memory fitting off (it then "
+                "neither shrinks the context nor moves layers to fit free device memory): "
+                "the load fails when the layers do not fit",
             )
 
     # -- models: keys ---------------------------------------------------------------------
@@ -511,6 +561,8 @@ class _Args:
     ) -> None:
         p = self.p
         self.j._setting(p, flag, tok, self.at(at), self.scope, is_env=False)
+        vals_only = tuple(v for v, _ in values)
+        self.j.memory(p, flag, token=tok, values=vals_only, path=self.at(at), scope=self.scope)
         if flag.key not in p.key_flags:
             for value, where in values[:1] if flag.nargs == 1 else ():
                 problem = value_problem(flag, value, p.binary, tok)
@@ -570,6 +622,8 @@ def check_plan_layers(
         judge.out.extend(fj.out)
     judge.args([p], caller_args, "caller args", scope="")
     judge.env([p], dict(caller_env), "caller env", scope="")
+    if model_id:  # "" is no id (no alias): only an id given is judged, as a models: key is
+        judge.model_id(model_id, "caller id")
     return tuple(judge.out)
 
 

@@ -139,7 +139,8 @@ class _Walk:
         if node.tag == _NULL and _shape(node) == "scalar":
             return {}
         if _shape(node) != "mapping" or node.tag != _MAP:
-            raise _Bad(node, path, f"must be a mapping, not {_TYPE_NAMES.get(node.tag, node.tag)}")
+            found = "a string" if node.tag == _STR else _TYPE_NAMES.get(node.tag, node.tag)
+            raise _Bad(node, path, f"must be a mapping, not {found}")
         out: dict[str, T] = {}
         lines: dict[str, int] = {}
         for knode, vnode in node.value:
@@ -160,7 +161,13 @@ class _Walk:
         if node.tag == _NULL and _shape(node) == "scalar":
             return ()
         if _shape(node) != "sequence" or node.tag != _SEQ:
-            raise _Bad(node, path, f"must be a list of strings, not {_TYPE_NAMES.get(node.tag)}")
+            found = "a string" if node.tag == _STR else _TYPE_NAMES.get(node.tag, node.tag)
+            hint = (
+                " (one item per argument: [--ctx-size, '4096'], or a '- ' line each)"
+                if node.tag == _STR
+                else ""
+            )
+            raise _Bad(node, path, f"must be a list of strings, not {found}{hint}")
         return tuple(
             self.string(n, f"{path}[{i}]", "an argument") for i, n in enumerate(node.value)
         )

@@ -106,6 +106,17 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     image_http_get: tuple[str, ...] = ()
     """A command in those images that exits 0 when a URL (appended) answers 2xx: the
     container health check."""
+    resource_flags: Mapping[str, str] = msgspec.field(default_factory=dict)
+    """Flags (canonical keys) that need something of the system a hardened unit denies by
+    default: ``priority`` (a value above 0 raises the scheduling priority), ``affinity``
+    (CPU or NUMA placement), ``memlock`` (locks the model in RAM)."""
+
+    memory_flags: Mapping[str, str] = msgspec.field(default_factory=dict)
+    """The flags (canonical keys) the memory estimate reads, by role (``ctx``, ``parallel``,
+    ``cache_type_k``...; see `exedra_engine._core.memory.ROLES`). Empty: the executor's
+    memory is not estimated (its plans carry no ``memory``)."""
+    fitter_off_flags: frozenset[str] = frozenset()
+    """Flags (canonical keys) whose presence switches the executor's own memory fitting off."""
 
     gguf: bool = True
     """Whether its models are GGUF files (whisper-server's are ggml .bin files, whose header
@@ -117,6 +128,23 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """Said when a model of another architecture is refused."""
     time_wait_blocks_bind: bool = False
     """Whether a port with sockets in TIME_WAIT is unusable to it (no SO_REUSEADDR)."""
+
+    measure_binary: str = ""
+    """Its memory-measuring companion, built beside it ("": none): run with the plan's memory
+    flags and `measure_args`, it prints what the executor would reserve, per device and for
+    the host, from a load that allocates nothing (llama.cpp's ``llama-fit-params``)."""
+    measure_args: tuple[str, ...] = ()
+    """Added to the companion's argv: what makes it print its figures."""
+    measure_flags: frozenset[str] = frozenset()
+    """Flags (canonical keys) that change what the executor reserves. The companion is given
+    those of the plan that its own table knows; the others it cannot be told."""
+    slots_flag: str = ""
+    """The flag that sets the number of parallel slots ("": none)."""
+    auto_slots: int = 0
+    """The slots the executor runs when `slots_flag` is unset or -1 (llama-server: 4, sharing
+    one unified KV cache); the companion, which has no "auto", is told this number."""
+    unified_flag: str = ""
+    """The flag that makes all slots share one KV cache (implied by `auto_slots`)."""
 
     @property
     def flags(self) -> FlagTable:
@@ -196,6 +224,31 @@ LLAMA: Final = ExecutorProfile(
     cpu_only_args=("--n-gpu-layers", "0"),
     capabilities={"llm": (), "vlm": (), "embeddings": ("--embeddings",), "rerank": ("--rerank",)},
     refused_architectures=frozenset({"whisper"}),
+    memory_flags={
+        "ctx": "--ctx-size",
+        "parallel": "--parallel",
+        "kv_unified": "--kv-unified",
+        "cache_type_k": "--cache-type-k",
+        "cache_type_v": "--cache-type-v",
+        "flash_attn": "--flash-attn",
+        "batch": "--batch-size",
+        "ubatch": "--ubatch-size",
+        "gpu_layers": "--n-gpu-layers",
+        "tensor_split": "--tensor-split",
+        "split_mode": "--split-mode",
+        "override_tensor": "--override-tensor",
+        "cpu_moe": "--cpu-moe",
+        "n_cpu_moe": "--n-cpu-moe",
+        "mmproj": "--mmproj",
+        "draft": "--model-draft",
+        "cache_ram": "--cache-ram",
+        "swa_full": "--swa-full",
+        "kv_offload": "--kv-offload",
+        "embeddings": "--embeddings",
+    },
+    # common/fit.cpp gives up placement when the caller fixed any of these (a row or tensor
+    # split mode too: see `memory.fitter_off`).
+    fitter_off_flags=frozenset({"--n-gpu-layers", "--tensor-split", "--override-tensor"}),
     format_hint="plan it as kind transcribe",
     model_file_flags=frozenset(
         {"--model", "--model-draft", "--mmproj", "--lora", "--control-vector"}
@@ -213,8 +266,71 @@ LLAMA: Final = ExecutorProfile(
     image_command="/app/llama-server",
     image_env=("LLAMA_ARG_HOST=0.0.0.0",),
     image_http_get=("curl", "-fsS", "-o", "/dev/null"),
+    # common/arg.cpp: --prio/--prio-batch above 0 call setpriority and SCHED_FIFO for the
+    # threads; the masks and --numa set affinity and memory policy; --mlock calls mlock.
+    resource_flags={
+        "--prio": "priority",
+        "--prio-batch": "priority",
+        "--cpu-mask": "affinity",
+        "--cpu-range": "affinity",
+        "--cpu-strict": "affinity",
+        "--cpu-mask-batch": "affinity",
+        "--cpu-range-batch": "affinity",
+        "--cpu-strict-batch": "affinity",
+        "--numa": "affinity",
+        "--mlock": "memlock",
+    },
     # It binds with SO_REUSEADDR: a restart on a port in TIME_WAIT succeeds at once.
     time_wait_blocks_bind=False,
+    # tools/fit-params, built from the same source (scripts/install-executors.sh).
+    measure_binary="llama-fit-params",
+    measure_args=("--fit-print", "on"),
+    # What llama.cpp's context and model params read that changes a reservation (common.cpp
+    # common_{model,context}_params_to_llama); server-only ones (--kv-unified, --cache-ram,
+    # --mmproj, draft models) are listed too, and left out where the companion lacks them.
+    measure_flags=frozenset(
+        {
+            "--ctx-size",
+            "--parallel",
+            "--kv-unified",
+            "--cache-type-k",
+            "--cache-type-v",
+            "--flash-attn",
+            "--batch-size",
+            "--ubatch-size",
+            "--n-gpu-layers",
+            "--tensor-split",
+            "--split-mode",
+            "--main-gpu",
+            "--device",
+            "--override-tensor",
+            "--cpu-moe",
+            "--n-cpu-moe",
+            "--swa-full",
+            "--kv-offload",
+            "--op-offload",
+            "--repack",
+            "--no-host",
+            "--mmap",
+            "--override-kv",
+            "--rope-scaling",
+            "--rope-scale",
+            "--rope-freq-base",
+            "--rope-freq-scale",
+            "--yarn-orig-ctx",
+            "--lora",
+            "--lora-scaled",
+            "--embeddings",
+            "--pooling",
+            "--reranking",
+            "--mmproj",
+            "--model-draft",
+            "--cache-ram",
+        }
+    ),
+    slots_flag="--parallel",
+    auto_slots=4,  # tools/server/server.cpp: n_parallel < 0 -> 4 slots, kv_unified = true
+    unified_flag="--kv-unified",
 )
 """llama.cpp's ``llama-server``."""
 

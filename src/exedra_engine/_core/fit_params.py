@@ -8,7 +8,15 @@ host's resident peak: see docs/explanation.md), in bytes.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
+
+from exedra_engine._core.executors import ExecutorProfile
+from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.struct import Value
+from exedra_engine.errors import MeasureError
+
+MiB = 1 << 20
 
 
 class FitRow(Value, frozen=True, kw_only=True):
@@ -23,7 +31,8 @@ class FitRow(Value, frozen=True, kw_only=True):
     compute: int
     """Bytes reserved for compute buffers."""
     free: int = 0
-    """Bytes free on the device when measured; 0 when not stated (the host row)."""
+    """Bytes free on the device (for ``Host``: usable by the process) when measured, as the
+    engine reported it (devices) or the probe found it (the host); 0 when not known."""
 
     @property
     def total(self) -> int:
@@ -36,11 +45,234 @@ class FitMeasurement(Value, frozen=True, kw_only=True, omit_defaults=True):
 
     model: str
     """The model path it loaded (the first shard of a split set)."""
+    settings: tuple[str, ...] = ()
+    """The plan's memory flags (`memory_settings`): what a plan is matched by."""
     args: tuple[str, ...] = ()
-    """The memory-relevant flags it was run with (the plan's own), in order."""
+    """What it was run with: the `settings` it takes (see `companion_args`). Those it does
+    not take (``--cache-ram``, ``--mmproj``...) reserve memory these figures leave out."""
     ctx: int
     """The context the figures are for."""
     host: FitRow
     devices: tuple[FitRow, ...] = ()
     build: str = ""
     """The binary's stated version, so a stale measurement can be told apart."""
+
+
+MAX_ROWS = 64
+"""More rows than this is not llama-fit-params' output (it prints one per device + Host)."""
+_ROW = re.compile(r"(\S{1,64}) (\d{1,12}) (\d{1,12}) (\d{1,12})")
+# llama.cpp src/llama.cpp: "using device CUDA0 (NVIDIA ...) (0000:01:00.0) - 23000 MiB free"
+_DEVICE_FREE = re.compile(r"using device (\S{1,64}) \(.*\) - (\d{1,12}) MiB free\s*$", re.M)
+# llama.cpp src/llama-context.cpp: "llama_context: n_ctx         = 4096", after the log's
+# timestamp and level ("0.00.141.596 D ")
+_N_CTX = re.compile(r"(?:^|\s)llama_context: n_ctx\s+= (\d{1,12})\s*$", re.M)
+
+
+def rows_from_print(stdout: str) -> tuple[tuple[FitRow, ...], FitRow]:
+    """The device rows and the ``Host`` row of ``llama-fit-params --fit-print on``'s stdout:
+    one line per device and a last one for ``Host``, each ``NAME model context compute`` in
+    whole MiB (rounded down by the engine). Raises `MeasureError` for anything else."""
+    devices: list[FitRow] = []
+    host: FitRow | None = None
+    for n, line in enumerate(stdout.splitlines(), 1):
+        text = line.strip()
+        if not text:
+            continue
+        m = _ROW.fullmatch(text)
+        if m is None:
+            raise MeasureError(
+                f"llama-fit-params printed {text[:80]!r} (line {n}), "
+                "not 'DEVICE model context compute' in MiB"
+            )
+        if host is not None:
+            raise MeasureError(f"llama-fit-params printed a row after the Host row (line {n})")
+        if len(devices) >= MAX_ROWS:
+            raise MeasureError(f"llama-fit-params printed more than {MAX_ROWS} rows")
+        row = FitRow(
+            name=m.group(1),
+            model=int(m.group(2)) * MiB,
+            context=int(m.group(3)) * MiB,
+            compute=int(m.group(4)) * MiB,
+        )
+        if row.name == "Host":
+            host = row
+        else:
+            devices.append(row)
+    if host is None:
+        raise MeasureError("llama-fit-params printed no Host row")
+    return tuple(devices), host
+
+
+def device_free_from_log(log: str) -> dict[str, int]:
+    """Free bytes per device as the engine saw them at load (its ``using device`` lines,
+    printed at debug verbosity); empty on a CPU-only load."""
+    return {m.group(1): int(m.group(2)) * MiB for m in _DEVICE_FREE.finditer(log)}
+
+
+def ctx_from_log(log: str) -> int | None:
+    """The context the engine sized its KV cache for (``llama_context: n_ctx = N``), or None
+    when the log does not say (it is printed at debug verbosity)."""
+    m = _N_CTX.search(log)
+    return int(m.group(1)) if m else None
+
+
+def measurement_from(
+    stdout: str,
+    log: str,
+    *,
+    model: str,
+    args: tuple[str, ...],
+    ctx: int,
+    settings: tuple[str, ...] = (),
+    build: str = "",
+    host_free: int | None = None,
+) -> FitMeasurement:
+    """One `FitMeasurement` from what llama-fit-params printed: its rows (`stdout`), and
+    from its log the context it sized for (else `ctx`, what the plan asked) and each
+    device's free memory. `host_free` is the memory the probe found usable."""
+    devices, host = rows_from_print(stdout)
+    free = device_free_from_log(log)
+    return FitMeasurement(
+        model=model,
+        settings=settings,
+        args=args,
+        ctx=ctx_from_log(log) or ctx,
+        host=FitRow(
+            name=host.name,
+            model=host.model,
+            context=host.context,
+            compute=host.compute,
+            free=host_free or 0,
+        ),
+        devices=tuple(
+            FitRow(
+                name=d.name,
+                model=d.model,
+                context=d.context,
+                compute=d.compute,
+                free=free.get(d.name, 0),
+            )
+            for d in devices
+        ),
+        build=build,
+    )
+
+
+_TRUE = frozenset({"1", "true", "on", "enabled", "yes"})
+_FALSE = frozenset({"0", "false", "off", "disabled", "no"})
+
+
+def memory_settings(
+    profile: ExecutorProfile, args: Sequence[str], env: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The flags of a plan (its `args` and ``NAME=VALUE`` `env`) that change what the
+    executor reserves (`ExecutorProfile.measure_flags`), canonical: each by its key, in the
+    plan's order, variables as flags, and the slot count last, made explicit where the
+    executor chooses it (llama-server's auto: ``--parallel 4 --kv-unified``). Equal settings
+    reserve equal memory. Raises `PlanError` for an argv the table cannot cut."""
+    table: FlagTable = profile.flags
+    items = [it for it in table.split_items(args, "plan args") if it.key in profile.measure_flags]
+    in_args = {it.key for it in items}
+    items += table.split_items(_env_flags(profile, env, in_args), "plan env")
+    out: list[str] = []
+    slots: str | None = None
+    for it in items:
+        if it.key == profile.slots_flag and not it.negated:
+            slots = it.values[0] if it.values else None
+        elif it.key != profile.unified_flag:
+            out.extend(_spelled(it.key or "", it.values, it.negated, table))
+        elif not it.negated:  # not unified is the default: no token
+            out.append(it.key)
+    if profile.slots_flag:
+        if (slots is None or slots.strip() == "-1") and profile.auto_slots:
+            slots = str(profile.auto_slots)
+            if profile.unified_flag and profile.unified_flag not in out:
+                out.append(profile.unified_flag)
+        if slots is not None:
+            out.extend((profile.slots_flag, slots))
+    return tuple(out)
+
+
+def _env_flags(profile: ExecutorProfile, env: Sequence[str], in_args: set[str | None]) -> list[str]:
+    """The plan's variables for memory flags, as flags; a flag in argv wins over its
+    variable, as in the executor."""
+    table = profile.flags
+    out: list[str] = []
+    for entry in env:
+        name, sep, value = entry.partition("=")
+        flag = table.flag_for_env(name) if sep else None
+        if flag is None or flag.key in in_args or flag.key not in profile.measure_flags:
+            continue
+        if flag.nargs == 1:
+            out.extend((flag.key, value))
+        elif flag.nargs == 0 and value.lower() in _TRUE:
+            out.append(flag.key)
+        elif flag.nargs == 0 and value.lower() in _FALSE and flag.negations:
+            out.append(_long(flag.negations))
+    return out
+
+
+def companion_args(
+    profile: ExecutorProfile, settings: Sequence[str], *, accepts: Callable[[str], bool]
+) -> tuple[str, ...]:
+    """What the measuring companion is run with: the `settings` (`memory_settings`) it
+    `accepts` (asked by canonical key). Where all slots share one KV cache and the companion
+    cannot be told so (llama-fit-params has no ``--kv-unified``), it is given one slot: one
+    cache of the whole context, exact for full-attention layers, where more slots would each
+    get a padded share. (Sliding-window layers keep one window per slot in a unified cache;
+    these figures then hold one.)"""
+    items = profile.flags.split_items(settings, "memory settings")
+    unified = any(it.key == profile.unified_flag and not it.negated for it in items)
+    out: list[str] = []
+    for it in items:
+        if it.key is None or not accepts(it.key):
+            continue
+        if it.key == profile.slots_flag and unified and not accepts(profile.unified_flag):
+            out.extend((it.tokens[0], "1"))
+        else:
+            out.extend(it.tokens)
+    return tuple(out)
+
+
+def measurement_for(
+    measurements: Sequence[FitMeasurement],
+    profile: ExecutorProfile,
+    model: str,
+    args: Sequence[str],
+    env: Sequence[str] = (),
+) -> FitMeasurement | None:
+    """The measurement (the newest, last) made for `model` with the same memory settings as
+    a plan's `args` and `env`, or None: a measurement for another context or cache type says
+    nothing about this plan. A measurement of the same path wins; else one of the same file
+    name (the target keeps its models elsewhere). Raises `PlanError` for an argv the table
+    cannot cut."""
+    wanted = _order_free(profile, memory_settings(profile, args, env))
+    same = [m for m in measurements if _order_free(profile, m.settings) == wanted]
+    base = _basename(model)
+    for m in reversed(same):
+        if m.model == model:
+            return m
+    for m in reversed(same):
+        if _basename(m.model) == base:
+            return m
+    return None
+
+
+def _basename(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _order_free(profile: ExecutorProfile, tokens: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    # The same flags given in another order reserve the same memory.
+    return tuple(sorted(it.tokens for it in profile.flags.split_items(tokens, "memory flags")))
+
+
+def _spelled(key: str, values: tuple[str, ...], negated: bool, table: FlagTable) -> list[str]:
+    if negated:
+        return [_long(table.flags[key].negations)]
+    return [key, *values]
+
+
+def _long(names: tuple[str, ...]) -> str:
+    longs = [n for n in names if n.startswith("--")]
+    return longs[-1] if longs else names[-1]

@@ -4,10 +4,17 @@ A `HostSnapshot` holds the raw facts (file contents and listings) that probing r
 translation below interprets them without touching the host, so every driver's sysfs layout
 is tested on data. What each driver exposes:
 
-- amdgpu: ``device/mem_info_vram_total``, bytes (for APUs, the carve-out).
+- amdgpu: ``device/mem_info_vram_total``, bytes (for APUs, the carve-out), and
+  ``device/mem_info_vram_used``: free VRAM is their difference.
 - xe: ``device/tile<N>/physical_vram_size_bytes`` per tile, summed; integrated parts have none.
 - i915: mainline exposes no total; Intel's out-of-tree i915 adds ``card<N>/lmem_total_bytes``.
 - nvidia, and anything else: no VRAM file, so 0 ("unknown"), never a guess.
+
+Free VRAM is known only where the driver says how much is used (amdgpu); elsewhere it is None
+("unknown"), never the total: a fit judged against total memory is wrong on any card that
+already holds something. Free host memory is ``MemAvailable`` bounded by the cgroup v2 limit
+less what the cgroup already holds (its usage less the reclaimable inactive file cache, the
+kubelet's "working set").
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ class DrmNode(Value, frozen=True, kw_only=True):
     driver_link: str | None = None
     """Target of the ``device/driver`` link."""
     amdgpu_vram_total: str | None = None
+    amdgpu_vram_used: str | None = None
     xe_tile_vram: tuple[str, ...] = ()
     i915_lmem_total: str | None = None
 
@@ -52,6 +60,8 @@ class HostSnapshot(Value, frozen=True, kw_only=True):
     cgroup_cpu_max: str | None = None
     meminfo: str | None = None
     cgroup_memory_max: str | None = None
+    cgroup_memory_current: str | None = None
+    cgroup_memory_stat: str | None = None
     drm: tuple[DrmNode, ...] = ()
     executors: tuple[ExecutorFile, ...] = ()
 
@@ -62,6 +72,12 @@ def hardware_from(snap: HostSnapshot) -> Hardware:
         cpu=CPU(
             threads=cpu_threads(snap.affinity_cpus, snap.cgroup_cpu_max),
             ram=ram_bytes(snap.meminfo, snap.cgroup_memory_max),
+            available=available_bytes(
+                snap.meminfo,
+                snap.cgroup_memory_max,
+                snap.cgroup_memory_current,
+                snap.cgroup_memory_stat,
+            ),
         ),
         gpus=tuple(gpu_from(n) for n in sorted(snap.drm, key=lambda n: _natural(n.render))),
         executors=tuple(
@@ -100,11 +116,42 @@ def ram_bytes(meminfo: str | None, memory_max: str | None) -> int:
     return total
 
 
+_MEMAVAILABLE = re.compile(r"^MemAvailable:\s+(\d+)\s*kB", re.MULTILINE)
+_INACTIVE_FILE = re.compile(r"^inactive_file\s+(\d+)\s*$", re.MULTILINE)
+
+
+def available_bytes(
+    meminfo: str | None,
+    memory_max: str | None,
+    memory_current: str | None = None,
+    memory_stat: str | None = None,
+) -> int | None:
+    """Bytes this process could still use: ``MemAvailable``, bounded by its cgroup v2
+    limit less the cgroup's working set (usage less inactive file cache, which the kernel
+    reclaims before it kills); None when neither says."""
+    host = None
+    if meminfo and (m := _MEMAVAILABLE.search(meminfo)):
+        host = int(m.group(1)) * 1024
+    limit = _int_or_none(memory_max)
+    used = _int_or_none(memory_current)
+    if limit is None or limit <= 0 or used is None:
+        return host
+    if memory_stat and (m := _INACTIVE_FILE.search(memory_stat)):
+        used = max(0, used - int(m.group(1)))
+    room = max(0, limit - used)
+    return room if host is None else min(host, room)
+
+
 def gpu_from(node: DrmNode) -> GPU:
     """One `GPU` from one render node."""
     cards = sorted((e for e in node.device_drm if re.fullmatch(r"card\d+", e)), key=_natural)
     driver = node.driver_link.rstrip("/").rsplit("/", 1)[-1] if node.driver_link else ""
-    return GPU(card=cards[0] if cards else node.render, driver=driver, vram=_vram(driver, node))
+    return GPU(
+        card=cards[0] if cards else node.render,
+        driver=driver,
+        vram=_vram(driver, node),
+        vram_free=_vram_free(driver, node),
+    )
 
 
 def _vram(driver: str, node: DrmNode) -> int:
@@ -115,6 +162,16 @@ def _vram(driver: str, node: DrmNode) -> int:
     if driver == "i915":
         return _int_or_none(node.i915_lmem_total) or 0
     return 0
+
+
+def _vram_free(driver: str, node: DrmNode) -> int | None:
+    if driver != "amdgpu":
+        return None  # no used-memory file: unknown, never the total
+    total = _int_or_none(node.amdgpu_vram_total)
+    used = _int_or_none(node.amdgpu_vram_used)
+    if total is None or used is None or total <= 0 or used < 0:
+        return None
+    return max(0, total - used)
 
 
 _BACKEND = re.compile(r"^libggml-([a-z0-9]+)(?:-[\w.+-]*)?\.so(?:\.[\d.]+)?$")

@@ -39,9 +39,13 @@ def _check(hw: Hardware, where: str) -> None:
         problems.append(("$.cpu.threads", f"{hw.cpu.threads} is not a thread count (at least 1)"))
     if hw.cpu.ram < 0:
         problems.append(("$.cpu.ram", f"{hw.cpu.ram} is not a size in bytes"))
+    if hw.cpu.available is not None and hw.cpu.available < 0:
+        problems.append(("$.cpu.available", f"{hw.cpu.available} is not a size in bytes"))
     for i, g in enumerate(hw.gpus):
         if g.vram < 0:
             problems.append((f"$.gpus[{i}].vram", f"{g.vram} is not a size in bytes"))
+        if g.vram_free is not None and g.vram_free < 0:
+            problems.append((f"$.gpus[{i}].vram_free", f"{g.vram_free} is not a size in bytes"))
     seen: set[str] = set()
     for i, e in enumerate(hw.executors):
         if not e.path:
@@ -49,6 +53,27 @@ def _check(hw: Hardware, where: str) -> None:
         if e.kind in seen:
             problems.append((f"$.executors[{i}].kind", f"{e.kind.value} is listed twice"))
         seen.add(e.kind)
+    problems.extend(_measurement_problems(hw))
     if problems:
         path, what = problems[0]
         raise HardwareFileError(f"{where}: {path}: {what}")
+
+
+def _measurement_problems(hw: Hardware) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for i, m in enumerate(hw.measurements):
+        at = f"$.measurements[{i}]"
+        if not m.model:
+            problems.append((f"{at}.model", "is empty"))
+        if m.ctx < 0:
+            problems.append((f"{at}.ctx", f"{m.ctx} is not a context size"))
+        rows = (
+            (f"{at}.host", m.host),
+            *((f"{at}.devices[{j}]", d) for j, d in enumerate(m.devices)),
+        )
+        for row_at, row in rows:
+            for part in ("model", "context", "compute", "free"):
+                n = getattr(row, part)
+                if n < 0:
+                    problems.append((f"{row_at}.{part}", f"{n} is not a size in bytes"))
+    return problems

@@ -28,11 +28,14 @@ from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.endpoint import Resolved, resolve, resolve_merged
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.flags import FlagTable
+from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
+from exedra_engine._core.load_files import load_files
+from exedra_engine._core.memory import MemoryDecision, decide_memory, read_settings
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
-from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE
+from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE, INSTALL_HINT
 from exedra_engine.errors import (
     EngineError,
     ExecutorNotFound,
@@ -62,6 +65,8 @@ class Explained(Value, frozen=True, kw_only=True):
     findings: tuple[Finding, ...] = ()
     """Warnings about the layers (`exedra_engine._core.check`), judged by the flag table given
     to `explain_launch`: the plan is made as it would be without them."""
+    memory: tuple[str, ...] = ()
+    """The memory arithmetic and what the planner decided from it (``plan --explain``)."""
 
 
 def plan_launch(
@@ -71,16 +76,19 @@ def plan_launch(
     *,
     model: ModelInfo | None = None,
     ports_in_use: Set[int] = frozenset(),
+    inventory: ModelInventory | None = None,
+    side_models: tuple[ModelInventory, ...] = (),
 ) -> Result[LaunchPlan, EngineError]:
     """Plan a launch from facts alone. Deterministic: equal inputs give equal plans.
 
     `model` is the model's header (None when the file is absent, e.g. a dry run in CI: then
     nothing that needs the header is checked). `ports_in_use` are ports the scan skips and
-    an explicit port must not be in.
+    an explicit port must not be in. `inventory` is the model's tensor inventory: with it
+    the plan carries its `memory`, and a plan that cannot fit is refused (`DoesNotFit`);
+    `side_models` are the inventories of the projector and draft model the argv names.
     """
-    return as_result(_plan, spec, hw, constraints, model, ports_in_use, explain=False).map(
-        lambda e: e.plan
-    )
+    facts = _Facts(model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models)
+    return as_result(_plan, spec, hw, constraints, facts, explain=False).map(lambda e: e.plan)
 
 
 def explain_launch(
@@ -92,6 +100,8 @@ def explain_launch(
     ports_in_use: Set[int] = frozenset(),
     flags: FlagTable | None = None,
     config_files: Sequence[LocatedConfig] = (),
+    inventory: ModelInventory | None = None,
+    side_models: tuple[ModelInventory, ...] = (),
 ) -> Result[Explained, EngineError]:
     """`plan_launch`, plus which layer set each argv option and env variable, and the
     findings of its layers.
@@ -111,6 +121,8 @@ def explain_launch(
         ports_in_use=ports_in_use,
         flags=flags,
         config_files=config_files,
+        inventory=inventory,
+        side_models=side_models,
     )
 
 
@@ -123,11 +135,23 @@ def explain_plan(
     ports_in_use: Set[int] = frozenset(),
     flags: FlagTable | None = None,
     config_files: Sequence[LocatedConfig] = (),
+    inventory: ModelInventory | None = None,
+    side_models: tuple[ModelInventory, ...] = (),
 ) -> Explained:
     """`explain_launch` for the library's own callers (the shells): raises the
     `EngineError` instead of returning it."""
     judge = (flags, tuple(config_files))
-    return _plan(spec, hw, constraints, model, ports_in_use, explain=True, judge=judge)
+    facts = _Facts(model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models)
+    return _plan(spec, hw, constraints, facts, explain=True, judge=judge)
+
+
+class _Facts(Value, frozen=True, kw_only=True):
+    """What the shell gathered for a plan."""
+
+    model: ModelInfo | None
+    ports_in_use: Set[int]
+    inventory: ModelInventory | None = None
+    sides: tuple[ModelInventory, ...] = ()
 
 
 # Inside the planner, failures are raised and turned into values once, at the public boundary
@@ -136,30 +160,37 @@ def _plan(
     spec: ModelSpec,
     hw: Hardware | None,
     constraints: Constraints,
-    model: ModelInfo | None,
-    ports_in_use: Set[int],
+    facts: _Facts,
     *,
     explain: bool,
     judge: tuple[FlagTable | None, tuple[LocatedConfig, ...]] | None = None,
 ) -> Explained:
+    model, ports_in_use = facts.model, facts.ports_in_use
     if hw is None:
         raise NoHardware("hardware snapshot is None: call probe() first")
     profile = executor_profile(spec.kind)
     exe = hw.executor(spec.kind)
     if exe is None:
         raise ExecutorNotFound(
-            f"{profile.binary} (kind {spec.kind.value}) is not installed: not on PATH"
+            f"{profile.binary} (kind {spec.kind.value}) is not installed: not on PATH nor in "
+            f"the executor cache; {INSTALL_HINT}, or name the binary (--executor PATH)"
         )
     _check(profile, spec, constraints, model)
     engine_port = _choose_port(constraints, ports_in_use)
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
     layers = _layers(profile, spec, constraints, engine_port, cpu_only)
     m = merge(profile, layers, explain=explain, required_key=constraints.api_key)
+    memory = _memory(profile, hw, m, facts)
+    if memory is not None and memory.engine_args:
+        layers = _layers(
+            profile, spec, constraints, engine_port, cpu_only, memory_args=memory.engine_args
+        )
+        m = merge(profile, layers, explain=explain, required_key=constraints.api_key)
     r = resolve_merged(spec.kind, m.args, m.settings, m.env)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
         if not explain:  # the error names the layer that chose the port: explain once more
-            return _plan(spec, hw, constraints, model, ports_in_use, explain=True)
+            return _plan(spec, hw, constraints, facts, explain=True)
         raise PortInUse(f"port {r.port} is already in use ({_port_origin(profile, m, r)})")
     plan = LaunchPlan(
         spec=spec,
@@ -172,10 +203,33 @@ def _plan(
         api_key=r.api_key,
         key_env=constraints.api_key_env if r.api_key else "",
         ready=ready_path(profile, m),
+        files=load_files(profile, m.args, m.env, model),
+        memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )
     found = _findings(profile, spec, constraints, *judge) if judge is not None else ()
-    return Explained(plan=plan, sources=m.sources, findings=found)
+    notes = memory.notes if memory is not None else ()
+    return Explained(plan=plan, sources=m.sources, findings=found, memory=notes)
+
+
+def _memory(
+    profile: ExecutorProfile, hw: Hardware, m: Merged, facts: _Facts
+) -> MemoryDecision | None:
+    """The plan's memory, when the profile says how to read it and the header was read."""
+    inv = facts.inventory
+    if inv is None or not profile.memory_flags:
+        return None
+    s = read_settings(profile, m.args, m.env)
+    by_path = {side.paths[0]: side for side in facts.sides}
+    return decide_memory(
+        inv,
+        m.args,
+        m.env,
+        hw,
+        profile,
+        mmproj=by_path.get(s.mmproj) if s.mmproj else None,
+        draft=by_path.get(s.draft) if s.draft else None,
+    )
 
 
 def _findings(
@@ -199,7 +253,13 @@ def _findings(
 
 
 def engine_args(
-    profile: ExecutorProfile, spec: ModelSpec, c: Constraints, port: int, cpu_only: bool
+    profile: ExecutorProfile,
+    spec: ModelSpec,
+    c: Constraints,
+    port: int,
+    cpu_only: bool,
+    *,
+    memory_args: tuple[str, ...] = (),
 ) -> tuple[str, ...]:
     """The flags the engine layer derives from the spec, the host and the constraints."""
     p = profile
@@ -217,6 +277,7 @@ def engine_args(
         args += p.cpu_only_args
     for cap in spec.capabilities:
         args += p.capabilities[cap]
+    args += memory_args  # what the memory plan decided (a context that fits, --cache-ram)
     return tuple(args)
 
 
@@ -310,7 +371,13 @@ def next_free_port(base: int, in_use: Set[int]) -> int | None:
 
 
 def _layers(
-    profile: ExecutorProfile, spec: ModelSpec, c: Constraints, port: int, cpu_only: bool
+    profile: ExecutorProfile,
+    spec: ModelSpec,
+    c: Constraints,
+    port: int,
+    cpu_only: bool,
+    *,
+    memory_args: tuple[str, ...] = (),
 ) -> list[Layer]:
     o = c.overrides
     extra_env = env_items(c.extra_env, "caller env")
@@ -320,7 +387,7 @@ def _layers(
         Layer(
             name="engine",
             rank=RANK_ENGINE,
-            args=engine_args(profile, spec, c, port, cpu_only),
+            args=engine_args(profile, spec, c, port, cpu_only, memory_args=memory_args),
             env=engine_env,
         ),
         Layer(name="caller", rank=RANK_CALLER, args=c.extra_args, env=extra_env),

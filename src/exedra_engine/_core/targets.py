@@ -1,6 +1,6 @@
-"""The names `exedra_engine._core.emit` renders for: its targets and the Kubernetes model
-storages. Apart from the emitter so that the command line offers them as choices without
-loading it (a plain ``plan`` never emits)."""
+"""The names `exedra_engine._core.emit` renders for: its targets, the Kubernetes model
+storages and the Quadlet SELinux labels. Apart from the emitter so that the command line
+offers them as choices without loading it (a plain ``plan`` never emits)."""
 
 from __future__ import annotations
 
@@ -24,3 +24,16 @@ class Storage(enum.StrEnum):
     PVC = "pvc"
     IMAGE = "image"
     HOST = "host"
+
+
+class Selinux(enum.StrEnum):
+    """Quadlet: how the model bind is labelled on an SELinux host."""
+
+    NONE = ""
+    """No label option: right where SELinux is off, or the models are labelled already."""
+    SHARED = "shared"
+    """``:z``: relabel the models for every container (they are read-only)."""
+    PRIVATE = "private"
+    """``:Z``: relabel the models for this container only."""
+    DISABLE = "disable"
+    """``SecurityLabelDisable=true``: no separation for this container."""

@@ -26,6 +26,7 @@ from exedra_engine._core.helptext import (
     version_from,
 )
 from exedra_engine._core.struct import Value
+from exedra_engine._shell import notice
 
 if TYPE_CHECKING:
     import subprocess
@@ -37,7 +38,14 @@ if TYPE_CHECKING:
 
 TIMEOUT = 10.0
 """Seconds a binary gets to print its help or version (a cold llama-server takes ~0.1 s)."""
+SLOW = 1.0
+"""Seconds after which a binary still running is announced (`exedra_engine._shell.notice`)."""
+
+_problems: dict[str, str] = {}
+"""Why a binary's version or help could not be had in this process (a timeout is not
+cached: a binary slow once, on a loaded host, is asked again next time)."""
 _MAX_OUTPUT = 4 << 20
+_TIMED_OUT = " (asked again next time)"
 
 
 class ExecutorFacts(Value, frozen=True, kw_only=True):
@@ -99,30 +107,46 @@ def _facts(profile: ExecutorProfile, path: str, *, want_rows: bool) -> ExecutorF
     if facts is None:
         facts = ExecutorFacts(parser=PARSER_VERSION, path=real, size=st.st_size,
                               mtime_ns=st.st_mtime_ns)  # fmt: skip
-    changed = False
+    changed = transient = False
     if facts.version is None:
         version = ""
         if profile.version_flag:
-            text, _ = _run([path, profile.version_flag])
+            text, problem = _run([path, profile.version_flag])
             version = version_from(text)
+            if problem:
+                _problems[real] = problem
+                transient = True
         facts = msgspec.structs.replace(facts, version=version)
         changed = True
     if want_rows and facts.rows is None:
-        facts = _with_rows(profile, path, facts)
+        facts, timed_out = _with_rows(profile, path, facts)
+        transient = transient or timed_out
         changed = True
-    if changed:
+    if changed and not transient:
         _write(entry, facts)
     return facts
 
 
-def _with_rows(profile: ExecutorProfile, path: str, facts: ExecutorFacts) -> ExecutorFacts:
+def version_problem(path: str) -> str:
+    """Why the binary at `path` stated no version in this process ("" if it was asked and
+    answered, or its answer was cached)."""
+    try:
+        return _problems.get(os.path.realpath(path), "")
+    except (OSError, ValueError):
+        return ""
+
+
+def _with_rows(
+    profile: ExecutorProfile, path: str, facts: ExecutorFacts
+) -> tuple[ExecutorFacts, bool]:
+    """The facts with the help's rows, and whether the answer was a timeout (not cached)."""
     if not profile.help_style:
         note = f"{profile.binary}'s help is not one this library reads"
-        return msgspec.structs.replace(facts, rows=(), note=note)
+        return msgspec.structs.replace(facts, rows=(), note=note), False
     text, problem = _run([path, "--help"])
     rows = rows_from_help(profile, text) if not problem else ()
     note = problem or ("" if rows else f"{path} --help listed no flags")
-    return msgspec.structs.replace(facts, rows=rows, note=note)
+    return msgspec.structs.replace(facts, rows=rows, note=note), problem.endswith(_TIMED_OUT)
 
 
 def _entry_name(real: str, size: int, mtime_ns: int) -> str:
@@ -178,11 +202,20 @@ def _run(argv: list[str]) -> tuple[str, str]:
         why = e.strerror if isinstance(e, OSError) else None
         return "", f"{argv[0]} cannot be run: {why or e}"
     try:
-        out, err = proc.communicate(timeout=TIMEOUT)
+        try:
+            out, err = proc.communicate(timeout=min(SLOW, TIMEOUT))
+        except subprocess.TimeoutExpired:
+            notice.say(f"waiting for {argv[0]} {argv[1]} to answer (given up after {TIMEOUT:g} s)")
+            out, err = proc.communicate(timeout=max(TIMEOUT - SLOW, 0))
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         proc.communicate()
-        return "", f"{argv[0]} {argv[1]} did not exit within {TIMEOUT:g} s"
+        return "", f"{argv[0]} {argv[1]} did not exit within {TIMEOUT:g} s{_TIMED_OUT}"
+    except BaseException:
+        # Interrupted (Ctrl-C, the CLI's SIGTERM): the child is in a session of its own, so
+        # nobody else would stop it.
+        _kill_group(proc)
+        raise
     text = (out[:_MAX_OUTPUT] + b"\n" + err[:_MAX_OUTPUT]).decode("utf-8", errors="replace")
     return text, ""
 

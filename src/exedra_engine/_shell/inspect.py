@@ -6,7 +6,8 @@ import errno
 import os
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.gguf_header import HeaderFacts, read_gguf_header
+from exedra_engine._core.gguf_header import HeaderFacts, read_gguf_header, read_gguf_inventory
+from exedra_engine._core.inventory import ModelInventory, combine_shards, shard_paths
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.quant import quant_name
 from exedra_engine._core.values import ModelInfo
@@ -64,6 +65,53 @@ def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:
         blocks=h.blocks,
         context=h.context,
     )
+
+
+def read_inventory(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
+) -> Result[ModelInventory, EngineError]:
+    """The model's tensor inventory and memory hyperparameters, from its header (every
+    shard's header for a split model ``*-00001-of-0000N.gguf``). Failures as `inspect`'s."""
+    return as_result(inventory_at, path, files)
+
+
+def inventory_at(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
+) -> ModelInventory:
+    """`read_inventory` for the library's own callers: raises its `EngineError`."""
+    p = os.fsdecode(path)
+    host = files or LocalHost()
+    first, count, _ = _one_inventory(p, host)
+    shards = shard_paths(p)
+    if count <= 1 and shards is None:
+        return first
+    if shards is None or len(shards) != count:
+        raise NotGGUF(f"{p}: split.count is {count}, the file name says {len(shards or (p,))}")
+    parts = [first]
+    for i, shard in enumerate(shards[1:], start=1):
+        inv, n, no = _one_inventory(shard, host)
+        if n != count or no != i:
+            raise NotGGUF(f"{shard}: split {no} of {n}, expected split {i} of {count}")
+        parts.append(inv)
+    return combine_shards(parts)
+
+
+def _one_inventory(p: str, files: HostFiles) -> tuple[ModelInventory, int, int]:
+    if "\0" in p:
+        raise ModelUnreadable(f"{p!r}: the path contains a NUL character")
+    try:
+        stream, size = files.open_file(p)
+    except NotRegularFile:
+        raise NotGGUF(f"{p}: not a regular file") from None
+    except OSError as e:
+        raise ModelUnreadable(f"{p}: {_reason(e)}") from None
+    with stream:
+        try:
+            return read_gguf_inventory(stream, size, p)
+        except OSError as e:
+            raise ModelUnreadable(f"{p}: {_reason(e)}") from None
+        except NotGGUF as e:
+            raise NotGGUF(f"{p}: {e}") from None
 
 
 def _reason(e: OSError) -> str:

@@ -1,24 +1,29 @@
-"""`plan`: the shell that gathers the planner's facts (the model header, the ports in use)
-and calls the pure planner."""
+"""`plan`: the shell that gathers the planner's facts (the model header and tensor inventory,
+the ports in use, the sizes of the files it loads) and calls the pure planner."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.flags import FlagTable
+from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.kinds import Kind
+from exedra_engine._core.load_files import with_sizes
 from exedra_engine._core.netstat import holding_states, ports_in_use
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.planner import Explained, explain_plan
+from exedra_engine._core.quant import quant_name
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.inspect import read_model
+from exedra_engine._shell.inspect import inventory_at, read_model
 from exedra_engine._shell.ports import HostFiles, HostSockets
-from exedra_engine.errors import EngineError, NotGGUF
+from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
 
 if TYPE_CHECKING:
     from returns.result import Result
@@ -83,17 +88,103 @@ def explain_request(
     """`plan_explained` of a request, raising its `EngineError`: for the command line and
     the library's other shells."""
     host = files or LocalHost()
-    kind = req.spec.kind
-    in_use = read_ports_in_use(host, kind) if req.check_ports else frozenset()
-    return explain_plan(
-        req.spec,
+    spec = req.spec
+    in_use = read_ports_in_use(host, spec.kind) if req.check_ports else frozenset()
+    model, inventory = model_inventory(spec, host)
+    e = explain_plan(
+        spec,
         req.hardware,
         req.constraints,
-        model=model_facts(req.spec, host),
+        model=model,
         ports_in_use=in_use,
         flags=flags,
         config_files=req.config_files,
+        inventory=inventory,
+        side_models=side_inventories(spec, req.constraints, host),
     )
+    return _sized(e, host)
+
+
+def _sized(e: Explained, files: HostFiles) -> Explained:
+    """The plan with the size of every file it loads (the planner knows the header's only)."""
+    sizes = {f.path: file_size(f.path, files) for f in e.plan.files if not f.size}
+    if not any(sizes.values()):
+        return e
+    plan = msgspec.structs.replace(e.plan, files=with_sizes(e.plan.files, sizes))
+    return msgspec.structs.replace(e, plan=plan)
+
+
+def file_size(path: str, files: HostFiles) -> int:
+    """Bytes of the regular file `path`; 0 when it cannot be told (absent, unreadable)."""
+    if "\0" in path or not path.startswith("/") or not files.exists(path):
+        return 0  # a dry run for another host opens nothing
+    try:
+        stream, size = files.open_file(path)
+    except OSError:
+        return 0
+    stream.close()
+    return size
+
+
+def model_inventory(
+    spec: ModelSpec, files: HostFiles
+) -> tuple[ModelInfo | None, ModelInventory | None]:
+    """The model's header and, for an executor whose memory is estimated, its tensor
+    inventory (one read: the header's facts come from it). A header whose inventory cannot
+    be read (a ggml type newer than this library) is planned without a memory plan."""
+    if not executor_profile(spec.kind).memory_flags:
+        return model_facts(spec, files), None
+    if "\0" in spec.path or not files.exists(spec.path):
+        return None, None
+    try:
+        inv = inventory_at(spec.path, files)
+    except ModelUnreadable:
+        raise
+    except EngineError:
+        return model_facts(spec, files), None
+    return info_from_inventory(spec.path, inv), inv
+
+
+def info_from_inventory(path: str, inv: ModelInventory) -> ModelInfo:
+    """The `ModelInfo` `inspect` gives, from an inventory read of the same file."""
+    return ModelInfo(
+        path=path,
+        size=inv.sizes[0],
+        architecture=inv.architecture,
+        name=inv.name,
+        quant=quant_name(inv.file_type),
+        blocks=inv.blocks,
+        context=inv.context,
+    )
+
+
+def side_inventories(
+    spec: ModelSpec, c: Constraints, files: HostFiles
+) -> tuple[ModelInventory, ...]:
+    """The inventories of the projector and draft model any layer names (``--mmproj``,
+    ``--model-draft``), for those that can be read; the planner uses the ones its merged
+    argv keeps."""
+    p = executor_profile(spec.kind)
+    keys = {p.memory_flags.get(r) for r in ("mmproj", "draft")} - {None}
+    if not keys:
+        return ()
+    lists = [spec.run_args, c.extra_args]
+    if c.overrides is not None:
+        lists += [o.args for o in (*c.overrides.engines.values(), *c.overrides.models.values())]
+    paths: list[str] = []
+    for args in lists:
+        for tok_i, tok in enumerate(args[:-1]):
+            hit = p.flags.lookup(tok)
+            if hit is not None and hit[0].key in keys and args[tok_i + 1] not in paths:
+                paths.append(args[tok_i + 1])
+    out = []
+    for path in paths:
+        if "\0" not in path and files.exists(path):
+            try:
+                out.append(inventory_at(path, files))
+            except EngineError:
+                continue  # unreadable side models are planned without
+    return tuple(out)
 
 
 def model_facts(spec: ModelSpec, files: HostFiles) -> ModelInfo | None:

@@ -41,25 +41,41 @@ def probe(host: Host | None = None) -> Result[Hardware, EngineError]:
 
 def host_hardware(host: Host | None = None) -> Hardware:
     """`probe` without the Result: probing cannot fail, unknown facts read as 0."""
-    h = host or LocalHost()
-    return hardware_from(snapshot(h, h, versions=None if host else _executor_version))
+    if host is not None:
+        return hardware_from(snapshot(host, host))
+    # This machine: after PATH, the executors scripts/install-executors.sh built.
+    from exedra_engine._shell.executor_cache import cache_bin_dirs
+
+    h = LocalHost()
+    return hardware_from(snapshot(h, h, _executor_version, after_path=cache_bin_dirs()))
 
 
-def snapshot(files: HostFiles, proc: HostProcess, versions: Versions | None = None) -> HostSnapshot:
-    """Read every raw fact `hardware_from` needs; `versions` asks each executor found."""
+def snapshot(
+    files: HostFiles,
+    proc: HostProcess,
+    versions: Versions | None = None,
+    *,
+    after_path: tuple[str, ...] = (),
+) -> HostSnapshot:
+    """Read every raw fact `hardware_from` needs; `versions` asks each executor found, which
+    is looked for on the search path, then in `after_path`."""
     cgroup = _cgroup_dir(files)
     return HostSnapshot(
         affinity_cpus=proc.affinity_cpus(),
         cgroup_cpu_max=files.read_text(f"{cgroup}/cpu.max") if cgroup else None,
         meminfo=files.read_text("/proc/meminfo"),
         cgroup_memory_max=files.read_text(f"{cgroup}/memory.max") if cgroup else None,
+        cgroup_memory_current=files.read_text(f"{cgroup}/memory.current") if cgroup else None,
+        cgroup_memory_stat=files.read_text(f"{cgroup}/memory.stat") if cgroup else None,
         drm=tuple(
             _drm_node(files, name)
             for name in files.list_dir(DRM) or ()
             if name.startswith("renderD")
         ),
         executors=tuple(
-            e for e in (_executor(files, proc, k, versions) for k in supported_kinds()) if e
+            e
+            for e in (_executor(files, proc, k, versions, after_path) for k in supported_kinds())
+            if e
         ),
     )
 
@@ -86,6 +102,7 @@ def _drm_node(files: HostFiles, render: str) -> DrmNode:
         device_drm=device_drm,
         driver_link=files.read_link(f"{dev}/driver"),
         amdgpu_vram_total=files.read_text(f"{dev}/mem_info_vram_total"),
+        amdgpu_vram_used=files.read_text(f"{dev}/mem_info_vram_used"),
         xe_tile_vram=tuple(
             v for t in tiles if (v := files.read_text(f"{dev}/{t}/physical_vram_size_bytes"))
         ),
@@ -94,11 +111,15 @@ def _drm_node(files: HostFiles, render: str) -> DrmNode:
 
 
 def _executor(
-    files: HostFiles, proc: HostProcess, kind: Kind, versions: Versions | None
+    files: HostFiles,
+    proc: HostProcess,
+    kind: Kind,
+    versions: Versions | None,
+    after_path: tuple[str, ...] = (),
 ) -> ExecutorFile | None:
     profile = executor_profile(kind)
     name = profile.binary
-    for d in proc.search_path():
+    for d in (*proc.search_path(), *after_path):
         candidate = posixpath.join(d, name)
         if files.is_executable(candidate):
             real_dir = posixpath.dirname(files.real_path(candidate))

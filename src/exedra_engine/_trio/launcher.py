@@ -386,10 +386,24 @@ async def launch(
     port was lost to another process between planning and binding.
     """
     try:
-        inst: Instance = await nursery.start(_supervise, plan, logs, ready_timeout, ports)
+        inst = await start_instance(nursery, plan, logs, ready_timeout=ready_timeout, ports=ports)
     except EngineError as e:
         return Failure(e)
     return Success(inst)
+
+
+async def start_instance(
+    nursery: trio.Nursery,
+    plan: LaunchPlan,
+    logs: Logs = None,
+    *,
+    ready_timeout: float = math.inf,
+    ports: PortsReader = _local_ports,
+) -> Instance:
+    """`launch` for the library's own callers (the command line): raises the launch's
+    `EngineError` instead of returning it."""
+    inst: Instance = await nursery.start(_supervise, plan, logs, ready_timeout, ports)
+    return inst
 
 
 async def _supervise(

@@ -12,7 +12,7 @@ surrogates (``\\x1b``, ``\\udcff``: a GGUF name cannot clear the terminal or for
 JSON writes lone surrogates (undecodable bytes of a path, as Python's ``surrogateescape`` holds
 them) as ``\\udcXX`` escapes, so the output is valid UTF-8 JSON under any locale. A failed
 write of stdout (a full disk, ``/dev/full``) is a one-line error with exit 1; a closed pipe
-exits 1 quietly.
+exits 0 quietly (the reader stopped reading: ``| head -1``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from exedra_engine._core.redact import (
     redact_config,
     redact_source,
 )
-from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
+from exedra_engine._core.values import Constraints, ExecutorInfo, LaunchPlan, ModelSpec
 from exedra_engine._shell.check import located_configs
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.inspect import read_model
@@ -52,6 +52,7 @@ from exedra_engine._shell.load_config import read_config
 from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._version import __version__
+from exedra_engine.cli import options
 from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.render import (
     PROG,
@@ -128,8 +129,13 @@ class _Parser(argparse.ArgumentParser):
         try:
             return super()._get_value(action, arg_string)
         except argparse.ArgumentError:
+            if getattr(action.type, "__module__", "") == options.__name__:
+                raise  # its message quotes the value only when it is no key (cli/options.py)
             kind = getattr(action.type, "__name__", "")
-            what = {"int": "an integer", "float": "a number"}.get(kind, "a valid value")
+            what = getattr(action.type, "expected", "") or {
+                "int": "an integer",
+                "float": "a number",
+            }.get(kind, "a valid value")
             raise argparse.ArgumentError(
                 action, f"expected {what} (the value given is not shown)"
             ) from None
@@ -198,25 +204,60 @@ def unknown_arguments(extras: Sequence[str], options: Mapping[str, object]) -> s
 
 def cmd_probe(a: argparse.Namespace) -> int:
     hw = host_hardware()
+    if a.measure:
+        from exedra_engine.cli.measure import measured_host
+
+        hw = measured_host(hw, a.measure, a.ctx, a.arg)
+    elif a.ctx or a.arg:
+        raise EngineError("--ctx and --arg go with --measure MODEL")
     if a.json:
         print_json(hw)
         return 0
-    print(f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM")
+    print(
+        f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM, "
+        f"{_free_text(hw.cpu.available)} free"
+    )
     if not hw.gpus:
         print("gpus       none (CPU-only host)")
     for g in hw.gpus:
         driver = shown(g.driver or "unknown")
-        print(f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}")
+        print(
+            f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}, "
+            f"{_free_text(g.vram_free)} free"
+        )
+    from exedra_engine._shell.executor_cache import cache_bin_dirs, where
+    from exedra_engine._shell.flag_tables import version_problem
+    from exedra_engine.constants import INSTALL_HINT
+
     for k in supported_kinds():
         e = hw.executor(k)
-        what = (
-            f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
-            + f"  version: {shown(e.version or 'not stated')}"
-            if e
-            else "not installed"
-        )
+        if e:
+            problem = "" if e.version else version_problem(e.path)
+            version = e.version or ("not stated" + (f" ({problem})" if problem else ""))
+            what = (
+                f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
+                + f"  version: {shown(version)}"
+            )
+            found_in = os.path.dirname(e.path)
+            if found_in in cache_bin_dirs() and found_in not in _path_dirs():
+                what += f"  (not on PATH: found in {shown(where(found_in))})"
+        else:
+            what = f"not installed: {INSTALL_HINT}"
         print(f"{k.value:<10} {what}")
+    if hw.measurements:
+        from exedra_engine.cli.measure import measurement_lines
+
+        print("\n".join(measurement_lines(hw.measurements)))
     return 0
+
+
+def _free_text(free: int | None) -> str:
+    # None is "the host does not say" (nvidia sysfs, an old probe's file): never shown as 0.
+    return "unknown" if free is None else size_text(free) if free > 0 else "0 B"
+
+
+def _path_dirs() -> list[str]:
+    return os.environ.get("PATH", os.defpath).split(os.pathsep)
 
 
 def cmd_inspect(a: argparse.Namespace) -> int:
@@ -289,20 +330,33 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("constraints")
     g.add_argument(
         "--config",
+        type=options.config_path,
         metavar="PATH",
         help=f"override file or directory (default {DEFAULT_CONFIG_PATH})",
     )
     g.add_argument("--no-config", action="store_true", help="ignore admin overrides")
     g.add_argument("--host", default="", help="bind address (default 127.0.0.1)")
-    g.add_argument("--port", type=int, default=0, help="exact port; 0 scans for a free one")
+    g.add_argument(
+        "--port", type=options.PORT, default=0, help="exact port; 0 scans for a free one"
+    )
     g.add_argument(
         "--port-base",
-        type=int,
+        type=options.PORT_BASE,
         default=0,
         help=f"first port of the scan (default {DEFAULT_PORT_BASE})",
     )
-    g.add_argument("--ctx", type=int, default=0, help="context size (0: executor default)")
-    g.add_argument("--threads", type=int, default=0, help="CPU threads (0: executor default)")
+    g.add_argument(
+        "--ctx",
+        type=options.count(zero="executor default"),
+        default=0,
+        help="context size (0: executor default)",
+    )
+    g.add_argument(
+        "--threads",
+        type=options.count(zero="executor default"),
+        default=0,
+        help="CPU threads (0: executor default)",
+    )
     g.add_argument("--no-gpu", action="store_true", help="run on the CPU even with a GPU")
     g.add_argument("--ui", action="store_true", help="keep the executor's web UI")
     g.add_argument(
@@ -329,7 +383,10 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
         "threads, executors and backends, instead of this machine's",
     )
     g.add_argument(
-        "--executor", metavar="PATH", help="executor binary to plan with instead of the one on PATH"
+        "--executor",
+        type=options.executor_path,
+        metavar="PATH",
+        help="executor binary to plan with instead of the one on PATH",
     )
     g.add_argument(
         "--no-port-check",
@@ -342,8 +399,14 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
 
 
 def _request(a: argparse.Namespace) -> PlanRequest:
-    """The plan the options ask for; raises the `EngineError` of a file that cannot be read
-    or an option that cannot be honoured."""
+    """What the planner is asked, from the command line; with ``--measure``, its hardware
+    holds the engine's own measurement of the plan asked for. Raises the `EngineError` of a
+    file that cannot be read or an option that cannot be honoured."""
+    req = _gathered(a)
+    return _measured(a, req) if a.measure else req
+
+
+def _gathered(a: argparse.Namespace) -> PlanRequest:
     from exedra_engine.errors import PlanError
 
     spec = ModelSpec(
@@ -375,7 +438,7 @@ def _request(a: argparse.Namespace) -> PlanRequest:
         api_key_env=a.api_key_env or "",
         no_gpu=a.no_gpu,
         ui=a.ui,
-        overrides=merge_all([f.config for f in files]) if not a.no_config else None,
+        overrides=None if a.no_config else merge_all([f.config for f in files]),
         extra_args=tuple(a.arg),
         extra_env=tuple(a.env),
     )
@@ -386,6 +449,22 @@ def _request(a: argparse.Namespace) -> PlanRequest:
         config_files=files,
         check_ports=not a.no_port_check,
     )
+
+
+def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
+    """`req` with the engine's own measurement of the plan asked for in its hardware: planned
+    once for its flags, measured on this machine."""
+    from exedra_engine.cli.measure import with_measurement
+    from exedra_engine.errors import PlanError
+
+    if a.hardware or req.hardware is None:
+        raise PlanError(
+            "--measure measures on this machine, --hardware plans for another: measure "
+            "there (probe --json --measure MODEL) and plan from that file"
+        )
+    first = explain_request(msgspec.structs.replace(req, check_ports=False))
+    hw = with_measurement(req.hardware, first.plan)
+    return msgspec.structs.replace(req, hardware=hw)
 
 
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -426,6 +505,14 @@ def _planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin
 def cmd_plan(a: argparse.Namespace) -> int:
     if getattr(a, "emit", None):
         return _plan_and_emit(a)
+    # An emit option without --emit would be ignored: refused, as config --strict without
+    # --check is, so that `plan --out DIR` does not look as if it wrote something.
+    given = [opt for dest, opt, default in a.emit_only if getattr(a, dest) != default]
+    if given:
+        raise EngineError(
+            f"{', '.join(given)} go{'es' * (len(given) == 1)} with --emit "
+            "(plan ... --emit k8s|systemd|quadlet); without it nothing is emitted"
+        )
     _, e, origin = _planned(a)
     e = _shown_findings(e, a.show_secrets)
     if a.strict and e.findings and not a.explain:
@@ -435,7 +522,13 @@ def cmd_plan(a: argparse.Namespace) -> int:
     if a.json:
         if a.explain:
             print_json(
-                {"plan": plan, "sources": sources, "findings": e.findings, "flag_table": origin}
+                {
+                    "plan": plan,
+                    "sources": sources,
+                    "findings": e.findings,
+                    "flag_table": origin,
+                    "memory": e.memory,
+                }
             )
         else:
             print_json(plan)
@@ -482,11 +575,34 @@ def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> 
         print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
         for o in s.overrode:
             print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
+    if e.memory:
+        print("\nmemory (what the executor is expected to use, and what the planner decided):")
+        for line in e.memory:
+            print(f"  {shown(line)}")
     print(f"\nfindings, judged by {shown(origin.describe())}:")
     for f in e.findings:
         print(f"  {finding_line(f)}")
     if not e.findings:
         print("  none")
+    if note := _cpu_note(e.plan):
+        print(f"\nnote: {note}")
+
+
+def _cpu_note(plan: LaunchPlan) -> str:
+    """Why a plan pins the model to the CPU, and that the executor's start-up warning about
+    it is expected (llama-server prints "no usable GPU found ... consult docs/build.md" for
+    ``--n-gpu-layers 0`` on a host or build without a GPU, and nothing without the flag: a
+    newcomer reads it as a broken build). "" when the plan does not pin it."""
+    p = executor_profile(plan.spec.kind)
+    n = len(p.cpu_only_args)
+    if not n or not any(plan.args[i : i + n] == p.cpu_only_args for i in range(len(plan.args))):
+        return ""
+    flags = " ".join(p.cpu_only_args)
+    return (
+        f"{flags} keeps the model on the CPU: this host has no GPU that this {p.binary} "
+        "can use, or --no-gpu asked for it. A start-up warning of the executor about no "
+        "usable GPU is expected then, not a broken build"
+    )
 
 
 def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
@@ -510,10 +626,15 @@ def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
 def _plan_and_emit(a: argparse.Namespace) -> int:
     from exedra_engine.cli.emit import run_emit
 
+    # A container target binds every address unless the caller says otherwise (--explain
+    # says so): loopback inside a container is reached by nothing, not even the probes.
+    host_defaulted = not a.host and a.emit != "systemd"
+    if host_defaulted:
+        a.host = "0.0.0.0"
     req = _request(a)
     e = explain_request(req)
     # The emitter is host-blind: the hardware the plan was made for is passed to it.
-    return run_emit(e.plan, req.hardware, a, e.sources)
+    return run_emit(e.plan, req.hardware, a, e.sources, host_defaulted=host_defaulted)
 
 
 def cmd_emit(a: argparse.Namespace) -> int:
@@ -530,17 +651,73 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.launch import run_launch
+    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
-    _, e, _ = _planned(a)
-    _findings_verdict(a, _shown_findings(e, a.show_secrets))
-    return run_launch(e.plan, a)
+    # `plan` allows an absent model (planning for another machine); a launch cannot succeed
+    # without one, and is refused before anything is started.
+    if not os.path.isfile(a.model):
+        why = "is a directory" if os.path.isdir(a.model) else "does not exist"
+        raise EngineError(f"--model {a.model}: {why}; launch needs the model file on this host")
+    # Signals are honoured from here on, planning included (see cli/launch.py).
+    with Signals().installed() as sigs:
+        try:
+            from exedra_engine.cli.launch import run_launch
+
+            _, e, _ = _planned(a)
+            _findings_verdict(a, _shown_findings(e, a.show_secrets))
+        except Interrupted as i:
+            return interrupted_exit(i.signum, "planning", "nothing was started")
+        if not (a.quiet or a.log_file) and (note := _cpu_note(e.plan)):
+            print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
+        return run_launch(e.plan, a, sigs)
+
+
+def cmd_completion(a: argparse.Namespace) -> int:
+    import shtab
+
+    parser = build_parser()
+    _mark_paths(parser)
+    sys.stdout.write(shtab.complete(parser, shell=a.shell))
+    return 0
+
+
+# What the options and operands complete to (shtab's own markers, spelt out so that building
+# the parser for every other command does not import shtab): files (and directories on the
+# way to them), or directories only.
+_FILE = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+_DIR = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
+_PATHS = {
+    "model": _FILE,
+    "path": _FILE,
+    "config": _FILE,
+    "hardware": _FILE,
+    "executor": _FILE,
+    "plan": _FILE,
+    "log_file": _FILE,
+    "key_file": _FILE,
+    "out": _DIR,
+    "models_dir": _DIR,
+}
+
+
+def _mark_paths(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _mark_paths(sub)
+        elif action.dest in _PATHS:
+            action.complete = _PATHS[action.dest]  # type: ignore[attr-defined]
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.demo import run_demo
+    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
-    return run_demo(a)
+    with Signals().installed() as sigs:
+        try:
+            from exedra_engine.cli.demo import run_demo
+        except Interrupted as i:
+            return interrupted_exit(i.signum, "planning", "nothing was started")
+        return run_demo(a, sigs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -555,6 +732,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("probe", help="show CPU, RAM, GPUs and installed executors")
     s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument(
+        "--measure",
+        nargs="+",
+        default=[],
+        metavar="MODEL",
+        help=f"also measure what {executor_profile(Kind.LLAMA).binary} would reserve for each "
+        f"model ({executor_profile(Kind.LLAMA).measure_binary}), with the plan this host makes "
+        "for it; plan --hardware uses these figures",
+    )
+    s.add_argument(
+        "--ctx",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="with --measure: measure at this context (repeatable; default: the model's own)",
+    )
+    s.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="with --measure: a flag of the plans measured (repeatable; use --arg=--flag)",
+    )
     s.set_defaults(func=cmd_probe)
 
     s = sub.add_parser("inspect", help="read a GGUF model's metadata from its header")
@@ -568,7 +769,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--schema prints their JSON Schema",
     )
     s.add_argument(
-        "path", nargs="?", default=None, help=f"file or directory (default {DEFAULT_CONFIG_PATH})"
+        "path",
+        nargs="?",
+        default=None,
+        type=options.config_path,
+        metavar="PATH",
+        help=f"file or directory (default {DEFAULT_CONFIG_PATH}, which may be absent)",
     )
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--show-secrets", action="store_true", help="print secret env values")
@@ -592,6 +798,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
     _add_plan_options(s)
     s.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure what the executor would reserve with this plan's flags "
+        "(llama-fit-params, here, now) and plan with the engine's own figures",
+    )
+    s.add_argument(
         "--explain",
         action="store_true",
         help="show which layer set each argv option and env variable, and the findings of "
@@ -604,7 +816,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="refuse a plan whose layers have findings (exit 2), judged as with --explain",
     )
     add_emit_options(s, target_flag="--emit")
-    s.set_defaults(func=cmd_plan)
+    emit_group = next(g for g in s._action_groups if g.title == "emit")
+    s.set_defaults(
+        func=cmd_plan,
+        emit_only=tuple(
+            (x.dest, x.option_strings[0], x.default)
+            for x in emit_group._group_actions
+            if x.dest != "emit"
+        ),
+    )
 
     s = sub.add_parser(
         "emit", help="render a saved plan (plan --json) for Kubernetes, systemd or Quadlet"
@@ -621,27 +841,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("wait-ready", help="wait until a URL answers 200 (a unit's readiness)")
     s.add_argument("url", help="the executor's ready URL, e.g. http://127.0.0.1:8080/health")
-    s.add_argument("--timeout", type=float, default=300.0, metavar="S", help="default 300")
-    s.add_argument("--interval", type=float, default=1.0, metavar="S", help="default 1")
+    s.add_argument(
+        "--timeout", type=options.seconds, default=300.0, metavar="S", help="default 300"
+    )
+    s.add_argument("--interval", type=options.seconds, default=1.0, metavar="S", help="default 1")
     s.set_defaults(func=cmd_wait_ready)
 
-    s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
-    _add_plan_options(s)
-    s.add_argument(
-        "--ready-timeout",
-        type=float,
-        default=300.0,
-        metavar="S",
-        help="seconds to wait for readiness (default 300)",
-    )
-    s.add_argument(
-        "--stop-timeout",
-        type=float,
-        default=STOP_TIMEOUT,
-        metavar="S",
-        help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
-    )
-    s.set_defaults(func=cmd_launch, explain=False, strict=False)
+    _add_launch(sub)
 
     s = sub.add_parser(
         "demo",
@@ -651,7 +857,50 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--question", default="Say hello.", help="what to ask")
     s.set_defaults(func=cmd_demo)
+    _add_completion(sub)
     return p
+
+
+def _add_launch(sub: Any) -> None:
+    s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
+    _add_plan_options(s)
+    s.add_argument(
+        "--ready-timeout",
+        type=options.seconds,
+        default=300.0,
+        metavar="S",
+        help="seconds to wait for readiness (default 300)",
+    )
+    s.add_argument(
+        "--stop-timeout",
+        type=options.seconds,
+        default=STOP_TIMEOUT,
+        metavar="S",
+        help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
+    )
+    s.add_argument(
+        "--quiet",
+        action="store_true",
+        help="do not forward the executor's logs (its last lines still explain a failure)",
+    )
+    s.add_argument(
+        "--log-file",
+        type=options.log_file,
+        metavar="FILE",
+        help="append the executor's logs to FILE instead of stderr (keys redacted)",
+    )
+    s.set_defaults(func=cmd_launch, explain=False, strict=False, measure=False)
+
+
+def _add_completion(sub: Any) -> None:
+    s = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash: source it, or save it as "
+        "~/.local/share/bash-completion/completions/exedra-engine; zsh: save it as "
+        "_exedra-engine in a directory of $fpath)",
+    )
+    s.add_argument("shell", choices=["bash", "zsh"], help="the shell")
+    s.set_defaults(func=cmd_completion)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -660,18 +909,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             with _untranslated():
                 parser = build_parser()
+            if not (sys.argv[1:] if argv is None else argv):
+                # A bare call: the usage and the commands, not only "COMMAND is required".
+                parser.print_help(sys.stderr)
+                raise SystemExit(2)
             args = parser.parse_args(argv)
         except SystemExit as e:  # --help, --version, a usage error: argparse printed it
             sys.stdout.flush()  # here, so a failed write is handled like any other
             return e.code if isinstance(e.code, int) else 2 if e.code else 0
         hide_values(_given_values(parser, args))
+        from exedra_engine._shell import notice
+
+        notice.hook = _note
         code: int = args.func(args)
         sys.stdout.flush()
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        # The reader closed the pipe (`| head -1`, `| true`): it has what it wanted, which is
+        # not a failure (a `set -o pipefail` step must not fail on it).
         _drop_stdout()
-        return 1
+        return 0
     except OSError as e:
         if not _is_stdout_error(e):
             raise
@@ -694,6 +952,10 @@ EXIT_STATUS: tuple[tuple[type[EngineError], int], ...] = (
 config, model, hardware file, plan)."""
 
 
+def exit_status(e: EngineError) -> int:
+    return next(code for cls, code in EXIT_STATUS if isinstance(e, cls))
+
+
 @contextlib.contextmanager
 def _untranslated() -> Iterator[None]:
     """argparse asks gettext for every heading and help line it makes while the parser is
@@ -708,8 +970,19 @@ def _untranslated() -> Iterator[None]:
         argparse._ = lookup  # type: ignore[attr-defined]
 
 
-def exit_status(e: EngineError) -> int:
-    return next(code for cls, code in EXIT_STATUS if isinstance(e, cls))
+def run() -> NoReturn:
+    """The ``exedra-engine`` script and ``python -m exedra_engine``: `main`, then leave at once.
+
+    The interpreter's orderly teardown of the ~130 modules a plan loads costs ~10 ms of CPU,
+    a sixth of a cold ``plan --json``, and serves nothing here: the command registers no
+    exit handler and holds no open file but stdout and stderr, flushed first. Called
+    in-process (tests, embedding), `main` returns as any function does."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        # A failed write was reported by main; a closed or replaced stream has nothing left.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(code)
 
 
 # Options whose values are the executor's own argv and env: their secrets are redacted where
@@ -736,19 +1009,8 @@ def _given_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     return given
 
 
-def run() -> NoReturn:
-    """The ``exedra-engine`` script and ``python -m exedra_engine``: `main`, then leave at once.
-
-    The interpreter's orderly teardown of the ~130 modules a plan loads costs ~10 ms of CPU,
-    a sixth of a cold ``plan --json``, and serves nothing here: the command registers no
-    exit handler and holds no open file but stdout and stderr, flushed first. Called
-    in-process (tests, embedding), `main` returns as any function does."""
-    code = main()
-    for stream in (sys.stdout, sys.stderr):
-        # A failed write was reported by main; a closed or replaced stream has nothing left.
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            stream.flush()
-    os._exit(code)
+def _note(message: str) -> None:
+    print(f"{PROG}: note: {shown(message)}", file=sys.stderr, flush=True)
 
 
 def _is_stdout_error(e: OSError) -> bool:

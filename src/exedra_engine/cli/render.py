@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from exedra_engine._core.memory import size_text as mem_size
+from exedra_engine._core.memory_plan import MemoryPlan
 from exedra_engine._core.redact import redact_plan
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError
@@ -132,6 +134,25 @@ def print_plan(plan: LaunchPlan) -> None:
         )
     else:
         print("model     header not read (file absent or not GGUF)")
+    if plan.memory is not None:
+        for i, line in enumerate(memory_lines(plan.memory)):
+            print(("memory    " if i == 0 else "          ") + line)
+
+
+def memory_lines(mem: MemoryPlan) -> list[str]:
+    """One line for the host and one per device: the figure each is judged by."""
+    h = mem.host
+    lines = [
+        f"ctx {mem.ctx}, {mem.source}: host {mem_size(h.total)} resident"
+        + (f" (reserves {mem_size(h.reserved)})" if h.reserved != h.total else "")
+        + (f", host has {mem_size(h.available)}" if h.available is not None else "")
+    ]
+    for d in mem.devices:
+        lines.append(
+            f"{shown(d.name)} {mem_size(d.reserved)} reserved"
+            + (f", {mem_size(d.available)} free" if d.available is not None else "")
+        )
+    return lines
 
 
 def _argv_lines(args: Sequence[str]) -> str:

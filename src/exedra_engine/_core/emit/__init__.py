@@ -25,15 +25,23 @@ from exedra_engine._core.emit.shape import (
 from exedra_engine._core.layers import Source
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
-from exedra_engine._core.targets import Storage, Target
+from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
-from exedra_engine.errors import EngineError
+from exedra_engine.errors import EmitRefused, EngineError
 
 if TYPE_CHECKING:
     from returns.result import Result
 
-
-__all__ = ["EmitOptions", "Emitted", "Origin", "Storage", "Target", "emit", "emit_files"]
+__all__ = [
+    "EmitOptions",
+    "Emitted",
+    "Origin",
+    "Selinux",
+    "Storage",
+    "Target",
+    "emit",
+    "emit_files",
+]
 
 
 class Emitted(Value, frozen=True, kw_only=True):
@@ -68,6 +76,7 @@ def emit_files(
     """`emit`, raising the `EngineError` instead of returning it."""
     # The targets are loaded when used: the command line parses its options without them
     # (and without PyYAML, which only the Kubernetes target needs).
+    from exedra_engine._core.emit.checks import check_files
     from exedra_engine._core.emit.k8s import emit_k8s
     from exedra_engine._core.emit.quadlet import emit_quadlet
     from exedra_engine._core.emit.systemd import emit_systemd
@@ -75,6 +84,10 @@ def emit_files(
     s: Shape = shape(plan, target, options, hardware, sources)
     render = {Target.K8S: emit_k8s, Target.SYSTEMD: emit_systemd, Target.QUADLET: emit_quadlet}
     files, extra = render[target](s, options)
+    # What --check would reject is never handed out: the same checks gate the emission.
+    problems = check_files(plan, target, files)
+    if problems:
+        raise EmitRefused(tuple(problems))
     return Emitted(files=dict(sorted(files.items())), origins=(*s.origins, *extra))
 
 

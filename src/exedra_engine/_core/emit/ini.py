@@ -94,21 +94,24 @@ def exec_line(path: str, args: Sequence[str]) -> str:
     return " ".join([path, *(exec_word(a) for a in args)])
 
 
-def env_assignment(name: str, value: str) -> str:
-    """One ``Environment=`` word: ``"NAME=VALUE"``, quoted and C-escaped, ``%%`` (no ``$$``:
-    this setting expands no variables)."""
+def env_assignment(name: str, value: str, *, dollar: bool = False) -> str:
+    """One ``Environment=`` word: ``"NAME=VALUE"``, quoted and C-escaped, ``%%``; ``$$``
+    only with `dollar` (systemd's own setting expands no variables, but Quadlet copies the
+    value into ``ExecStart=``, which does)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise Unwritable(f"variable name {name!r} is not one systemd accepts")
-    return _escape(f"{name}={value}", dollar=False)
+    return _escape(f"{name}={value}", dollar=dollar)
 
 
-def plain(value: str) -> str:
-    """A value written as is (a path, a description): specifiers escaped; refused if it holds
-    what would break the line or be read as syntax."""
+def plain(value: str, *, dollar: bool = False) -> str:
+    """A value written as is (a path, a description): specifiers escaped, and ``$`` as
+    ``$$`` with `dollar` (a Quadlet setting: Quadlet copies it into ``ExecStart=``, where
+    systemd would expand ``$NAME``); refused if it holds what would break the line."""
     _check_writable(value)
     if _UNSAFE.search(value) or value.endswith("\\") or value != value.strip():
         raise Unwritable(f"{value!r} cannot be written as a plain setting")
-    return value.replace("%", "%%")
+    value = value.replace("%", "%%")
+    return value.replace("$", "$$") if dollar else value
 
 
 # -- reading back (for the checks and the tests) ----------------------------------------------

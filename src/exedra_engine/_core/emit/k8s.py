@@ -10,21 +10,28 @@ machine that emits.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from typing import Any
 
+from exedra_engine._core.emit.memory import bytes_of, cpu_request
+from exedra_engine._core.emit.names import DNS1035, DNS1123, QUALIFIED, SUBDOMAIN
+from exedra_engine._core.emit.readback import argv_problems, get, is_port, port_of
 from exedra_engine._core.emit.shape import (
     KEY_DIR,
     KEY_NAME,
     MOUNT,
+    SYSTEM_TOP,
     EmitOptions,
     Origin,
     Shape,
+    expected_ready,
     in_container,
-    normal_path,
 )
-from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.load_files import normal_path
 from exedra_engine._core.targets import Storage
+from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EmitError
 
 STARTUP_PERIOD = 2
@@ -32,6 +39,8 @@ STARTUP_PERIOD = 2
 READY_PERIOD = 10
 READY_FAILURES = 3
 PORT_NAME = "http"
+_STANDARD = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+"""Resources every node has: not extended resources."""
 
 
 def container_argv(s: Shape) -> tuple[list[str], list[tuple[str, str]]]:
@@ -41,122 +50,84 @@ def container_argv(s: Shape) -> tuple[list[str], list[tuple[str, str]]]:
     args: list[str] = []
     for it in p.flags.split_items(s.args, "plan args"):
         if it.key in p.model_file_flags and it.values and normal_path(it.values[0]) in files:
-            args.extend((it.tokens[0], in_container(it.values[0], s.models_dir), *it.values[1:]))
+            args.extend((it.tokens[0], in_container(it.values[0], s.mounts), *it.values[1:]))
         else:
             args.extend(it.tokens)
     env = []
     for name, value in s.env:
         f = p.flags.flag_for_env(name)
         moved = f is not None and f.key in p.model_file_flags and value
-        env.append((name, in_container(value, s.models_dir) if moved else value))
+        env.append((name, in_container(value, s.mounts) if moved else value))
+    env += container_env(s)
     if s.keyed:
         args += [p.key_file_flag, key_path(s)]
     return args, env
+
+
+VULKAN_CAPABILITIES = "compute,utility,graphics"
+"""NVIDIA's container toolkit mounts the Vulkan driver only with the graphics capability;
+its default is compute and utility."""
+
+
+def container_env(s: Shape) -> list[tuple[str, str]]:
+    """Variables the container runtime reads (not the executor)."""
+    vulkan = s.gpu is not None and s.gpu.driver == "nvidia" and s.gpu.backend == "vulkan"
+    if vulkan and not any(n == "NVIDIA_DRIVER_CAPABILITIES" for n, _ in s.env):
+        return [("NVIDIA_DRIVER_CAPABILITIES", VULKAN_CAPABILITIES)]
+    return []
 
 
 def key_path(s: Shape) -> str:
     return f"{KEY_DIR}/{KEY_NAME}"
 
 
+def _why(field: str, value: object, why: str, source: str = "default") -> Origin:
+    return Origin(field=field, value=str(value), source=source, why=why)
+
+
 def emit_k8s(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[Origin]]:
+    _refuse_needs(s)
     origins: list[Origin] = []
-    args, env = container_argv(s)
     labels = {"app.kubernetes.io/name": s.name, "app.kubernetes.io/managed-by": "exedra-engine"}
     selector = {"app.kubernetes.io/name": s.name}
     meta: dict[str, Any] = {"name": s.name, "labels": labels}
     if options.namespace:
         meta["namespace"] = options.namespace
-
-    probe = {"httpGet": {"path": s.plan.ready, "port": PORT_NAME}}
-    startup_failures = math.ceil(s.start_budget / STARTUP_PERIOD)
+    for kind in ("deployment", "service"):
+        origins.append(
+            _why(
+                f"{kind}.metadata",
+                s.name,
+                "the name; labels name the app and say who manages it"
+                + (f"; namespace {options.namespace} by option" if options.namespace else ""),
+            )
+        )
+    pod = _pod(s, options, origins)
+    spec: dict[str, Any] = {"replicas": 1, "selector": {"matchLabels": selector}}
     origins.append(
-        Origin(
-            field="startupProbe.failureThreshold",
-            value=str(startup_failures),
-            source="default",
-            why=f"start budget {s.start_budget} s / period {STARTUP_PERIOD} s",
+        _why(
+            "deployment.spec.replicas",
+            1,
+            "one executor per plan: its port and GPUs are for one process",
         )
     )
-    mounts: list[dict[str, Any]] = [
-        {"name": "models", "mountPath": MOUNT, "readOnly": True},
-        {"name": "tmp", "mountPath": "/tmp"},
-    ]
-    volumes: list[dict[str, Any]] = [
-        _models_volume(s, options, origins),
-        {"name": "tmp", "emptyDir": {}},
-    ]
-    if s.keyed:
-        mounts.append({"name": KEY_NAME, "mountPath": KEY_DIR, "readOnly": True})
-        volumes.append(
-            {
-                "name": KEY_NAME,
-                "secret": {
-                    "secretName": s.secret,
-                    "items": [{"key": KEY_NAME, "path": KEY_NAME}],
-                    "defaultMode": 0o440,
-                },
-            }
+    origins.append(
+        _why("deployment.spec.selector", s.name, "the pods this Deployment owns, by the name label")
+    )
+    origins.append(
+        _why(
+            "deployment.spec.template.metadata",
+            s.name,
+            "the labels the selector and the Service match",
         )
-    container: dict[str, Any] = {
-        "name": "server",
-        "image": s.image,
-        "command": [s.image_command],
-        "args": args,
-    }
-    if env:
-        container["env"] = [{"name": n, "value": v} for n, v in env]
-    container["ports"] = [{"name": PORT_NAME, "containerPort": s.plan.port, "protocol": "TCP"}]
-    container["startupProbe"] = {
-        **probe,
-        "periodSeconds": STARTUP_PERIOD,
-        "timeoutSeconds": 2,
-        "failureThreshold": startup_failures,
-    }
-    container["readinessProbe"] = {
-        **probe,
-        "periodSeconds": READY_PERIOD,
-        "timeoutSeconds": 5,
-        "failureThreshold": READY_FAILURES,
-    }
-    if s.gpu is not None:
-        if not s.gpu.resource:
-            raise EmitError(
-                f"no Kubernetes resource is known for the {s.gpu.driver} driver: give "
-                "--gpu-resource"
-            )
-        container["resources"] = {"limits": {s.gpu.resource: s.gpu.count}}
-    container["securityContext"] = {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-    }
-    container["volumeMounts"] = mounts
-    pod: dict[str, Any] = {
-        "automountServiceAccountToken": False,
-        # Service links put <SERVICE>_PORT=tcp://... in the env of every pod: a Service named
-        # like an executor variable's prefix would set a port the executor cannot parse.
-        "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": options.uid,
-            "runAsGroup": options.uid,
-            "fsGroup": options.uid,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "terminationGracePeriodSeconds": s.stop_timeout,
-        "containers": [container],
-        "volumes": volumes,
-    }
-    spec: dict[str, Any] = {"replicas": 1, "selector": {"matchLabels": selector}}
+    )
     if s.gpu is not None:
         spec["strategy"] = {"type": "Recreate"}
         origins.append(
-            Origin(
-                field="strategy",
-                value="Recreate",
-                source="default",
-                why="a rolling update would need a second set of GPUs while the old pod runs",
+            _why(
+                "deployment.spec.strategy",
+                "Recreate",
+                "a rolling update would need a second set of GPUs while the old pod runs",
             )
         )
     spec["template"] = {"metadata": {"labels": labels}, "spec": pod}
@@ -173,6 +144,34 @@ def emit_k8s(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[Origi
             ],
         },
     }
+    origins.append(
+        _why(
+            "service.spec",
+            f"ClusterIP {s.plan.port}",
+            "reachable in the cluster only (no hostPort, no NodePort), on the plan's port",
+        )
+    )
+    text = "\n".join(_header(s, options)) + "\n" + dump_yaml([deployment, service])
+    return {f"{s.name}.yaml": text}, origins
+
+
+def _refuse_needs(s: Shape) -> None:
+    # The restricted Pod Security profile adds no capability but NET_BIND_SERVICE, and a pod
+    # has no setting for a resource limit: these flags would fail inside the pod.
+    for need, flag in s.needs:
+        if need == "priority":
+            raise EmitError(
+                f"the plan passes {flag} above 0, which needs CAP_SYS_NICE: a restricted pod "
+                "cannot have it; remove the flag for Kubernetes"
+            )
+        if need == "memlock":
+            raise EmitError(
+                f"the plan passes {flag}, which needs a memlock limit a pod cannot set "
+                "(the runtime's default is often 64 KiB); remove the flag for Kubernetes"
+            )
+
+
+def _header(s: Shape, options: EmitOptions) -> list[str]:
     header = [
         f"# {s.name}: emitted by exedra-engine from a plan; edit the plan, not this file.",
     ]
@@ -180,8 +179,237 @@ def emit_k8s(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[Origi
         header.append(
             f"# The key: kubectl create secret generic {s.secret} --from-file={KEY_NAME}=KEYFILE"
         )
-    text = "\n".join(header) + "\n" + dump_yaml([deployment, service])
-    return {f"{s.name}.yaml": text}, origins
+    apart = len(s.mounts) > 1 or any(m.is_file for m in s.mounts)
+    if options.storage is not Storage.HOST and apart:
+        for m in s.mounts:
+            # JSON strings: a path cannot end the comment line.
+            inside = json.dumps(m.container[len(MOUNT) + 1 :], ensure_ascii=False)
+            header.append(
+                f"# The model volume holds {inside}: {json.dumps(m.host, ensure_ascii=False)}"
+            )
+    if s.gpu is not None and s.gpu.driver in GROUP_DRIVERS and not options.gpu_groups:
+        header.append(
+            f"# {s.gpu.driver} device nodes are root:render 0660: give --gpu-group with the "
+            "node's render gid unless the runtime hands devices to the pod's user"
+        )
+    return header
+
+
+GROUP_DRIVERS = frozenset({"amdgpu", "i915", "xe"})
+"""Drivers whose device nodes only the render group opens (NVIDIA's are 0666)."""
+
+
+def _pod(s: Shape, options: EmitOptions, origins: list[Origin]) -> dict[str, Any]:
+    volumes, mounts = _volumes(s, options, origins)
+    sc: dict[str, Any] = {
+        "runAsNonRoot": True,
+        "runAsUser": options.uid,
+        "runAsGroup": options.uid,
+        "fsGroup": options.uid,
+    }
+    uid_given = options.uid != EmitOptions().uid
+    origins.append(
+        _why(
+            "pod.securityContext",
+            f"uid=gid=fsGroup={options.uid}, non-root, seccomp RuntimeDefault",
+            "the restricted Pod Security profile; "
+            + ("uid by --uid" if uid_given else "65532 is the conventional non-root uid")
+            + "; fsGroup lets that user read the mounted Secret",
+            "option" if uid_given else "default",
+        )
+    )
+    if options.gpu_groups:
+        sc["supplementalGroups"] = list(options.gpu_groups)
+        origins.append(
+            _why(
+                "pod.securityContext.supplementalGroups",
+                " ".join(map(str, options.gpu_groups)),
+                "--gpu-group: the node's render group opens the GPU device nodes",
+                "option",
+            )
+        )
+    sc["seccompProfile"] = {"type": "RuntimeDefault"}
+    pod: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        # Service links put <SERVICE>_PORT=tcp://... in the env of every pod: a Service named
+        # like an executor variable's prefix would set a port the executor cannot parse.
+        "enableServiceLinks": False,
+        "securityContext": sc,
+        "terminationGracePeriodSeconds": s.stop_timeout,
+        "containers": [_container(s, mounts, origins)],
+        "volumes": volumes,
+    }
+    origins += [
+        _why("pod.automountServiceAccountToken", False, "the server needs no Kubernetes API"),
+        _why(
+            "pod.enableServiceLinks",
+            False,
+            "Service links would add *_PORT variables the executor might misread",
+        ),
+        _why(
+            "pod.terminationGracePeriodSeconds",
+            s.stop_timeout,
+            "the stop timeout: one SIGTERM, then this long",
+        ),
+    ]
+    return pod
+
+
+def _container(s: Shape, mounts: list[dict[str, Any]], origins: list[Origin]) -> dict[str, Any]:
+    args, env = container_argv(s)
+    container: dict[str, Any] = {
+        "name": "server",
+        "image": s.image,
+        "command": [s.image_command],
+        "args": args,
+    }
+    origins += [
+        _why("container.name", "server", "one container"),
+        _why("container.image", s.image, "see image"),
+        _why("container.command", s.image_command, "see command"),
+        _why(
+            "container.args",
+            f"{len(args)} words",
+            "the plan's argv: model files at their mount, the key as a file, no key text",
+            "plan",
+        ),
+    ]
+    if env:
+        container["env"] = [{"name": n, "value": v} for n, v in env]
+        origins.append(
+            _why(
+                "container.env",
+                " ".join(n for n, _ in env),
+                "the plan's env without keys"
+                + (
+                    f"; NVIDIA_DRIVER_CAPABILITIES={VULKAN_CAPABILITIES} for the Vulkan image"
+                    if container_env(s)
+                    else ""
+                ),
+                "plan",
+            )
+        )
+    container["ports"] = [{"name": PORT_NAME, "containerPort": s.plan.port, "protocol": "TCP"}]
+    origins.append(
+        _why("container.ports", s.plan.port, "the plan's port, named for the probes", "plan")
+    )
+    _probes(s, container, origins)
+    resources = _resources(s, origins)
+    if resources:
+        container["resources"] = resources
+    container["securityContext"] = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+    }
+    origins.append(
+        _why(
+            "container.securityContext",
+            "no escalation, drop ALL, read-only root, non-root",
+            "the restricted Pod Security profile; /tmp is an emptyDir",
+        )
+    )
+    container["volumeMounts"] = mounts
+    origins.append(
+        _why(
+            "container.volumeMounts",
+            " ".join(m["mountPath"] for m in mounts),
+            "the models read-only, a writable /tmp"
+            + (", the key's Secret read-only" if s.keyed else ""),
+        )
+    )
+    return container
+
+
+def _resources(s: Shape, origins: list[Origin]) -> dict[str, Any]:
+    limits: dict[str, Any] = {}
+    requests: dict[str, Any] = {}
+    if s.gpu is not None:
+        if not s.gpu.resource:
+            raise EmitError(
+                f"no Kubernetes resource is known for the {s.gpu.driver} driver: give "
+                "--gpu-resource"
+            )
+        limits[s.gpu.resource] = s.gpu.count
+        origins.append(
+            _why(
+                f"container.resources.limits.{s.gpu.resource}",
+                str(s.gpu.count),
+                "GPUs in limits only (a request equals its limit): see gpu",
+            )
+        )
+    if s.memory is not None:
+        requests["memory"] = f"{s.memory.peak}Mi"
+        limits["memory"] = f"{s.memory.limit}Mi"
+        origins += [
+            _why(
+                "container.resources.requests.memory",
+                f"{s.memory.peak}Mi",
+                "the plan's expected resident peak (memory.host.total): the scheduler "
+                "places the pod where it fits",
+                "plan",
+            ),
+            _why(
+                "container.resources.limits.memory",
+                f"{s.memory.limit}Mi",
+                f"the peak + a margin: {s.memory.why}",
+                "plan",
+            ),
+        ]
+    if s.threads:
+        requests["cpu"] = cpu_request(s.threads)
+        origins.append(
+            _why(
+                "container.resources.requests.cpu",
+                cpu_request(s.threads),
+                "the plan's threads, one core each; no CPU limit (a throttled decode is "
+                "slower than a shared core)",
+                "plan",
+            )
+        )
+    out: dict[str, Any] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def _probes(s: Shape, container: dict[str, Any], origins: list[Origin]) -> None:
+    probe = {"httpGet": {"path": s.plan.ready, "port": PORT_NAME}}
+    startup_failures = math.ceil(s.start_budget / STARTUP_PERIOD)
+    container["startupProbe"] = {
+        **probe,
+        "periodSeconds": STARTUP_PERIOD,
+        "timeoutSeconds": 2,
+        "failureThreshold": startup_failures,
+    }
+    container["readinessProbe"] = {
+        **probe,
+        "periodSeconds": READY_PERIOD,
+        "timeoutSeconds": 5,
+        "failureThreshold": READY_FAILURES,
+    }
+    origins += [
+        _why(
+            "container.startupProbe",
+            f"GET {s.plan.ready} every {STARTUP_PERIOD}s, timeout 2s, {startup_failures} tries",
+            f"the ready path; start budget {s.start_budget} s / period {STARTUP_PERIOD} s "
+            "(a loaded model is seen within 2 s)",
+        ),
+        _why(
+            "container.readinessProbe",
+            f"GET {s.plan.ready} every {READY_PERIOD}s, timeout 5s, {READY_FAILURES} tries",
+            "the ready path once started; no liveness probe (a busy server answers slowly, "
+            "and a restart reloads the model)",
+        ),
+        _why(
+            "startupProbe.failureThreshold",
+            startup_failures,
+            f"start budget {s.start_budget} s / period {STARTUP_PERIOD} s",
+        ),
+    ]
 
 
 def dump_yaml(docs: list[dict[str, Any]]) -> str:
@@ -212,27 +440,296 @@ def _dumper() -> Any:
     return Dumper
 
 
-def _models_volume(s: Shape, options: EmitOptions, origins: list[Origin]) -> dict[str, Any]:
+def _volumes(
+    s: Shape, options: EmitOptions, origins: list[Origin]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes, mounts = _model_volumes(s, options, origins)
+    volumes.append({"name": "tmp", "emptyDir": {}})
+    mounts.append({"name": "tmp", "mountPath": "/tmp"})
+    if s.keyed:
+        mounts.append({"name": KEY_NAME, "mountPath": KEY_DIR, "readOnly": True})
+        volumes.append(
+            {
+                "name": KEY_NAME,
+                "secret": {
+                    "secretName": s.secret,
+                    "items": [{"key": KEY_NAME, "path": KEY_NAME}],
+                    "defaultMode": 0o440,
+                },
+            }
+        )
+    origins.append(
+        _why(
+            "pod.volumes",
+            " ".join(v["name"] for v in volumes),
+            "the models (see models volume), an emptyDir for /tmp (the root is read-only)"
+            + (
+                ", the key's Secret as a file readable by the pod's group (0440)" if s.keyed else ""
+            ),
+        )
+    )
+    return volumes, mounts
+
+
+def _model_volumes(
+    s: Shape, options: EmitOptions, origins: list[Origin]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if options.storage is Storage.HOST:
+        volumes = []
+        mounts = []
+        for i, m in enumerate(s.mounts):
+            name = "models" if i == 0 else f"models-{i}"
+            kind = "File" if m.is_file else "Directory"
+            volumes.append({"name": name, "hostPath": {"path": m.host, "type": kind}})
+            mounts.append({"name": name, "mountPath": m.container, "readOnly": True})
+        origins.append(
+            Origin(
+                field="models volume",
+                value=" ".join(f"hostPath {m.host}" for m in s.mounts),
+                source="option",
+                why="--storage host: the node's own files, one read-only mount each",
+            )
+        )
+        return volumes, mounts
+    mounts = [{"name": "models", "mountPath": MOUNT, "readOnly": True}]
     if options.storage is Storage.IMAGE:
         if not options.models_image:
             raise EmitError("storage image needs --models-image, the image holding the models")
         origins.append(Origin(field="models volume", value=options.models_image, source="option"))
-        return {
+        volume = {
             "name": "models",
             "image": {"reference": options.models_image, "pullPolicy": "IfNotPresent"},
         }
-    if options.storage is Storage.HOST:
-        origins.append(
-            Origin(field="models volume", value=f"hostPath {s.models_dir}", source="option")
-        )
-        return {"name": "models", "hostPath": {"path": s.models_dir, "type": "Directory"}}
+        return [volume], mounts
     claim = options.claim or f"{s.name}-models"
+    held = " and ".join(f"{m.host} as {m.container}" for m in s.mounts) or "nothing"
     origins.append(
         Origin(
             field="models volume",
             value=f"persistentVolumeClaim {claim}",
             source="option" if options.claim else "default",
-            why=f"a claim holding {s.models_dir}'s files, mounted read-only",
+            why=f"a claim holding {held}, mounted read-only at {MOUNT}",
         )
     )
-    return {"name": "models", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+    volume = {"name": "models", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+    return [volume], mounts
+
+
+# -- checks: the files read back, as their engine and the executor read them ----------------
+
+
+def check_k8s(plan: LaunchPlan, text: str) -> list[str]:
+    import yaml  # here: only Kubernetes manifests are YAML
+
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        return [f"not YAML: {e}"]
+    out: list[str] = []
+    p = executor_profile(plan.spec.kind)
+    pods = []
+    services = []
+    for d in docs:
+        if not isinstance(d, dict):
+            out.append("a document that is not a mapping")
+            continue
+        out += _meta_problems(d)
+        kind = d.get("kind")
+        if kind == "Secret":
+            out.append(f"a Secret object ({get(d, 'metadata', 'name')}): keys stay out of files")
+        elif kind in ("Deployment", "StatefulSet", "DaemonSet"):
+            pods.append(get(d, "spec", "template", "spec") or {})
+        elif kind == "Pod":
+            pods.append(d.get("spec") or {})
+        elif kind == "Service":
+            services.append(d)
+    if not pods:
+        out.append("no Deployment or Pod")
+    container_ports: dict[str, int] = {}
+    for pod in pods:
+        out += _pod_problems(p, plan, pod, container_ports)
+    for svc in services:
+        out += _service_problems(plan, svc, container_ports)
+    return out
+
+
+def _meta_problems(d: dict[str, Any]) -> list[str]:
+    kind = str(d.get("kind", "?"))
+    name = str(get(d, "metadata", "name"))
+    ns = get(d, "metadata", "namespace")
+    out = []
+    # Services are RFC 1035 labels; the rest of what is emitted RFC 1123 subdomains.
+    rule, max_len = (DNS1035, 63) if kind == "Service" else (SUBDOMAIN, 253)
+    if len(name) > max_len or not rule.fullmatch(name):
+        out.append(f"{kind} name {name!r} is not a valid {kind} name")
+    if ns is not None and (len(str(ns)) > 63 or not DNS1123.fullmatch(str(ns))):
+        out.append(f"namespace {ns!r} is not a DNS label")
+    return out
+
+
+def _service_problems(plan: LaunchPlan, svc: dict[str, Any], named: dict[str, int]) -> list[str]:
+    out = []
+    for port in get(svc, "spec", "ports") or []:
+        target = port.get("targetPort", port.get("port"))
+        if port_of(target, named) != plan.port:
+            out.append(f"Service port {port.get('name', '')} targets {target}, not the plan's")
+        if not is_port(port.get("port")):
+            out.append(f"Service port {port.get('port')!r} is not a TCP port")
+    return out
+
+
+def _pod_problems(
+    p: ExecutorProfile, plan: LaunchPlan, pod: dict[str, Any], named: dict[str, int]
+) -> list[str]:
+    out: list[str] = []
+    if pod.get("automountServiceAccountToken") is not False:
+        out.append("automountServiceAccountToken is not false")
+    sc = pod.get("securityContext") or {}
+    if get(sc, "seccompProfile", "type") != "RuntimeDefault":
+        out.append("the pod's seccompProfile is not RuntimeDefault")
+    out += _uid_problems("the pod", sc)
+    out += _volume_problems(pod.get("volumes") or [])
+    secret_vols = {
+        v.get("name") for v in pod.get("volumes") or [] if isinstance(v, dict) and "secret" in v
+    }
+    for c in pod.get("containers") or []:
+        found = _container_problems(p, plan, c, (sc, named, secret_vols))
+        out += [f"container {c.get('name', '?')}: {x}" for x in found]
+    return out
+
+
+def _container_problems(
+    p: ExecutorProfile,
+    plan: LaunchPlan,
+    c: dict[str, Any],
+    pod: tuple[dict[str, Any], dict[str, int], set[Any]],
+) -> list[str]:
+    sc, named, secret_vols = pod
+    res = c.get("resources") or {}
+    found = _security_problems(c, sc) + _port_problems(c, plan, named)
+    found += _probe_problems(c, plan, named) + _resource_problems(res)
+    found += _memory_problems(plan, res)
+    found += _uid_problems("the container", c.get("securityContext") or {})
+    return found + argv_problems(
+        p, plan, [*(c.get("args") or [])], _env(p, c), _key_dirs(c, secret_vols)
+    )
+
+
+def _env(p: ExecutorProfile, c: dict[str, Any]) -> list[str]:
+    env = [
+        f"{e.get('name')}={e.get('value', '')}"
+        for e in c.get("env") or []
+        if isinstance(e, dict) and "valueFrom" not in e
+    ]
+    return [*p.image_env, *env]
+
+
+def _key_dirs(c: dict[str, Any], secret_vols: set[Any]) -> list[str]:
+    return [
+        m.get("mountPath", "")
+        for m in c.get("volumeMounts") or []
+        if m.get("name") in secret_vols and m.get("readOnly")
+    ]
+
+
+def _uid_problems(who: str, sc: dict[str, Any]) -> list[str]:
+    out = []
+    for key in ("runAsUser", "runAsGroup", "fsGroup"):
+        v = sc.get(key)
+        if v is not None and (not isinstance(v, int) or v < 0):
+            out.append(f"{who}'s {key} {v!r} is not a user or group id")
+    if sc.get("runAsNonRoot") and sc.get("runAsUser") == 0:
+        out.append(f"{who} runs as uid 0 with runAsNonRoot: the kubelet refuses it")
+    for g in sc.get("supplementalGroups") or []:
+        if not isinstance(g, int) or g < 0:
+            out.append(f"{who}'s supplemental group {g!r} is not a group id")
+    return out
+
+
+def _volume_problems(volumes: list[Any]) -> list[str]:
+    out = []
+    for v in volumes:
+        if not isinstance(v, dict):
+            continue
+        path = get(v, "hostPath", "path")
+        if path is not None and str(path).rstrip("/") in {*SYSTEM_TOP, ""}:
+            out.append(f"volume {v.get('name')} mounts the node's {path}: a whole system tree")
+        claim = get(v, "persistentVolumeClaim", "claimName")
+        if claim is not None and (len(str(claim)) > 253 or not SUBDOMAIN.fullmatch(str(claim))):
+            out.append(f"volume {v.get('name')}: claim {claim!r} is not a DNS subdomain")
+    return out
+
+
+def _security_problems(c: dict[str, Any], pod_sc: dict[str, Any]) -> list[str]:
+    out = []
+    csc = c.get("securityContext") or {}
+    if not (csc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
+        out.append("runAsNonRoot is not set")
+    if csc.get("allowPrivilegeEscalation") is not False:
+        out.append("allowPrivilegeEscalation is not false")
+    if "ALL" not in (get(csc, "capabilities", "drop") or []):
+        out.append("capabilities do not drop ALL")
+    return out
+
+
+def _port_problems(c: dict[str, Any], plan: LaunchPlan, named: dict[str, int]) -> list[str]:
+    out = []
+    for port in c.get("ports") or []:
+        if "hostPort" in port:
+            out.append("a hostPort")
+        if port.get("name"):
+            named[port["name"]] = port.get("containerPort")
+        if not is_port(port.get("containerPort")):
+            out.append(f"containerPort {port.get('containerPort')!r} is not a TCP port")
+    if plan.port not in {pt.get("containerPort") for pt in c.get("ports") or []}:
+        out.append(f"no containerPort {plan.port}")
+    return out
+
+
+def _probe_problems(c: dict[str, Any], plan: LaunchPlan, named: dict[str, int]) -> list[str]:
+    out = [f"no {kind}" for kind in ("startupProbe", "readinessProbe") if kind not in c]
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        probe = c.get(kind)
+        if probe is None:
+            continue
+        path = get(probe, "httpGet", "path")
+        if path != plan.ready:
+            out.append(f"{kind} asks {path}, not the ready path {plan.ready}")
+        elif path != expected_ready(executor_profile(plan.spec.kind), plan.args, plan.env):
+            out.append(f"{kind} asks {path!r}, not the profile's ready path")
+        if port_of(get(probe, "httpGet", "port"), named) != plan.port:
+            out.append(f"{kind} asks another port than {plan.port}")
+    return out
+
+
+def _resource_problems(res: dict[str, Any]) -> list[str]:
+    out = []
+    limits = res.get("limits") or {}
+    requests = res.get("requests") or {}
+    for name in {*limits, *requests}:
+        if name in _STANDARD or str(name).startswith("hugepages-"):
+            continue
+        if not QUALIFIED.fullmatch(str(name)):
+            out.append(f"resource {name!r} is not a qualified name")
+            continue
+        if name in requests and requests[name] != limits.get(name):
+            out.append(f"{name} requests differ from its limits")
+        count = limits.get(name, 0)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            out.append(f"{name} is not a non-negative whole number")
+    return out
+
+
+def _memory_problems(plan: LaunchPlan, res: dict[str, Any]) -> list[str]:
+    limit = get(res, "limits", "memory")
+    if plan.memory is None or limit is None:
+        return []
+    got = bytes_of(limit, k8s=True)
+    if got is None:
+        return [f"limits.memory {limit!r} is not a memory quantity"]
+    if got < plan.memory.host.total:
+        return [
+            f"limits.memory {limit} is below the plan's expected resident peak "
+            f"{plan.memory.host.total} bytes: the pod would be OOM-killed"
+        ]
+    return []

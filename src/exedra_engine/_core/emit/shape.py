@@ -13,14 +13,18 @@ import math
 import re
 from collections.abc import Sequence
 
+from exedra_engine._core.budget import START_BASE, START_RATE, START_UNKNOWN, load_budget
+from exedra_engine._core.emit import names
+from exedra_engine._core.emit.memory import MemoryLimits, memory_limits
 from exedra_engine._core.endpoint import env_dict, resolve
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.flags import Item
 from exedra_engine._core.layers import Source
+from exedra_engine._core.load_files import load_files, normal_path
 from exedra_engine._core.redact import is_secret_name
 from exedra_engine._core.struct import Value
-from exedra_engine._core.targets import Storage, Target
-from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine._core.targets import Selinux, Storage, Target
+from exedra_engine._core.values import Hardware, LaunchPlan, ModelFile
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EmitError, EngineError
 
@@ -31,7 +35,8 @@ class EmitOptions(Value, frozen=True, kw_only=True, omit_defaults=True):
     name: str = ""
     """Object, unit and file name; "" = the model id, else the model file's stem."""
     image: str = ""
-    """Container image; "" = the executor's published image for the plan's backend."""
+    """Container image; "" = the executor's published image for the plan's backend. A digest
+    (``@sha256:...``) pins the build the plan was checked against."""
     image_command: str = ""
     """The executor's path in the image; "" = the profile's."""
     secret: str = ""
@@ -44,10 +49,13 @@ class EmitOptions(Value, frozen=True, kw_only=True, omit_defaults=True):
     models_image: str = ""
     """Kubernetes: the image whose files are the model directory (with storage "image")."""
     models_dir: str = ""
-    """The host directory that holds every model file; "" = their deepest common directory."""
+    """The host directory that holds every model file; "" = derived (see `Mount`)."""
     namespace: str = ""
     uid: int = 65532
-    """Kubernetes: the numeric user (and group) the pod runs as."""
+    """Kubernetes: the numeric user (and group) the pod runs as; never 0 (restricted)."""
+    gpu_groups: tuple[int, ...] = ()
+    """Kubernetes: supplementary groups of the pod (the node's ``render`` gid: AMD and Intel
+    device nodes are ``root:render 0660``)."""
     stop_timeout: float = STOP_TIMEOUT
     """Seconds the executor gets after SIGTERM before it is killed."""
     start_budget: int = 0
@@ -57,9 +65,12 @@ class EmitOptions(Value, frozen=True, kw_only=True, omit_defaults=True):
     gpu_count: int = 0
     """GPUs to ask for; 0 = every GPU of the chosen driver in the hardware file."""
     waiter: str = "/usr/bin/exedra-engine"
-    """systemd: the exedra-engine whose ``wait-ready`` the unit's ExecStartPost runs."""
+    """systemd: the exedra-engine whose ``wait-ready`` the unit's ExecStartPost runs (the
+    command line gives its own real path)."""
     publish_address: str = "127.0.0.1"
     """Quadlet: the host address the port is published on ("" = every address)."""
+    selinux: Selinux = Selinux.NONE
+    """Quadlet: the SELinux label option of the model binds."""
 
 
 class Origin(Value, frozen=True, kw_only=True):
@@ -80,6 +91,14 @@ class Gpu(Value, frozen=True, kw_only=True):
     """The Kubernetes extended resource ("" when none is known for the driver)."""
 
 
+class Mount(Value, frozen=True, kw_only=True):
+    """One host directory (or file) a container sees, read-only."""
+
+    host: str
+    container: str
+    is_file: bool = False
+
+
 class Shape(Value, frozen=True, kw_only=True):
     """A plan as a deployment sees it (see the module docstring)."""
 
@@ -91,9 +110,17 @@ class Shape(Value, frozen=True, kw_only=True):
     env: tuple[tuple[str, str], ...]
     """The plan's env without key variables."""
     keyed: bool
-    model_files: tuple[str, ...]
-    models_dir: str
+    files: tuple[ModelFile, ...]
+    """Every file the executor reads at load (shards, projector, draft included)."""
+    mounts: tuple[Mount, ...]
     gpu: Gpu | None
+    needs: tuple[tuple[str, str], ...]
+    """(need, the flag asking it) for what a hardened unit denies by default
+    (`ExecutorProfile.resource_flags`)."""
+    memory: MemoryLimits | None
+    """Memory settings from the plan's memory (`exedra_engine._core.emit.memory`)."""
+    threads: int
+    """The threads the plan sets (its threads flag); 0 = the executor's default."""
     start_budget: int
     stop_timeout: int
     image: str
@@ -101,6 +128,10 @@ class Shape(Value, frozen=True, kw_only=True):
     secret: str
     key_file: str
     origins: tuple[Origin, ...]
+
+    @property
+    def model_files(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.files)
 
 
 MOUNT = "/models"
@@ -127,14 +158,13 @@ BACKEND_DRIVERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("vulkan", ("nvidia", "amdgpu", "xe", "i915")),
 )
 
-START_BASE = 60
-"""Seconds of a start that do not depend on the model: process start, device init, warm-up."""
-START_RATE = 50 * 1024 * 1024
-"""Bytes per second the model is read at, cold, from network storage (a slow PVC)."""
-START_UNKNOWN = 900
-"""The budget when the plan has no model header (planned without the file): 15 minutes."""
-
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+SYSTEM_TOP = frozenset(
+    "/ /bin /boot /dev /etc /home /lib /lib32 /lib64 /libx32 /media /mnt /nix /opt /proc "
+    "/root /run /sbin /snap /srv /sys /tmp /usr /var".split()
+)
+"""Directories never mounted whole: the root and the top-level system trees."""
+_NEVER = ("/proc", "/sys", "/dev")
+"""Trees no model file can come from."""
 
 
 def shape(
@@ -146,66 +176,32 @@ def shape(
 ) -> Shape:
     """Derive the `Shape`, raising `EmitError` for what cannot be emitted as asked."""
     p = executor_profile(plan.spec.kind)
+    check_options(options, target)
+    _check_plan(p, plan)
     o = _Origins(sources)
     name = _name(plan, options, o)
     items = p.flags.split_items(plan.args, "plan args")
     keyed, args = _without_keys(p, plan, items)
     env = _env_without_keys(p, plan)
-    if keyed and not p.key_file_flag:
-        raise EmitError(f"{p.binary} reads no key file: a keyed plan cannot be emitted without it")
-    if keyed:
-        o.add(
-            "key",
-            "a file",
-            "plan",
-            f"the plan is keyed; the key comes from a file given to "
-            f"{p.key_file_flag}, never from env or args",
-        )
-    files = _model_files(p, p.flags.split_items(args, "plan args"), env)
-    for f in files:
-        if not f.startswith("/"):
-            raise EmitError(f"model file {f!r} is a relative path: plan with an absolute one")
-    models_dir = _models_dir(files, options, o)
+    _key_origin(p, keyed, o)
+    files = _files(p, plan, args, env)
+    mounts = _mounts(files, options, o)
     gpu = _gpu(p, plan, items=items, env=env, hw=hardware, options=options, o=o)
     container = target is not Target.SYSTEMD
     if container:
         _check_container_host(p, plan)
     image, image_command = _image(p, gpu, options, o) if container else ("", "")
-    start = _start_budget(plan, options, o)
-    stop = math.ceil(options.stop_timeout)
-    if stop < 1:
-        raise EmitError(f"stop timeout {options.stop_timeout} is not a positive time")
-    o.add(
-        "stop timeout",
-        f"{stop}s",
-        "option" if options.stop_timeout != STOP_TIMEOUT else "default",
-        ""
-        if options.stop_timeout != STOP_TIMEOUT
-        else f"STOP_TIMEOUT, the launcher's own SIGTERM grace ({STOP_TIMEOUT:g} s)",
-    )
+    start = _start_budget(files, options, o)
+    stop = _stop_timeout(options, o)
     secret = options.secret or f"{name}-{KEY_NAME}"
-    if keyed and target is not Target.SYSTEMD:
-        _label(secret, "secret name")
-        o.add(
-            "secret",
-            secret,
-            "option" if options.secret else "default",
-            "" if options.secret else "NAME-api-key",
-        )
     key_file = options.key_file or f"/etc/exedra/{name}.key"
-    if keyed and target is Target.SYSTEMD:
-        o.add(
-            "key file",
-            key_file,
-            "option" if options.key_file else "default",
-            "" if options.key_file else "/etc/exedra/NAME.key, loaded as a credential",
-        )
+    _secret_origins(keyed, target, options, (secret, key_file), o)
     o.add(
         "ready path",
         plan.ready,
         "plan",
-        "plan.ready: answers 200 only once the model is "
-        "loaded (a models endpoint answers while loading)",
+        f"plan.ready, the profile's {p.ready_path} under the plan's prefix: answers 200 only "
+        "once the model is loaded (a models endpoint answers while loading)",
     )
     o.add("port", str(plan.port), "plan", o.layer_of(p.port_flag, p.port_env))
     o.add("host", plan.host, "plan", o.layer_of(p.host_flag, p.host_env))
@@ -216,9 +212,12 @@ def shape(
         args=args,
         env=env,
         keyed=keyed,
-        model_files=files,
-        models_dir=models_dir,
+        files=files,
+        mounts=mounts,
         gpu=gpu,
+        needs=_needs(p, p.flags.split_items(args, "plan args"), env),
+        memory=_memory(plan, o),
+        threads=_threads(p, items),
         start_budget=start,
         stop_timeout=stop,
         image=image,
@@ -226,6 +225,127 @@ def shape(
         secret=secret,
         key_file=key_file,
         origins=tuple(o.items),
+    )
+
+
+def check_options(options: EmitOptions, target: Target) -> None:
+    """Raise `EmitError` for the first option no target would accept (the command line
+    refuses them while parsing; this holds for library callers)."""
+    if options.name:
+        names.label(options.name, "name", service=True)
+    if options.namespace:
+        names.label(options.namespace, "namespace")
+    for value, what in ((options.secret, "secret"), (options.claim, "claim")):
+        if value:
+            names.subdomain(value, what)
+    if target is Target.K8S:
+        names.non_root_uid(options.uid, "uid")
+    for gid in options.gpu_groups:
+        names.non_root_uid(gid, "gpu group")
+    names.non_negative(options.gpu_count, "gpu count")
+    names.non_negative(options.start_budget, "start budget")
+    names.address(options.publish_address, "publish address")
+    for value, what in ((options.image, "image"), (options.models_image, "models image")):
+        if value:
+            names.image(value, what)
+    if options.gpu_resource:
+        names.resource(options.gpu_resource, "gpu resource")
+    for value, what in (
+        (options.image_command, "image command"),
+        (options.key_file, "key file"),
+        (options.models_dir, "models dir"),
+        (options.waiter, "waiter"),
+    ):
+        names.absolute_path(value, what)
+
+
+def ready_problem(p: ExecutorProfile, plan: LaunchPlan) -> str:
+    """Why `plan.ready` is not the profile's ready path under the plan's own prefix ("" when
+    it is): a tampered ``/v1/models`` answers while the model loads."""
+    want = expected_ready(p, plan.args, plan.env)
+    if plan.ready != want:
+        return (
+            f"the plan's ready path {plan.ready!r} is not {want!r}, the profile's ready "
+            "path under the prefix its argv and env set"
+        )
+    if not _URL_PATH.fullmatch(want):
+        return f"the ready path {want!r} is not a plain URL path"
+    return ""
+
+
+_URL_PATH = re.compile(r"(/[A-Za-z0-9._~!$&'()*+,;=:@%-]*)+")
+
+
+def expected_ready(p: ExecutorProfile, args: Sequence[str], env: Sequence[str]) -> str:
+    """The ready path the executor serves for `args` and `env` (its prefix flag, else its
+    prefix variable, then the profile's path)."""
+    prefix = ""
+    try:
+        items = p.flags.split_items(args, "plan args")
+    except EngineError:
+        items = ()
+    given = [it for it in items if it.key == p.ready_prefix_flag and it.values]
+    if given:
+        prefix = given[-1].values[0]
+    elif p.ready_prefix_env:
+        prefix = env_dict(env).get(p.ready_prefix_env, "")
+    return prefix.rstrip("/") + p.ready_path
+
+
+def _check_plan(p: ExecutorProfile, plan: LaunchPlan) -> None:
+    names.port(plan.port, "the plan's port")
+    problem = ready_problem(p, plan)
+    if problem:
+        raise EmitError(problem)
+
+
+def _key_origin(p: ExecutorProfile, keyed: bool, o: _Origins) -> None:
+    if keyed and not p.key_file_flag:
+        raise EmitError(f"{p.binary} reads no key file: a keyed plan cannot be emitted without it")
+    if keyed:
+        o.add(
+            "key",
+            "a file",
+            "plan",
+            f"the plan is keyed; the key comes from a file given to "
+            f"{p.key_file_flag}, never from env or args",
+        )
+
+
+def _stop_timeout(options: EmitOptions, o: _Origins) -> int:
+    stop = math.ceil(options.stop_timeout)
+    if stop < 1:
+        raise EmitError(f"stop timeout {options.stop_timeout} is not a positive time")
+    given = options.stop_timeout != STOP_TIMEOUT
+    o.add(
+        "stop timeout",
+        f"{stop}s",
+        "option" if given else "default",
+        "" if given else f"STOP_TIMEOUT, the launcher's own SIGTERM grace ({STOP_TIMEOUT:g} s)",
+    )
+    return stop
+
+
+def _secret_origins(
+    keyed: bool, target: Target, options: EmitOptions, names_: tuple[str, str], o: _Origins
+) -> None:
+    secret, key_file = names_
+    if not keyed:
+        return
+    if target is not Target.SYSTEMD:
+        names.subdomain(secret, "secret name")
+        o.add(
+            "secret",
+            secret,
+            "option" if options.secret else "default",
+            "" if options.secret else "NAME-api-key",
+        )
+        return
+    o.add(
+        "key file",
+        key_file,
+        "option" if options.key_file else "default",
+        "" if options.key_file else "/etc/exedra/NAME.key, loaded as a credential",
     )
 
 
@@ -245,25 +365,19 @@ class _Origins:
         return "the plan's argv and env, read back as the executor reads them"
 
 
-def _label(value: str, what: str) -> str:
-    if len(value) > 63 or not _LABEL.fullmatch(value):
-        raise EmitError(
-            f"{what} {value!r} is not a DNS label (lower-case letters, digits and '-', at most "
-            "63, starting and ending with a letter or digit)"
-        )
-    return value
-
-
 def _name(plan: LaunchPlan, options: EmitOptions, o: _Origins) -> str:
     if options.name:
         o.add("name", options.name, "option")
-        return _label(options.name, "name")
+        return options.name
     base = plan.spec.id or _stem(plan.spec.path)
-    name = re.sub(r"[^a-z0-9]+", "-", base.lower()).strip("-")[:48].strip("-")
-    if not name:
-        name = f"exedra-{plan.spec.kind.value}"
+    name, changed = names.derived_name(base, f"exedra-{plan.spec.kind.value}")
     why = "the model id" if plan.spec.id else "the model file's name"
-    o.add("name", name, "default", f"{why}, made a DNS label")
+    if changed:
+        why += (
+            ", made an RFC 1035 label and ended with a hash of it (ids that normalise or cut "
+            "alike stay apart)"
+        )
+    o.add("name", name, "default", why)
     return name
 
 
@@ -331,60 +445,148 @@ def _env_without_keys(p: ExecutorProfile, plan: LaunchPlan) -> tuple[tuple[str, 
     return tuple(out)
 
 
-def _model_files(
-    p: ExecutorProfile, items: Sequence[Item], env: Sequence[tuple[str, str]]
-) -> tuple[str, ...]:
-    found: list[str] = []
-    for it in items:
-        if it.key in p.model_file_flags and it.values:
-            found.append(it.values[0])
-    for name, value in env:
-        f = p.flags.flag_for_env(name)
-        if f is not None and f.key in p.model_file_flags and value:
-            found.append(value)
-    return tuple(dict.fromkeys(normal_path(f) for f in found))
+def _files(
+    p: ExecutorProfile,
+    plan: LaunchPlan,
+    args: Sequence[str],
+    env: Sequence[tuple[str, str]],
+) -> tuple[ModelFile, ...]:
+    # From the argv, as the executor reads it; the sizes from the plan's own list (a plan
+    # saved before it had one knows the model header's size only).
+    sizes = {f.path: f.size for f in plan.files if f.size}
+    files = load_files(p, args, [f"{n}={v}" for n, v in env], plan.model, sizes)
+    for f in files:
+        if not f.path.startswith("/"):
+            raise EmitError(f"model file {f.path!r} is a relative path: plan with an absolute one")
+        if f.path == "/" or f.path.startswith(tuple(d + "/" for d in _NEVER)):
+            raise EmitError(f"model file {f.path!r} is not a file a model can be read from")
+    return files
 
 
-def normal_path(path: str) -> str:
-    """`path` with ``.``, ``..`` and repeated slashes resolved lexically."""
-    absolute = path.startswith("/")
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == ".." and parts and parts[-1] != "..":
-            parts.pop()
-        elif part != ".." or not absolute:
-            parts.append(part)
-    return ("/" if absolute else "") + "/".join(parts)
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
 
 
-def _models_dir(files: Sequence[str], options: EmitOptions, o: _Origins) -> str:
+def _under(path: str, d: str) -> bool:
+    return path.startswith(d.rstrip("/") + "/")
+
+
+def _mounts(files: Sequence[ModelFile], options: EmitOptions, o: _Origins) -> tuple[Mount, ...]:
+    paths = [f.path for f in files]
     if options.models_dir:
         d = normal_path(options.models_dir)
-        for f in files:
-            if not f.startswith(d.rstrip("/") + "/"):
+        if d in SYSTEM_TOP:
+            raise EmitError(f"--models-dir {d} would mount a whole system tree: give a deeper one")
+        for f in paths:
+            if not _under(f, d):
                 raise EmitError(f"model file {f} is not under --models-dir {d}")
-        o.add("models dir", d, "option")
-        return d
-    dirs = [f.rsplit("/", 1)[0].split("/") for f in files]
-    if not dirs:
-        return "/"
+        o.add("models dir", d, "option", f"mounted read-only at {MOUNT}")
+        return (Mount(host=d, container=MOUNT),)
+    if not paths:
+        return ()
+    common = _common_dir(paths)
+    if common not in SYSTEM_TOP:
+        o.add(
+            "models dir",
+            common,
+            "plan",
+            f"the deepest directory holding every file the executor loads, mounted at {MOUNT}",
+        )
+        return (Mount(host=common, container=MOUNT),)
+    return _mounts_apart(paths, common, o)
+
+
+def _common_dir(paths: Sequence[str]) -> str:
+    dirs = [_parent(f).split("/") for f in paths]
     common = dirs[0]
     for parts in dirs[1:]:
         n = 0
         while n < min(len(common), len(parts)) and common[n] == parts[n]:
             n += 1
         common = common[:n]
-    found = "/".join(common) or "/"
-    o.add("models dir", found, "plan", "the deepest directory holding every model file of the argv")
-    return found
+    return "/".join(common) or "/"
 
 
-def in_container(path: str, models_dir: str) -> str:
-    """Where a container sees the model file `path`."""
-    rel = normal_path(path)[len(models_dir.rstrip("/")) :]
-    return MOUNT + rel
+def _mounts_apart(paths: Sequence[str], common: str, o: _Origins) -> tuple[Mount, ...]:
+    # One mount per distinct directory (a directory inside another rides along); a file
+    # directly in a system tree is mounted alone, so the tree itself never is.
+    dirs: list[str] = []
+    for d in sorted({_parent(f) for f in paths}):
+        if not any(d == x or _under(d, x) for x in dirs if x not in SYSTEM_TOP):
+            dirs.append(d)
+    out: list[Mount] = []
+    for i, d in enumerate(dirs):
+        at = f"{MOUNT}/{i}"
+        if d not in SYSTEM_TOP:
+            out.append(Mount(host=d, container=at))
+            continue
+        for f in paths:
+            if _parent(f) == d:
+                out.append(Mount(host=f, container=f"{at}/{f.rsplit('/', 1)[1]}", is_file=True))
+    o.add(
+        "models dir",
+        " ".join(f"{m.host}={m.container}" for m in out),
+        "plan",
+        f"the files' common directory is {common}, which is never mounted: one read-only "
+        "mount per directory (a file in a system tree alone)",
+    )
+    return tuple(out)
+
+
+def in_container(path: str, mounts: Sequence[Mount]) -> str:
+    """Where a container sees the model file `path` (the path itself when no mount has it)."""
+    n = normal_path(path)
+    for m in mounts:
+        if n == m.host and m.is_file:
+            return m.container
+        if not m.is_file and _under(n, m.host):
+            return m.container + n[len(m.host.rstrip("/")) :]
+    return path
+
+
+def _needs(
+    p: ExecutorProfile, items: Sequence[Item], env: Sequence[tuple[str, str]]
+) -> tuple[tuple[str, str], ...]:
+    found: dict[str, str] = {}
+    for it in items:
+        need = p.resource_flags.get(it.key or "")
+        if need is None or it.negated:
+            continue
+        if need == "priority" and not _raises_priority(it.values):
+            continue
+        found.setdefault(need, it.tokens[0])
+    for name, value in env:
+        f = p.flags.flag_for_env(name)
+        need = p.resource_flags.get(f.key) if f is not None else None
+        if need is not None and value.lower() not in ("", "0", "false", "off", "no"):
+            found.setdefault(need, name)
+    return tuple(sorted(found.items()))
+
+
+def _memory(plan: LaunchPlan, o: _Origins) -> MemoryLimits | None:
+    limits = memory_limits(plan)
+    if limits is None:
+        o.add("memory", "none", "plan", "the plan has no memory plan (made without the model)")
+        return None
+    o.add("memory", f"{limits.peak} MiB peak, limit {limits.limit} MiB", "plan", limits.why)
+    return limits
+
+
+def _threads(p: ExecutorProfile, items: Sequence[Item]) -> int:
+    for it in reversed(items):
+        if it.key == p.threads_flag and it.values:
+            try:
+                return max(int(it.values[0]), 0)
+            except ValueError:
+                return 0
+    return 0
+
+
+def _raises_priority(values: Sequence[str]) -> bool:
+    try:
+        return int(values[0]) > 0 if values else False
+    except ValueError:
+        return True  # a value the executor will refuse: treat it as asking
 
 
 def _runs_on_cpu(p: ExecutorProfile, items: Sequence[Item], env: Sequence[tuple[str, str]]) -> bool:
@@ -430,34 +632,44 @@ def _gpu(
     exe = hw.executor(plan.spec.kind)
     backends = exe.backends if exe is not None else ()
     present = [g.driver for g in hw.gpus]
-    for backend, drivers in BACKEND_DRIVERS:
-        if backend not in backends:
-            continue
-        for driver in drivers:
-            if driver in present:
-                count = options.gpu_count or present.count(driver)
-                resource = GPU_RESOURCES.get(driver, "")
-                o.add(
-                    "gpu",
-                    f"{count} x {driver}",
-                    "probe",
-                    f"the {backend} backend of {exe.path if exe else p.binary} drives "
-                    f"{'/'.join(drivers)}; the hardware file has {present.count(driver)} "
-                    f"{driver} GPU(s)" + (" (count by option)" if options.gpu_count else ""),
-                )
-                if resource:
-                    o.add(
-                        "gpu resource",
-                        resource,
-                        "default",
-                        f"the device plugin's resource for the {driver} driver",
-                    )
-                return Gpu(driver=driver, backend=backend, count=count, resource=resource)
-    raise EmitError(
-        "the plan runs on a GPU, but the hardware file pairs no GPU backend of "
-        f"{p.binary} ({', '.join(backends) or 'none'}) with a GPU driver it has "
-        f"({', '.join(present) or 'none'}); plan with --no-gpu, or give --gpu-resource"
+    pair = _pair(backends, present)
+    if pair is None:
+        raise EmitError(
+            "the plan runs on a GPU, but the hardware file pairs no GPU backend of "
+            f"{p.binary} ({', '.join(backends) or 'none'}) with a GPU driver it has "
+            f"({', '.join(present) or 'none'}); plan with --no-gpu, or give --gpu-resource"
+        )
+    backend, driver, drivers = pair
+    count = options.gpu_count or present.count(driver)
+    resource = GPU_RESOURCES.get(driver, "")
+    o.add(
+        "gpu",
+        f"{count} x {driver}",
+        "probe",
+        f"the {backend} backend of {exe.path if exe else p.binary} drives "
+        f"{'/'.join(drivers)}; the hardware file has {present.count(driver)} "
+        f"{driver} GPU(s)" + (" (count by option)" if options.gpu_count else ""),
     )
+    if resource:
+        o.add(
+            "gpu resource",
+            resource,
+            "default",
+            f"the device plugin's resource for the {driver} driver",
+        )
+    return Gpu(driver=driver, backend=backend, count=count, resource=resource)
+
+
+def _pair(
+    backends: Sequence[str], present: Sequence[str]
+) -> tuple[str, str, tuple[str, ...]] | None:
+    """The first GPU backend the executor has whose driver the host has."""
+    for backend, drivers in BACKEND_DRIVERS:
+        if backend in backends:
+            for driver in drivers:
+                if driver in present:
+                    return backend, driver, drivers
+    return None
 
 
 def _check_container_host(p: ExecutorProfile, plan: LaunchPlan) -> None:
@@ -474,9 +686,12 @@ def _image(
     p: ExecutorProfile, gpu: Gpu | None, options: EmitOptions, o: _Origins
 ) -> tuple[str, str]:
     backend = gpu.backend if gpu else ""
+    floats = (
+        "; a tag floats: pin the build the plan was checked against with --image REF@sha256:..."
+    )
     if options.image:
         image = options.image
-        o.add("image", image, "option")
+        o.add("image", image, "option", "" if names.DIGEST.search(image) else floats[2:])
     else:
         image = p.images.get(backend, "")
         if not image:
@@ -488,7 +703,7 @@ def _image(
             "image",
             image,
             "default",
-            f"the published {p.binary} image for the {backend or 'CPU'} backend",
+            f"the published {p.binary} image for the {backend or 'CPU'} backend{floats}",
         )
     command = options.image_command or p.image_command
     if not command:
@@ -502,28 +717,30 @@ def _image(
     return image, command
 
 
-def _start_budget(plan: LaunchPlan, options: EmitOptions, o: _Origins) -> int:
+def _start_budget(files: Sequence[ModelFile], options: EmitOptions, o: _Origins) -> int:
     if options.start_budget:
-        if options.start_budget < 1:
-            raise EmitError(f"start budget {options.start_budget} is not a positive time")
         o.add("start budget", f"{options.start_budget}s", "option")
         return options.start_budget
-    if plan.model is None or plan.model.size <= 0:
+    known = sum(f.size for f in files)
+    unknown = [f.path for f in files if f.size <= 0]
+    rate = f"{START_RATE // (1024 * 1024)} MiB/s"
+    if unknown or not files:
+        budget = START_UNKNOWN + (load_budget(known) - START_BASE if known else 0)
         o.add(
             "start budget",
-            f"{START_UNKNOWN}s",
+            f"{budget}s",
             "default",
-            "the plan has no model header (planned without the file), so its size is unknown",
+            f"a file's size is unknown (planned without it: {', '.join(unknown) or 'no file'}): "
+            f"{START_UNKNOWN} s + the known {known} bytes at {rate}",
         )
-        return START_UNKNOWN
-    size = plan.model.size
-    budget = START_BASE + math.ceil(size / START_RATE)
+        return budget
+    budget = load_budget(known)
     o.add(
         "start budget",
         f"{budget}s",
         "default",
-        f"{START_BASE} s + model size / {START_RATE // (1024 * 1024)} MiB/s (a cold read from "
-        f"network storage) = {START_BASE} + ceil({size} / {START_RATE})",
+        f"{START_BASE} s + model size / {rate} (a cold read from network storage) = "
+        f"{START_BASE} + ceil({known} / {START_RATE}), counting {len(files)} file(s)",
     )
     return budget
 

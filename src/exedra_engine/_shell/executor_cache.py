@@ -1,0 +1,46 @@
+"""Where ``scripts/install-executors.sh`` (run by ``./dev``) puts the executors it builds, so
+that the library and the CLI find them after ``PATH`` without the user wiring them up.
+
+``$EXEDRA_EXECUTORS_BIN`` names the directory outright (``./dev`` exports it); else the
+script's cache, ``${EXEDRA_EXECUTORS_CACHE:-${XDG_CACHE_HOME:-~/.cache}/exedra-engine/
+executors}/bin/*``, one directory per build of both executors, newest first.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def cache_root() -> str:
+    """The executor cache directory the install script uses."""
+    if explicit := os.environ.get("EXEDRA_EXECUTORS_CACHE"):
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "exedra-engine", "executors")
+
+
+def cache_bin_dirs() -> tuple[str, ...]:
+    """The directories to look in after PATH, in order (none when there is no cache)."""
+    if explicit := os.environ.get("EXEDRA_EXECUTORS_BIN"):
+        return (explicit,)
+    bins = os.path.join(cache_root(), "bin")
+    try:
+        names = [n for n in os.listdir(bins) if not n.startswith(".")]  # .tmp.* half-made
+    except OSError:
+        return ()
+    dirs = [os.path.join(bins, n) for n in names]
+
+    def newest(d: str) -> float:
+        try:
+            return os.stat(d).st_mtime
+        except OSError:
+            return 0.0
+
+    return tuple(sorted(dirs, key=newest, reverse=True))
+
+
+def where(bin_dir: str) -> str:
+    """How a directory of `cache_bin_dirs` was found, for a message."""
+    if os.environ.get("EXEDRA_EXECUTORS_BIN") == bin_dir:
+        return "the executor cache ($EXEDRA_EXECUTORS_BIN)"
+    return f"the executor cache ({os.path.join(cache_root(), 'bin')})"

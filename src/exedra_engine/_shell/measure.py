@@ -1,0 +1,268 @@
+"""`measure`: ask the executor's own companion (``llama-fit-params --fit-print on``) what a
+plan would reserve, and keep its answer as a `FitMeasurement`.
+
+The companion loads the model without allocating anything and prints, per device and for the
+host, the MiB it would reserve for weights, context and compute: the engine's own arithmetic,
+which no estimate reproduces exactly. It is run with the plan's memory flags only (see
+`exedra_engine._core.fit_params.companion_args`), no shell, a clean ``LLAMA_ARG_*``
+environment, a timeout that kills its whole process group, and bounded output. It is found
+beside the plan's executor (both are built from the same source), else on PATH.
+
+Synchronous on purpose: it is called at plan time, before anything is launched, and takes
+0.2-0.9 s.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+from collections.abc import Sequence
+
+from returns.result import Result
+
+from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.fit_params import (
+    FitMeasurement,
+    companion_args,
+    measurement_from,
+    memory_settings,
+)
+from exedra_engine._core.outcome import as_result
+from exedra_engine._core.values import LaunchPlan
+from exedra_engine.errors import EngineError, MeasureError
+
+TIMEOUT = 60.0
+"""Seconds the companion gets: it reads only the header, so this is for a slow disk."""
+MAX_STDOUT = 64 << 10
+"""Its figures are a few lines; more than this is not its figures."""
+_KEEP_LOG_TAIL = 40
+"""Lines of its log kept for an error message."""
+VERBOSITY = ("--verbose",)
+"""Debug verbosity: the engine then logs the context it sized for and each device's free
+memory (`exedra_engine._core.fit_params.ctx_from_log`, `device_free_from_log`); ~1000 lines,
+of which only those are kept."""
+
+
+def measure(
+    plan: LaunchPlan,
+    *,
+    binary: str | None = None,
+    host_free: int | None = None,
+    timeout: float = TIMEOUT,
+) -> Result[FitMeasurement, EngineError]:
+    """What the engine would reserve for `plan`, measured by its companion (`binary`, else
+    the one beside the plan's command, else on PATH). `host_free` is the host memory the
+    probe found usable, recorded beside the figures. `MeasureError` when it cannot be made."""
+    return as_result(_measure_plan, plan, binary, host_free, timeout)
+
+
+def measured(
+    plan: LaunchPlan,
+    *,
+    binary: str | None = None,
+    host_free: int | None = None,
+    timeout: float = TIMEOUT,
+) -> FitMeasurement:
+    """`measure` for the library's own callers: raises `MeasureError`."""
+    return _measure_plan(plan, binary, host_free, timeout)
+
+
+def _measure_plan(
+    plan: LaunchPlan, binary: str | None, host_free: int | None, timeout: float
+) -> FitMeasurement:
+    profile = executor_profile(plan.spec.kind)
+    model = _model_of(profile, plan)
+    ctx = plan.model.context if plan.model else 0
+    return measure_model(
+        profile,
+        model,
+        plan.args,
+        plan.env,
+        binary=binary or find_companion(profile, plan.command),
+        ctx=ctx,
+        host_free=host_free,
+        timeout=timeout,
+    )
+
+
+def _model_of(profile: ExecutorProfile, plan: LaunchPlan) -> str:
+    items = profile.flags.split_items(plan.args, "plan args")
+    return next(
+        (it.values[0] for it in items if it.key == profile.model_flag and it.values),
+        plan.spec.path,
+    )
+
+
+def find_companion(profile: ExecutorProfile, executor: str = "") -> str:
+    """The measuring companion of `profile`'s executor: beside the executor (its real
+    directory, then the directory it was named in), else on PATH; `MeasureError` if none."""
+    name = profile.measure_binary
+    if not name:
+        raise MeasureError(f"{profile.binary} has no memory-measuring companion")
+    dirs: list[str] = []
+    if executor and os.sep in executor:
+        dirs += [posixpath.dirname(os.path.realpath(executor)), posixpath.dirname(executor)]
+    for d in dirs:
+        candidate = posixpath.join(d, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(name)
+    if found is None:
+        beside = f" beside {executor} nor" if executor else ""
+        raise MeasureError(
+            f"{name} is not installed{beside} on PATH: it is built beside "
+            f"{profile.binary} (scripts/install-executors.sh)"
+        )
+    return os.path.abspath(found)
+
+
+def measure_model(
+    profile: ExecutorProfile,
+    model: str,
+    args: Sequence[str] = (),
+    env: Sequence[str] = (),
+    *,
+    binary: str,
+    ctx: int = 0,
+    host_free: int | None = None,
+    timeout: float = TIMEOUT,
+) -> FitMeasurement:
+    """Run `binary` on `model` with the memory flags of `args`/`env` (a plan's); raises
+    `MeasureError`. `ctx` is the context recorded when the engine's log does not say it."""
+    from exedra_engine._shell.flag_tables import executor_table, executor_version
+
+    table, origin = executor_table(profile, binary)
+    if origin.source != "binary":
+        raise MeasureError(f"{binary}: its flags cannot be read ({origin.note or 'no help'})")
+    settings = memory_settings(profile, args, env)
+    passed = companion_args(profile, settings, accepts=lambda key: table.lookup(key) is not None)
+    argv = [binary, "--model", model, *passed, *profile.measure_args, *VERBOSITY]
+    stdout, log = run_bounded(argv, _clean_env(profile), timeout)
+    return measurement_from(
+        stdout,
+        log,
+        model=model,
+        args=passed,
+        settings=settings,
+        ctx=_asked_ctx(profile, passed) or ctx,
+        build=executor_version(profile, binary),
+        host_free=host_free,
+    )
+
+
+def _asked_ctx(profile: ExecutorProfile, passed: Sequence[str]) -> int:
+    for it in profile.flags.split_items(passed, "measured args"):
+        if it.key == profile.ctx_flag and it.values:
+            try:
+                return max(0, int(it.values[0]))
+            except ValueError:
+                return 0
+    return 0
+
+
+def _clean_env(profile: ExecutorProfile) -> dict[str, str]:
+    # Inherited LLAMA_ARG_* variables would change what is measured without showing in argv;
+    # the plan's own variables reach the companion as flags (memory_settings).
+    prefix = profile.env_prefix
+    return {k: v for k, v in os.environ.items() if not (prefix and k.startswith(prefix))}
+
+
+def run_bounded(argv: Sequence[str], env: dict[str, str], timeout: float) -> tuple[str, str]:
+    """Run `argv` (no shell, stdin closed, its own session) and return its stdout (at most
+    `MAX_STDOUT` bytes) and the lines of its log (stderr) that matter: those that say the
+    context and free memory, and the last few. Its process group is killed at `timeout` or
+    when stdout overflows. Raises `MeasureError` when it cannot run or does not succeed."""
+    import selectors
+    import signal
+    import subprocess
+    import time
+
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+    except (OSError, ValueError) as e:
+        raise MeasureError(
+            f"{argv[0]} cannot be run: {getattr(e, 'strerror', None) or e}"
+        ) from None
+    assert proc.stdout is not None and proc.stderr is not None
+    out = bytearray()
+    log = _LogLines()
+    problem = ""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        while sel.get_map() and not problem:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                problem = f"did not finish within {timeout:g} s"
+                break
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                elif key.fileobj is proc.stdout:
+                    out += chunk
+                    if len(out) > MAX_STDOUT:
+                        problem = f"printed more than {MAX_STDOUT} bytes"
+                else:
+                    log.feed(chunk)
+    if problem:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+    code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    text = log.text()
+    if problem:
+        raise MeasureError(f"{argv[0]} {problem}")
+    if code != 0:
+        said = _last_error(text)
+        raise MeasureError(f"{argv[0]} failed (exit status {code})" + (f": {said}" if said else ""))
+    return out.decode("utf-8", errors="replace"), text
+
+
+class _LogLines:
+    """A log read in chunks, keeping only the lines the measurement reads and a short tail."""
+
+    _WANTED = (b"using device ", b"llama_context: n_ctx ")
+
+    def __init__(self) -> None:
+        self._partial = b""
+        self._kept: list[bytes] = []
+        self._tail: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> None:
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()[-4096:]  # a line longer than this is nothing we read
+        for line in lines:
+            self._line(line)
+
+    def _line(self, line: bytes) -> None:
+        if any(w in line for w in self._WANTED) and len(self._kept) < 256:
+            self._kept.append(line[:512])
+        self._tail.append(line[:512])
+        del self._tail[:-_KEEP_LOG_TAIL]
+
+    def text(self) -> str:
+        if self._partial:
+            self._line(self._partial)
+            self._partial = b""
+        lines = [*self._kept, *(t for t in self._tail if t not in self._kept)]
+        return b"\n".join(lines).decode("utf-8", errors="replace")
+
+
+def _last_error(log: str) -> str:
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error" in ln.lower() or "failed" in ln.lower()]
+    said = (errors or lines or [""])[-1]
+    return said[:300]
