@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.log_pump import feed
 
-from exedra_engine._trio.launcher import _LogPump
+from exedra_engine._trio.logs import LogPump
 from properties.strategies import keys
 
 
@@ -44,7 +44,7 @@ def test_log_lines_never_carry_a_key(ks: list[str], words: list[str], chunk: int
 
     async def main() -> tuple[bytes, tuple[str, ...]]:
         sink = Collect()
-        pump = _LogPump(sink, tuple(ks))
+        pump = LogPump(sink, tuple(ks))
         await feed(pump, raw, chunk)
         return sink.data, tuple(pump.tail)
 
@@ -58,7 +58,7 @@ def test_log_lines_never_carry_a_key(ks: list[str], words: list[str], chunk: int
 def test_a_key_inside_another_leaves_no_part_behind() -> None:
     async def main() -> bytes:
         sink = Collect()
-        pump = _LogPump(sink, ("sk-abc", "sk-abcdef"))
+        pump = LogPump(sink, ("sk-abc", "sk-abcdef"))
         await feed(pump, b"keys sk-abcdef and sk-abc\n")
         return sink.data
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from exedra_engine._trio.launcher import _LogPump
+from exedra_engine._trio.logs import LogPump
 
 
-async def feed(pump: _LogPump, data: bytes, chunk: int = 0) -> None:
+async def feed(pump: LogPump, data: bytes, chunk: int = 0) -> None:
     """Run `pump` over `data`, sent in `chunk`-byte pieces (0: all at once), until it has
     read and forwarded everything."""
     send, recv = trio.testing.memory_stream_one_way_pair()

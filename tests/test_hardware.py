@@ -16,7 +16,7 @@ from exedra_engine._core.hardware import (
     hardware_from,
     ram_bytes,
 )
-from tests.conftest import host
+from tests.conftest import Run, host
 
 GiB = 1 << 30
 
@@ -170,3 +170,19 @@ def test_probe_on_this_host_never_touches_the_environment() -> None:
     assert dict(os.environ) == before
     assert hw.cpu.threads >= 1
     assert hw.cpu.ram > 0
+
+
+@pytest.mark.parametrize(
+    ("tree", "gpu_free"),
+    [("amdgpu", "16.0 GiB free"), ("nvidia", "unknown free"), ("intel-xe", "unknown free")],
+)
+def test_i19_item7_probe_text_says_free_or_unknown(
+    tree: str, gpu_free: str, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hw = probe(host(tree)).unwrap()
+    monkeypatch.setattr("exedra_engine.cli.host_hardware", lambda: hw)
+    r = run("probe")
+    assert r.code == 0
+    cpu, gpu = r.out.splitlines()[:2]
+    assert cpu.endswith("31.2 GiB RAM, 28.6 GiB free"), cpu
+    assert gpu.endswith(gpu_free), gpu

@@ -150,7 +150,7 @@ def test_i18_item5_the_property_covers_launch_and_emit() -> None:
     from properties.test_cli_props import NUMERIC
 
     covered = {(c[0], o) for c, o, _ in NUMERIC}
-    assert ("launch", "--ready-timeout") in covered and ("emit", "--gpu-count") in covered
+    assert ("launch", "--ready-timeout") in covered and ("emit", "--stop-timeout") in covered
     assert os.path.exists(Path(__file__).parent.parent / "properties" / "test_cli_props.py")
 
 

@@ -274,3 +274,32 @@ def test_i18_item3_demo_signal_while_starting(sig: signal.Signals, llama_server:
     assert p.returncode == 128 + sig, err
     assert f"interrupted by {sig.name} while starting; the executor was stopped" in err
     assert kids and not any(_alive(k) for k in kids)
+
+
+def test_i18_item3_demo_signal_while_serving(
+    llama_server: str, monkeypatch: pytest.MonkeyPatch, run: Run
+) -> None:
+    # Serving, for the demo, is asking its question: the signal comes while the request
+    # waits (sent from inside it), and the executor answering it is stopped.
+    import socket
+
+    import exedra_engine.cli.demo as demo
+
+    monkeypatch.setenv("PATH", _env(llama_server)["PATH"])
+    asked: list[str] = []
+
+    def ask_then_signalled(url: str, key: str, question: str) -> dict[str, object]:
+        asked.append(url)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # a request that hangs: abandoned, not waited for
+        raise AssertionError("the request was waited for")
+
+    monkeypatch.setattr(demo, "ask", ask_then_signalled)
+    t = time.monotonic()
+    r = run("demo")
+    assert time.monotonic() - t < 20
+    assert r.code == 128 + signal.SIGTERM, r.err
+    assert "interrupted by SIGTERM while serving; the executor was stopped" in r.err
+    port = int(asked[0].rsplit(":", 1)[1])
+    with socket.socket() as s, pytest.raises(ConnectionRefusedError):
+        s.connect(("127.0.0.1", port))

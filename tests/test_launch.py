@@ -23,12 +23,17 @@ import trio
 from returns.result import Failure
 
 from exedra_engine import (
+    AddressUnavailable,
     Constraints,
+    ExitedUnexplained,
     Hardware,
+    Instance,
     Kind,
     LaunchPlan,
+    LoadStalled,
+    ModelNotLoaded,
     ModelSpec,
-    NotReady,
+    ReadyTimeout,
     launch,
     open_instance,
     plan,
@@ -181,8 +186,10 @@ async def test_explicit_port_taken_is_never_moved(real_hw: Hardware, tiny_llama:
     try:
         async with trio.open_nursery() as n:
             r = await launch(n, p)
-        assert isinstance(r, Failure) and isinstance(r.failure(), NotReady)
-        assert "exit 1" in str(r.failure()) and "couldn't bind" in str(r.failure())
+        assert isinstance(r, Failure) and isinstance(r.failure(), AddressUnavailable)
+        err = r.failure()
+        assert "exit 1" in err.cause and "127.0.0.1:21100" in err.cause
+        assert any("couldn't bind" in line for line in err.log)
     finally:
         thief.close()
 
@@ -193,9 +200,10 @@ async def test_executor_that_exits_before_ready(real_hw: Hardware, tmp_path: Pat
     t = time.monotonic()
     async with trio.open_nursery() as n:
         r = await launch(n, p)
-    assert isinstance(r, Failure) and isinstance(r.failure(), NotReady)
+    assert isinstance(r, Failure) and isinstance(r.failure(), ModelNotLoaded)
     msg = str(r.failure())
     assert "exited before it was ready (exit 1)" in msg and "last log lines" in msg
+    assert "missing.gguf" in r.failure().cause
     assert time.monotonic() - t < 5
 
 
@@ -228,7 +236,8 @@ async def test_never_ready_times_out_and_kills(
     t = time.monotonic()
     async with trio.open_nursery() as n:
         r = await launch(n, fake_plan(fake_hw), ready_timeout=0.5)
-    assert isinstance(r, Failure) and "did not answer /health" in str(r.failure())
+    assert isinstance(r, Failure) and isinstance(r.failure(), ReadyTimeout)
+    assert "did not answer /health" in r.failure().cause
     assert 0.5 <= time.monotonic() - t < 3
     assert psutil.Process().children(recursive=True) == []
 
@@ -290,7 +299,9 @@ async def test_dies_mid_start_reports_exit_and_log_tail(
     async with trio.open_nursery() as n:
         r = await launch(n, fake_plan(fake_hw))
     assert isinstance(r, Failure)
-    assert "(exit 3)" in str(r.failure()) and "cannot load model (fake)" in str(r.failure())
+    err = r.failure()
+    assert isinstance(err, ExitedUnexplained) and "(exit 3)" in err.cause
+    assert err.log[-1] == "error: cannot load model (fake)"
 
 
 async def test_stop_kills_the_whole_process_group(
@@ -298,9 +309,11 @@ async def test_stop_kills_the_whole_process_group(
 ) -> None:
     monkeypatch.setenv("FAKE_MODE", "fork")
     async with open_instance(fake_plan(fake_hw)) as inst:
-        await trio.sleep(0.3)
-        kids = psutil.Process(inst.pid).children()
-        assert kids
+        # The fake forks its helper before it listens, so the helper exists by now; the
+        # deadline only covers a slow /proc.
+        with trio.fail_after(5):
+            while not (kids := psutil.Process(inst.pid).children()):
+                await trio.sleep(0.01)
     for k in kids:
         assert not alive(k.pid)
 
@@ -365,15 +378,15 @@ async def test_every_secret_of_the_plan_is_redacted_in_log_lines(
 
 @pytest.mark.parametrize("via", ["setpriv", "pre-exec hook"])
 def test_killed_parent_leaves_no_executor(fake_hw: Hardware, tmp_path: Path, via: str) -> None:
-    from exedra_engine._trio.launcher import _setpriv
+    from exedra_engine._shell.child import setpriv
 
-    assert _setpriv() is not None, "setpriv (util-linux) is part of this machine's base system"
+    assert setpriv() is not None, "setpriv (util-linux) is part of this machine's base system"
     script = tmp_path / "parent.py"
     plan_json = msgspec.json.encode(fake_plan(fake_hw)).decode()
-    without = "exedra_engine._trio.launcher._setpriv = lambda: None" if via != "setpriv" else ""
+    without = "exedra_engine._shell.child.setpriv = lambda: None" if via != "setpriv" else ""
     script.write_text(f"""
 import sys, trio, msgspec
-import exedra_engine._trio.launcher
+import exedra_engine._shell.child
 from exedra_engine import launch, LaunchPlan
 {without}
 async def main():
@@ -414,3 +427,76 @@ async def test_missing_executor_binary_is_a_launch_error(tmp_path: Path) -> None
         r = await launch(n, fake_plan(hw))
     assert isinstance(r, Failure) and isinstance(r.failure(), LaunchError)
     assert str(tmp_path / "gone" / "llama-server") in str(r.failure())
+
+
+async def test_i21_item3_silent_load_fails_as_stalled(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "hang")  # two lines, then silence
+    t = time.monotonic()
+    async with trio.open_nursery() as n:
+        r = await launch(n, fake_plan(fake_hw), stall_timeout=0.5)
+    took = time.monotonic() - t
+    assert isinstance(r, Failure) and isinstance(r.failure(), LoadStalled)
+    assert "wrote nothing for 0.5 s" in r.failure().cause
+    assert r.failure().log[0].startswith("fake executor: mode hang")
+    assert 0.5 <= took < 3
+    assert psutil.Process().children(recursive=True) == []
+
+
+async def test_i21_item4_concurrent_stops_send_one_sigterm(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import exedra_engine._trio.instance as instance
+
+    sent: list[str] = []
+    real = instance.signal_group
+
+    def record(pgid: int, name: str) -> None:
+        sent.append(name)
+        real(pgid, name)
+
+    monkeypatch.setattr(instance, "signal_group", record)
+    monkeypatch.setenv("FAKE_MODE", "ignore-term")
+    async with trio.open_nursery() as n:
+        inst = (await launch(n, fake_plan(fake_hw))).unwrap()
+        async with trio.open_nursery() as stops:
+            stops.start_soon(inst.stop, 0.3)
+            stops.start_soon(inst.stop, 0.3)
+    assert sent.count("SIGTERM") == 1, sent
+    assert inst.exit_reason is not None and inst.exit_reason.signal == signal.SIGKILL
+
+
+async def test_i20_item5_deliver_cancel_is_the_callers(
+    fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As trio's run_process(deliver_cancel=...): run when the owning nursery is cancelled
+    # under a running child, and cancelled itself once the child has exited.
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    called: list[int] = []
+
+    async def kill_at_once(inst: Instance) -> None:
+        called.append(inst.pid)
+        inst.send_signal("SIGKILL")
+        await trio.sleep_forever()
+
+    with trio.move_on_after(30):
+        async with trio.open_nursery() as n:
+            inst = (await launch(n, fake_plan(fake_hw), deliver_cancel=kill_at_once)).unwrap()
+            n.cancel_scope.cancel()
+    assert called == [inst.pid]
+    assert inst.exit_reason is not None and inst.exit_reason.signal == signal.SIGKILL
+    assert psutil.Process().children(recursive=True) == []
+
+
+async def test_i21_item1_a_lost_scanned_port_is_replanned_on_the_executors_word(
+    real_hw: Hardware, tiny_llama: Path
+) -> None:
+    # The port holder may have let go by the time the ports are read: the executor's own
+    # "couldn't bind" (AddressUnavailable) is reason enough to move a scanned port.
+    p = llama_plan(real_hw, tiny_llama, port_base=21400)
+    with socket.socket() as thief:
+        thief.bind(("127.0.0.1", p.port))
+        thief.listen()
+        async with open_instance(p, ports=lambda kind: frozenset()) as inst:
+            assert inst.plan.port == p.port + 1

@@ -16,7 +16,7 @@ from exedra_engine._core.redact import (
     plan_secrets,
     redact_text,
 )
-from exedra_engine._trio.launcher import _LogPump
+from exedra_engine._trio.logs import LogPump
 from tests.log_pump import feed
 
 KEY = st.text(
@@ -63,7 +63,7 @@ def test_a_key_that_contains_another_goes_first() -> None:
 
 async def test_the_log_pump_forwards_and_keeps_redacted_lines() -> None:
     sink = io.BytesIO()
-    pump = _LogPump(sink, ("k", "sk-0123456789"))
+    pump = LogPump(sink, ("k", "sk-0123456789"))
     await feed(pump, b"model q4_k_m.gguf\nauth Bearer k\r\nkey sk-0123456789 \xff\n")
     assert sink.getvalue() == (
         b"model q4_k_m.gguf\nauth Bearer <redacted>\r\nkey <redacted> \xff\n"

@@ -299,10 +299,17 @@ def test_i19_item3_plan_measure_puts_the_measurement_into_the_planners_input(
     assert [len(hw.measurements) for hw in seen] == [0, 1]
     m = seen[-1].measurements[0]
     assert m.model == str(gen_gemma3) and m.ctx == 1024
-    assert m.args == ("--ctx-size", "1024", "--n-gpu-layers", "0", "--parallel", "1")
+    assert m.args == (
+        "--ctx-size", "1024", "--n-gpu-layers", "0", "--parallel", "1",
+        "--override-kv", "gemma3.attention.sliding_window=int:2048",
+    )  # fmt: skip
     assert m.host.model > 0 and m.host.context > 0 and m.build
     plan = msgspec.json.decode(r.out, type=LaunchPlan)
     assert measurement_for(seen[-1].measurements, LLAMA, plan.spec.path, plan.args, plan.env) is m
+    # the plan holds the engine's own reserved figures
+    assert plan.memory is not None and plan.memory.source == "measured"
+    assert plan.memory.host.reserved_parts.kv == m.host.context
+    assert plan.memory.host.reserved_parts.compute == m.host.compute
     seen.clear()
     assert run(*argv).code == 0
     assert [len(hw.measurements) for hw in seen] == [0]  # without --measure: nothing run
@@ -357,4 +364,40 @@ def test_i19_item3_probe_measure_stores_figures_a_plan_elsewhere_uses(
     plan = msgspec.json.decode(p.out, type=LaunchPlan)
     found = measurement_for(seen[0].measurements, LLAMA, plan.spec.path, plan.args, plan.env)
     assert found == hw.measurements[1]
+    assert plan.memory is not None and plan.memory.source == "measured"
     assert run("probe", "--ctx", "512").code == 2  # --ctx without --measure
+
+
+def test_i19_item3_a_shared_cache_keeps_a_window_per_slot() -> None:
+    settings = memory_settings(LLAMA, ("-c", "8192"))
+    no_unified = {"--kv-unified"}
+
+    def takes(k: str) -> bool:
+        return k not in no_unified
+
+    got = companion_args(LLAMA, settings, accepts=takes, arch="gemma3", window=512)
+    # 4 slots in one cache: 4 windows of 512, as one slot with a window of 2048
+    assert got == (
+        "--ctx-size", "8192", "--parallel", "1",
+        "--override-kv", "gemma3.attention.sliding_window=int:2048",
+    )  # fmt: skip
+    split = memory_settings(LLAMA, ("-c", "8192", "-np", "4"))  # a cache per slot: as it is
+    assert companion_args(LLAMA, split, accepts=takes, arch="gemma3", window=512) == (
+        "--ctx-size", "8192", "--parallel", "4",
+    )  # fmt: skip
+    assert "--override-kv" not in companion_args(LLAMA, settings, accepts=takes, arch="llama")
+
+
+def test_i19_item3_real_gemma_measured_as_the_server_reserves_its_kv(
+    fit_params: str, real_model: Path
+) -> None:
+    # llama-server -c 8192 (4 slots, one cache) logs KV 24.00 + 37.50 MiB for this model
+    from exedra_engine._shell.inspect import read_inventory
+
+    inv = read_inventory(real_model).unwrap()
+    m = measure_model(
+        LLAMA, str(real_model), ("-c", "8192"), binary=fit_params,
+        arch=inv.architecture, window=inv.sliding_window,
+    )  # fmt: skip
+    assert m.host.context == 61 * MiB  # 61.5 MiB, rounded down by the engine
+    assert m.args[-2:] == ("--override-kv", "gemma3.attention.sliding_window=int:2048")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from exedra_engine._core.executors import LLAMA
-from exedra_engine._core.fit_params import FitMeasurement, FitRow
+from exedra_engine._core.fit_params import FitMeasurement, FitRow, memory_settings
 from exedra_engine._core.memory import (
     MIB,
     estimate_memory,
@@ -16,7 +16,6 @@ from exedra_engine._core.memory import (
     fitter_off,
     kv_bytes,
     matching_measurement,
-    memory_args,
     read_settings,
     shape,
     with_measurement,
@@ -136,14 +135,14 @@ def test_i19_item2_override_tensor_and_cpu_moe() -> None:
 def test_i19_item2_measurement_replaces_reserved_figures() -> None:
     inv = gemma3_270m()
     args = ["--model", "/m/gemma.gguf", "-c", "4096", "-np", "1", "--port", "1"]
-    margs = memory_args(LLAMA, args)
-    assert margs == ("-c", "4096", "-np", "1")
+    settings = memory_settings(LLAMA, args)
+    assert settings == ("--ctx-size", "4096", "--parallel", "1")
     row = FitRow(name="Host", model=222 * MIB, context=27 * MIB, compute=514 * MIB)
-    m = FitMeasurement(model="/other/gemma.gguf", args=margs, ctx=4096, host=row)
+    m = FitMeasurement(model="/other/gemma.gguf", settings=settings, ctx=4096, host=row)
     hw = cpu_host()
     hw2 = type(hw)(cpu=hw.cpu, executors=hw.executors, measurements=(m,))
-    assert matching_measurement(hw2, "/m/gemma.gguf", margs) == m
-    assert matching_measurement(hw2, "/m/gemma.gguf", ("-c", "8192")) is None
+    assert matching_measurement(hw2, LLAMA, "/m/gemma.gguf", args) == m
+    assert matching_measurement(hw2, LLAMA, "/m/gemma.gguf", ("-c", "8192")) is None
     est = estimate_memory(inv, args, hw, LLAMA)
     got = with_measurement(est, m)
     assert got.source == "measured"

@@ -25,9 +25,9 @@ from exedra_engine import (
     plan_launch,
 )
 from exedra_engine._core.executors import LLAMA
-from exedra_engine._core.fit_params import FitMeasurement, FitRow
+from exedra_engine._core.fit_params import FitMeasurement, FitRow, memory_settings
 from exedra_engine._core.inventory import ModelInventory
-from exedra_engine._core.memory import MIB, memory_args
+from exedra_engine._core.memory import MIB
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.plan import plan_explained
 from exedra_engine.testing import write_tiny_llama
@@ -181,11 +181,11 @@ def test_i19_item4_device_overflow_refused_only_when_fitter_off() -> None:
 def test_i19_item4_measurement_is_used_when_it_matches() -> None:
     inv = gemma3_270m()
     base = planned(inv, cpu_host(), Constraints(ctx=4096))
-    margs = memory_args(LLAMA, base.args)
+    settings = memory_settings(LLAMA, base.args, base.env)
     row = FitRow(name="Host", model=222 * MIB, context=50 * MIB, compute=514 * MIB)
     # a hardware file from the target names the model where the target keeps it
     m = FitMeasurement(
-        model="/srv/models/" + inv.paths[0], args=margs, ctx=4096, host=row, build="b1"
+        model="/srv/models/" + inv.paths[0], settings=settings, ctx=4096, host=row, build="b1"
     )
     hw = msgspec.structs.replace(cpu_host(), measurements=(m,))
     p = planned(inv, hw, Constraints(ctx=4096))

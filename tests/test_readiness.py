@@ -13,6 +13,7 @@ from exedra_engine._core import readiness
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.netstat import ports_in_use
 from exedra_engine._core.planner import plan_launch
+from exedra_engine.testing import write_tiny_llama
 
 # -- the request and the parser ------------------------------------------------------------
 
@@ -37,7 +38,10 @@ def test_parse_waits_for_the_whole_body() -> None:
     for cut in range(len(OK)):
         assert readiness.parse(OK[:cut]) is None
     a = readiness.parse(OK)
-    assert a == readiness.Answer(status=200, consumed=len(OK), keep_alive=True)
+    assert a == readiness.Answer(
+        status=200, consumed=len(OK), keep_alive=True, body_start=OK.index(b"{")
+    )
+    assert readiness.json_body(OK, a) == {"status": "ok"}
 
 
 def test_parse_reads_pipelined_answers_one_at_a_time() -> None:
@@ -149,16 +153,20 @@ def test_cli_gives_one_line_not_a_traceback_when_launch_fails(
     fake = fake_hw.executor(Kind.LLAMA)
     assert fake is not None
     monkeypatch.setenv("FAKE_MODE", "sigill")
-    model = tmp_path / "m.gguf"
+    model = write_tiny_llama(tmp_path / "m.gguf")  # launch wants the file on this host
     code = main(["launch", "--model", str(model), "--kind", "llama", "--executor", fake.path])
     err = capsys.readouterr().err
     assert code == 1
     assert "Traceback" not in err
-    # The executor's own log lines are forwarded first; the failure is one line after them.
-    errors = [line for line in err.splitlines() if line.startswith("exedra-engine: error:")]
+    # The executor's own log lines are forwarded first; the failure is one cause line after
+    # them, then its last log lines as lines of their own (issue 21 item 2).
+    lines = err.splitlines()
+    errors = [i for i, line in enumerate(lines) if line.startswith("exedra-engine: error:")]
     assert len(errors) == 1, err
-    assert err.splitlines()[-1] == errors[0]
-    assert "SIGILL" in errors[0]
+    assert "killed by SIGILL" in lines[errors[0]]
+    after = lines[errors[0] + 1 :]
+    assert after[0] == "last log lines of the executor:"
+    assert after[1:] and all(line.startswith("  ") for line in after[1:]), err
 
 
 @pytest.mark.slow

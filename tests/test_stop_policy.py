@@ -24,7 +24,7 @@ from exedra_engine import (
     launch,
     plan_launch,
 )
-from exedra_engine._trio.launcher import terminate
+from exedra_engine._trio.stop import terminate
 from tests.conftest import FAKE
 
 

@@ -31,7 +31,101 @@ class NoHardware(EngineError):
 
 
 class NotReady(EngineError):
-    """The executor exited or timed out before its readiness path answered."""
+    """The executor exited or timed out before its readiness path answered.
+
+    Every early exit is one of the subclasses below, so ``except NotReady`` catches them all
+    and ``except OutOfMemory`` one of them. `cause` is the first line of the message, `log`
+    the executor's last lines (secrets redacted), `returncode` its exit status (minus the
+    signal number; None when it did not exit)."""
+
+    kind = "not-ready"
+    """A stable name for the class (the CLI's ``--json`` error ``kind``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cause: str = "",
+        returncode: int | None = None,
+        log: list[str] | tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.cause = cause or message.partition("\n")[0]
+        self.returncode = returncode
+        self.log = list(log)
+
+
+class ArgumentRefused(NotReady):
+    """The executor refused an argument: unknown, removed, or a bad value. `flag` names it
+    ("" when the executor does not say), `layer` the plan's layer that set it ("" unknown),
+    `suggestion` the installed binary's closest flag ("" none)."""
+
+    kind = "argument-refused"
+    flag = ""
+    layer = ""
+    suggestion = ""
+
+
+class OutOfMemory(NotReady):
+    """An allocation failed while loading: `mib` its size (None when not stated), `what` it
+    was for (``kv cache``, ``weights``, ``compute``, "" unknown), `planned_mib` the plan's
+    own figure for that place (None without one)."""
+
+    kind = "out-of-memory"
+    mib: float | None = None
+    what = ""
+    planned_mib: float | None = None
+
+
+class AddressUnavailable(NotReady):
+    """The executor could not bind its address (the port is in use, or the address is not
+    one of this host's)."""
+
+    kind = "address-unavailable"
+
+
+class ModelNotLoaded(NotReady):
+    """The executor could not load the model: not a model file, an architecture it does not
+    know, a missing projector, a truncated file."""
+
+    kind = "model-not-loaded"
+
+
+class LibraryNotLoaded(NotReady):
+    """A shared library or a backend plugin of the executor could not be loaded."""
+
+    kind = "library-not-loaded"
+
+
+class IllegalInstruction(NotReady):
+    """The executor died of SIGILL: built for CPU instructions this machine lacks."""
+
+    kind = "illegal-instruction"
+
+
+class KilledBySignal(NotReady):
+    """The executor was ended by a signal before it was ready (`signal`: its number)."""
+
+    kind = "signal"
+    signal = 0
+
+
+class ExitedUnexplained(NotReady):
+    """The executor exited before it was ready, with no cause recognisable in its log."""
+
+    kind = "exited"
+
+
+class ReadyTimeout(NotReady):
+    """The ready path did not answer within the load budget."""
+
+    kind = "timeout"
+
+
+class LoadStalled(NotReady):
+    """The executor wrote nothing for the stall time while not ready: a hung load."""
+
+    kind = "stalled"
 
 
 class NotGGUF(EngineError):

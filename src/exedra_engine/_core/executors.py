@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, Literal
 
 import msgspec
 
@@ -23,6 +23,50 @@ from exedra_engine._core.flags import FlagTable, Row, ShortRow, table_from_rows
 from exedra_engine._core.kinds import Kind, _add_kind
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import UnsupportedKind
+
+CauseKind = Literal["memory", "argument", "address", "library", "model"]
+"""What an executor's failure line says went wrong (`exedra_engine._core.diagnosis`)."""
+
+
+class ExitCause(Value, frozen=True, kw_only=True):
+    """One line an executor writes when it fails for a known reason.
+
+    `pattern` is searched in each log line; its named groups are kept: ``flag``, ``reason``,
+    ``bytes``, ``mib``, ``what``, ``place`` (``CPU``, ``CUDA0``), ``device``, ``lib``,
+    ``host``, ``port``, ``path``. `what` labels the allocation when the line does not."""
+
+    kind: CauseKind
+    pattern: str
+    what: str = ""
+
+
+# Lines written by ggml itself and by the dynamic loader, the same in every ggml executor
+# (ggml-cpu/ggml-backend.cpp, ggml-cuda.cu, ggml-backend-reg.cpp; ld.so).
+GGML_EXIT_CAUSES: Final = (
+    ExitCause(
+        kind="memory", pattern=r"failed to allocate (?P<place>\w+) buffer of size (?P<bytes>\d+)"
+    ),
+    ExitCause(
+        kind="memory", pattern=r"insufficient memory \(attempted to allocate (?P<mib>[\d.]+) MB\)"
+    ),
+    ExitCause(
+        kind="memory",
+        pattern=(
+            r"allocating (?P<mib>[\d.]+) MiB on device (?P<device>\d+): "
+            r"\w+ failed: out of memory"
+        ),
+    ),
+    ExitCause(
+        kind="library",
+        pattern=r"error while loading shared libraries: (?P<lib>[^:]+): (?P<reason>.+)",
+    ),
+    ExitCause(
+        kind="library", pattern=r"no backends are loaded", what="no ggml backend (libggml-cpu-*.so)"
+    ),
+    ExitCause(
+        kind="library", pattern=r"load_backend: failed to load (?P<lib>\S+?):? (?P<reason>.*)"
+    ),
+)
 
 
 class ExecutorProfile(Value, frozen=True, kw_only=True):
@@ -76,6 +120,14 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     ready_prefix_flag: str = ""
     """A flag that moves every path under a prefix (llama-server's ``--api-prefix``)."""
     ready_prefix_env: str = ""
+    slots_path: str = ""
+    """Lists the executor's slots, each saying whether it works on a request ("": none): a
+    draining stop waits until none does."""
+    slot_busy_field: str = ""
+    props_path: str = ""
+    """Says what the executor really runs with ("": nothing to ask)."""
+    props_ctx: tuple[str, ...] = ()
+    """Where the context it really allocated stands in `props_path`'s answer."""
 
     model_flag: str = "--model"
     alias_flag: str = ""
@@ -128,6 +180,9 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """Said when a model of another architecture is refused."""
     time_wait_blocks_bind: bool = False
     """Whether a port with sockets in TIME_WAIT is unusable to it (no SO_REUSEADDR)."""
+    exit_causes: tuple[ExitCause, ...] = GGML_EXIT_CAUSES
+    """The lines it writes when it fails for a known reason: a launch that ends before it is
+    ready is classified by them (`exedra_engine._core.diagnosis`)."""
 
     measure_binary: str = ""
     """Its memory-measuring companion, built beside it ("": none): run with the plan's memory
@@ -145,6 +200,10 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     one unified KV cache); the companion, which has no "auto", is told this number."""
     unified_flag: str = ""
     """The flag that makes all slots share one KV cache (implied by `auto_slots`)."""
+    window_override: tuple[str, ...] = ()
+    """How the companion, which cannot be told of a shared cache and is given one slot, is
+    made to size sliding-window layers as the shared cache does (one window per slot): the
+    flag and value, formatted with the model's ``arch`` and the ``window`` to set."""
 
     @property
     def flags(self) -> FlagTable:
@@ -181,6 +240,30 @@ def _key_flags(key_flag: str, key_file_flag: str, secret: frozenset[str]) -> fro
 _TABLES: dict[str, FlagTable] = {}
 _FOREIGN: dict[str, frozenset[str]] = {}
 
+_LLAMA_MEMORY_FLAGS: Final[Mapping[str, str]] = {
+    "ctx": "--ctx-size",
+    "parallel": "--parallel",
+    "kv_unified": "--kv-unified",
+    "cache_type_k": "--cache-type-k",
+    "cache_type_v": "--cache-type-v",
+    "flash_attn": "--flash-attn",
+    "batch": "--batch-size",
+    "ubatch": "--ubatch-size",
+    "gpu_layers": "--n-gpu-layers",
+    "tensor_split": "--tensor-split",
+    "split_mode": "--split-mode",
+    "override_tensor": "--override-tensor",
+    "cpu_moe": "--cpu-moe",
+    "n_cpu_moe": "--n-cpu-moe",
+    "mmproj": "--mmproj",
+    "draft": "--model-draft",
+    "cache_ram": "--cache-ram",
+    "swa_full": "--swa-full",
+    "kv_offload": "--kv-offload",
+    "embeddings": "--embeddings",
+}
+"""llama-server's flags the memory estimate reads, by role (see `ExecutorProfile.memory_flags`)."""
+
 LLAMA: Final = ExecutorProfile(
     kind=Kind.LLAMA,
     binary="llama-server",
@@ -215,6 +298,12 @@ LLAMA: Final = ExecutorProfile(
     secret_flags=frozenset({"--api-key", "--hf-token", "-hft"}),
     ready_prefix_flag="--api-prefix",
     ready_prefix_env="LLAMA_ARG_API_PREFIX",
+    # Checked with the binary: /slots is on by default (--no-slots turns it off) and needs
+    # the API key; /props' default_generation_settings.n_ctx is the context after fitting.
+    slots_path="/slots",
+    slot_busy_field="is_processing",
+    props_path="/props",
+    props_ctx=("default_generation_settings", "n_ctx"),
     alias_flag="--alias",
     alias_separator=",",  # "set model name aliases, comma-separated"
     ctx_flag="--ctx-size",
@@ -224,28 +313,7 @@ LLAMA: Final = ExecutorProfile(
     cpu_only_args=("--n-gpu-layers", "0"),
     capabilities={"llm": (), "vlm": (), "embeddings": ("--embeddings",), "rerank": ("--rerank",)},
     refused_architectures=frozenset({"whisper"}),
-    memory_flags={
-        "ctx": "--ctx-size",
-        "parallel": "--parallel",
-        "kv_unified": "--kv-unified",
-        "cache_type_k": "--cache-type-k",
-        "cache_type_v": "--cache-type-v",
-        "flash_attn": "--flash-attn",
-        "batch": "--batch-size",
-        "ubatch": "--ubatch-size",
-        "gpu_layers": "--n-gpu-layers",
-        "tensor_split": "--tensor-split",
-        "split_mode": "--split-mode",
-        "override_tensor": "--override-tensor",
-        "cpu_moe": "--cpu-moe",
-        "n_cpu_moe": "--n-cpu-moe",
-        "mmproj": "--mmproj",
-        "draft": "--model-draft",
-        "cache_ram": "--cache-ram",
-        "swa_full": "--swa-full",
-        "kv_offload": "--kv-offload",
-        "embeddings": "--embeddings",
-    },
+    memory_flags=_LLAMA_MEMORY_FLAGS,
     # common/fit.cpp gives up placement when the caller fixed any of these (a row or tensor
     # split mode too: see `memory.fitter_off`).
     fitter_off_flags=frozenset({"--n-gpu-layers", "--tensor-split", "--override-tensor"}),
@@ -282,55 +350,63 @@ LLAMA: Final = ExecutorProfile(
     },
     # It binds with SO_REUSEADDR: a restart on a port in TIME_WAIT succeeds at once.
     time_wait_blocks_bind=False,
+    # Seen with the source-built binary: an unknown flag, a bad or missing value, a port in
+    # use, a missing, foreign or truncated model, a KV cache too large for the host.
+    exit_causes=(
+        *GGML_EXIT_CAUSES,
+        ExitCause(kind="memory", pattern=r"failed to allocate buffer for (?P<what>[\w ]+)"),
+        ExitCause(kind="memory", pattern=r"failed to allocate compute", what="compute buffers"),
+        ExitCause(
+            kind="memory", pattern=r"unable to allocate (?P<place>\w+) buffer", what="weights"
+        ),
+        ExitCause(kind="argument", pattern=r"error: invalid argument: (?P<flag>\S+)"),
+        ExitCause(
+            kind="argument",
+            pattern=r'error while handling argument "(?P<flag>[^"]+)": (?P<reason>.+)',
+        ),
+        ExitCause(
+            kind="address",
+            pattern=(
+                r"couldn't bind HTTP server socket, hostname: (?P<host>\S+), "
+                r"port: (?P<port>\d+)"
+            ),
+        ),
+        ExitCause(
+            kind="model", pattern=r"error loading model: (?:llama_model_loader: )?(?P<reason>.+)"
+        ),
+        ExitCause(kind="model", pattern=r"failed to load model,? '(?P<path>[^']+)'"),
+    ),
     # tools/fit-params, built from the same source (scripts/install-executors.sh).
     measure_binary="llama-fit-params",
     measure_args=("--fit-print", "on"),
-    # What llama.cpp's context and model params read that changes a reservation (common.cpp
-    # common_{model,context}_params_to_llama); server-only ones (--kv-unified, --cache-ram,
-    # --mmproj, draft models) are listed too, and left out where the companion lacks them.
-    measure_flags=frozenset(
-        {
-            "--ctx-size",
-            "--parallel",
-            "--kv-unified",
-            "--cache-type-k",
-            "--cache-type-v",
-            "--flash-attn",
-            "--batch-size",
-            "--ubatch-size",
-            "--n-gpu-layers",
-            "--tensor-split",
-            "--split-mode",
-            "--main-gpu",
-            "--device",
-            "--override-tensor",
-            "--cpu-moe",
-            "--n-cpu-moe",
-            "--swa-full",
-            "--kv-offload",
-            "--op-offload",
-            "--repack",
-            "--no-host",
-            "--mmap",
-            "--override-kv",
-            "--rope-scaling",
-            "--rope-scale",
-            "--rope-freq-base",
-            "--rope-freq-scale",
-            "--yarn-orig-ctx",
-            "--lora",
-            "--lora-scaled",
-            "--embeddings",
-            "--pooling",
-            "--reranking",
-            "--mmproj",
-            "--model-draft",
-            "--cache-ram",
-        }
-    ),
+    # The estimate's flags, and the others llama.cpp's model and context params read that
+    # change a reservation (common.cpp common_{model,context}_params_to_llama). Server-only
+    # ones (--kv-unified, --cache-ram, --mmproj, draft models) the companion cannot be told.
+    measure_flags=frozenset(_LLAMA_MEMORY_FLAGS.values())
+    | {
+        "--main-gpu",
+        "--device",
+        "--op-offload",
+        "--repack",
+        "--no-host",
+        "--mmap",
+        "--override-kv",
+        "--rope-scaling",
+        "--rope-scale",
+        "--rope-freq-base",
+        "--rope-freq-scale",
+        "--yarn-orig-ctx",
+        "--lora",
+        "--lora-scaled",
+        "--pooling",
+        "--reranking",
+    },
     slots_flag="--parallel",
     auto_slots=4,  # tools/server/server.cpp: n_parallel < 0 -> 4 slots, kv_unified = true
     unified_flag="--kv-unified",
+    # src/llama-kv-cache-iswa.cpp: a unified cache's SWA part holds n_swa * n_seq + n_ubatch
+    # cells; one slot with a window n_seq times as wide reserves exactly that.
+    window_override=("--override-kv", "{arch}.attention.sliding_window=int:{window}"),
 )
 """llama.cpp's ``llama-server``."""
 
@@ -368,6 +444,27 @@ WHISPER: Final = ExecutorProfile(
     image_http_get=("curl", "-fsS", "-o", "/dev/null"),
     # It binds without SO_REUSEADDR and fails with "address in use" until TIME_WAIT ends.
     time_wait_blocks_bind=True,
+    # Seen with the source-built binary. A value that is not a number ends it by an uncaught
+    # std::stoi exception (SIGABRT) that names no flag.
+    exit_causes=(
+        *GGML_EXIT_CAUSES,
+        ExitCause(kind="memory", pattern=r"whisper_model_load: failed to allocate", what="weights"),
+        ExitCause(kind="argument", pattern=r"error: unknown argument: (?P<flag>\S+)"),
+        ExitCause(
+            kind="argument",
+            pattern=r"what\(\):\s+(?P<reason>sto[a-z]+)$",
+            what="a value that is not a number",
+        ),
+        ExitCause(
+            kind="address",
+            pattern=r"couldn't bind to server socket: hostname=(?P<host>\S+) port=(?P<port>\d+)",
+        ),
+        ExitCause(kind="model", pattern=r"failed to open '(?P<path>[^']+)'"),
+        ExitCause(
+            kind="model", pattern=r"whisper_model_load: (?P<reason>invalid model data.*|.*not a .*)"
+        ),
+        ExitCause(kind="model", pattern=r"error: failed to initialize whisper context"),
+    ),
 )
 """whisper.cpp's ``whisper-server``: no variables, no API key."""
 

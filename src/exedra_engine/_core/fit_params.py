@@ -213,25 +213,44 @@ def _env_flags(profile: ExecutorProfile, env: Sequence[str], in_args: set[str | 
 
 
 def companion_args(
-    profile: ExecutorProfile, settings: Sequence[str], *, accepts: Callable[[str], bool]
+    profile: ExecutorProfile,
+    settings: Sequence[str],
+    *,
+    accepts: Callable[[str], bool],
+    arch: str = "",
+    window: int = 0,
 ) -> tuple[str, ...]:
     """What the measuring companion is run with: the `settings` (`memory_settings`) it
     `accepts` (asked by canonical key). Where all slots share one KV cache and the companion
     cannot be told so (llama-fit-params has no ``--kv-unified``), it is given one slot: one
-    cache of the whole context, exact for full-attention layers, where more slots would each
-    get a padded share. (Sliding-window layers keep one window per slot in a unified cache;
-    these figures then hold one.)"""
+    cache of the whole context, as the shared one, where more slots would each get a padded
+    share. A shared cache keeps one sliding window per slot: for a model of `arch` with a
+    `window` (0: none), the companion's window is widened to match
+    (`ExecutorProfile.window_override`)."""
     items = profile.flags.split_items(settings, "memory settings")
     unified = any(it.key == profile.unified_flag and not it.negated for it in items)
+    one_slot = unified and not accepts(profile.unified_flag)
     out: list[str] = []
+    slots = 1
     for it in items:
         if it.key is None or not accepts(it.key):
             continue
-        if it.key == profile.slots_flag and unified and not accepts(profile.unified_flag):
+        if it.key == profile.slots_flag and one_slot:
+            slots = _int_or(it.values[0] if it.values else "", 1)
             out.extend((it.tokens[0], "1"))
         else:
             out.extend(it.tokens)
+    over = profile.window_override
+    if one_slot and slots > 1 and window > 0 and arch and over and accepts(over[0]):
+        out.extend(t.format(arch=arch, window=window * slots) for t in over)
     return tuple(out)
+
+
+def _int_or(text: str, default: int) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return default
 
 
 def measurement_for(

@@ -22,7 +22,7 @@ from typing import Final
 from msgspec.structs import replace
 
 from exedra_engine._core.executors import ExecutorProfile
-from exedra_engine._core.fit_params import FitMeasurement, FitRow
+from exedra_engine._core.fit_params import FitMeasurement, FitRow, measurement_for
 from exedra_engine._core.inventory import CACHE_TYPES, ModelInventory, TensorInfo
 from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.struct import Value
@@ -188,17 +188,6 @@ def read_settings(
         embeddings=on("embeddings", False),
         explicit=frozenset(found),
     )
-
-
-def memory_args(profile: ExecutorProfile, args: Sequence[str]) -> tuple[str, ...]:
-    """The memory-relevant options of an argv, in order, as tokens: what a measurement is
-    run with and matched by."""
-    keys = frozenset(profile.memory_flags.values())
-    out: list[str] = []
-    for item in profile.flags.split_items(args, "plan args"):
-        if item.key in keys:
-            out.extend(item.tokens)
-    return tuple(out)
 
 
 def _falsy(v: str) -> bool:
@@ -615,17 +604,17 @@ def _add(a: _Pair, b: _Pair) -> _Pair:
     return _sum(a[0], b[0]), _sum(a[1], b[1])
 
 
-def matching_measurement(hw: Hardware, model: str, margs: Sequence[str]) -> FitMeasurement | None:
-    """The host's measurement of `model` with exactly these memory flags (`memory_args`),
-    the last one taken; a path on another machine matches by its file name."""
-    base = model.rsplit("/", 1)[-1]
-    found = None
-    for m in hw.measurements:
-        if tuple(m.args) == tuple(margs) and (
-            m.model == model or m.model.rsplit("/", 1)[-1] == base
-        ):
-            found = m
-    return found
+def matching_measurement(
+    hw: Hardware,
+    profile: ExecutorProfile,
+    model: str,
+    args: Sequence[str],
+    env: Sequence[str] = (),
+) -> FitMeasurement | None:
+    """The host's measurement of `model` made with the same memory settings as this argv and
+    env (`exedra_engine._core.fit_params.measurement_for`), the last one taken; a path on
+    another machine matches by its file name."""
+    return measurement_for(hw.measurements, profile, model, args, env)
 
 
 def with_measurement(est: MemoryPlan, m: FitMeasurement) -> MemoryPlan:
@@ -881,7 +870,7 @@ class _Decider:
         engine = self.flags(ctx, cache_mib)
         final = self.est(engine)
         measured = matching_measurement(
-            self.hw, self.inv.paths[0], memory_args(self.p, (*self.args, *engine))
+            self.hw, self.p, self.inv.paths[0], (*self.args, *engine), self.env
         )
         if measured is not None:
             final = with_measurement(final, measured)

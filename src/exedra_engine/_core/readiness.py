@@ -7,12 +7,21 @@ connections, not thousands of sockets left in TIME_WAIT on the server's port.
 
 from __future__ import annotations
 
-from typing import Final
+import json
+import math
+from collections.abc import Sequence
+from typing import Final, Literal
 
 from exedra_engine._core.struct import Value
 
 MAX_HEAD: Final = 16 * 1024
 """A response head longer than this is not an executor's: the connection is dropped."""
+POLL_FIRST: Final = 0.0005
+"""The first interval between polls: a small model is ready within milliseconds."""
+POLL_MAX: Final = 0.005
+POLL_GROWTH: Final = 1.25
+PROBE_TIMEOUT: Final = 1.0
+"""One poll's answer must come within this; a slower one counts as "not yet"."""
 
 
 class Answer(Value, frozen=True, kw_only=True):
@@ -25,6 +34,8 @@ class Answer(Value, frozen=True, kw_only=True):
     """Whether the connection may carry the next request, by the headers."""
     framed: bool = True
     """Whether the body's length was known, so the next answer can be told apart."""
+    body_start: int = 0
+    """Where the body begins in the buffer."""
 
 
 class Malformed(ValueError):
@@ -36,12 +47,14 @@ def host_header(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def request(host: str, port: int, path: str) -> bytes:
-    """A GET of `path` that asks to keep the connection open."""
+def request(host: str, port: int, path: str, key: str = "") -> bytes:
+    """A GET of `path` that asks to keep the connection open (with `key` as a bearer token
+    when given: the executor's other endpoints need it)."""
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
     return (
-        f"GET {path} HTTP/1.1\r\nHost: {host_header(host, port)}\r\n"
+        f"GET {path} HTTP/1.1\r\nHost: {host_header(host, port)}\r\n{auth}"
         "Connection: keep-alive\r\nAccept: */*\r\n\r\n"
-    ).encode("ascii")
+    ).encode()
 
 
 def parse(buf: bytes) -> Answer | None:
@@ -77,7 +90,90 @@ def parse(buf: bytes) -> Answer | None:
     body = end + 4
     if length is None:
         # No length: the body runs to the end of the connection; the status is all we need.
-        return Answer(status=status, consumed=len(buf), keep_alive=False, framed=False)
+        return Answer(
+            status=status, consumed=len(buf), keep_alive=False, framed=False, body_start=body
+        )
     if len(buf) < body + length:
         return None
-    return Answer(status=status, consumed=body + length, keep_alive=keep)
+    return Answer(status=status, consumed=body + length, keep_alive=keep, body_start=body)
+
+
+def json_body(buf: bytes, answer: Answer) -> object:
+    """The answer's body decoded as JSON; None when it is not JSON."""
+    try:
+        return json.loads(buf[answer.body_start : answer.consumed])
+    except ValueError:
+        return None
+
+
+def slots_busy(slots: object, field: str) -> bool:
+    """Whether any slot of an executor's slots listing is working on a request."""
+    return isinstance(slots, list) and any(
+        isinstance(s, dict) and bool(s.get(field)) for s in slots
+    )
+
+
+def field_at(value: object, path: Sequence[str]) -> int | None:
+    """The integer at `path` in a decoded JSON object, or None."""
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def prefix_of(ready: str, ready_path: str) -> str:
+    """The path prefix the plan put before every endpoint (``--api-prefix``), from its ready
+    path and the profile's."""
+    return ready[: -len(ready_path)] if ready_path and ready.endswith(ready_path) else ""
+
+
+def next_interval(interval: float) -> float:
+    """The wait after a poll that waited `interval`: growing from `POLL_FIRST` to `POLL_MAX`.
+    A new log line or the exit cuts a wait short (the adapter's business)."""
+    return min(interval * POLL_GROWTH, POLL_MAX)
+
+
+def answered_by_executor(
+    listening: frozenset[int] | None, held: frozenset[int] | None, state: str
+) -> bool:
+    """Whether a 200 on the port came from the executor, from the kernel's facts: the inodes
+    of the sockets `listening` on the port, those the executor `held`, and its process
+    `state` letter (``/proc/PID/stat``). A stranger that took the port must not make a
+    launch ready; True when the kernel cannot tell."""
+    if not listening:  # the kernel cannot be asked (or the listener just went): trust the 200
+        return True
+    if held is None:
+        # No descriptors to list: the executor has exited (a zombie has none), or /proc hides
+        # them. Only a live process whose descriptors are hidden is given the benefit.
+        return bool(state) and state not in ("Z", "X")
+    return not listening.isdisjoint(held)
+
+
+def proc_state(stat: str) -> str:
+    """The state letter of a ``/proc/PID/stat`` line ("" when unreadable)."""
+    fields = stat.rpartition(")")[2].split()
+    return fields[0] if fields else ""
+
+
+Overdue = Literal["timeout", "stalled"]
+
+
+class LoadLimits(Value, frozen=True, kw_only=True):
+    """How long a load may take: `budget` seconds in all, and at most `stall` seconds with
+    no output from the executor (a hung load writes nothing; a slow one keeps logging)."""
+
+    budget: float = math.inf
+    stall: float = math.inf
+
+    def overdue(self, started: float, last_output: float, now: float) -> Overdue | None:
+        """Which limit has passed at `now`, if one has (the budget first)."""
+        if now - started >= self.budget:
+            return "timeout"
+        if now - last_output >= self.stall:
+            return "stalled"
+        return None
+
+    def left(self, started: float, last_output: float, now: float) -> float:
+        """Seconds until the nearest limit."""
+        return max(0.0, min(started + self.budget, last_output + self.stall) - now)

@@ -96,6 +96,15 @@ def executor_table(profile: ExecutorProfile, path: str) -> tuple[FlagTable, Tabl
     return table_from_help_rows(profile, facts.rows), origin
 
 
+def suggest_flag(profile: ExecutorProfile, path: str, flag: str) -> str:
+    """The installed binary's flag closest to `flag`, which it refused ("" when `flag` is one
+    of its own, a known flag with a bad value, or nothing is close)."""
+    from exedra_engine._core.check import did_you_mean
+
+    table, _ = executor_table(profile, path)
+    return "" if table.lookup(flag) is not None else did_you_mean(flag, table)
+
+
 def _facts(profile: ExecutorProfile, path: str, *, want_rows: bool) -> ExecutorFacts | None:
     try:
         real = os.path.realpath(path)

@@ -71,9 +71,15 @@ def measured(
 def _measure_plan(
     plan: LaunchPlan, binary: str | None, host_free: int | None, timeout: float
 ) -> FitMeasurement:
+    from exedra_engine._shell.inspect import read_inventory
+
     profile = executor_profile(plan.spec.kind)
     model = _model_of(profile, plan)
     ctx = plan.model.context if plan.model else 0
+    # The window matters only to a model with sliding-window layers; a header that cannot be
+    # read is the companion's to report.
+    inv = read_inventory(model).value_or(None)
+    swa = inv is not None and any(inv.swa_layers)
     return measure_model(
         profile,
         model,
@@ -83,6 +89,8 @@ def _measure_plan(
         ctx=ctx,
         host_free=host_free,
         timeout=timeout,
+        arch=inv.architecture if inv is not None else "",
+        window=inv.sliding_window if inv is not None and swa else 0,
     )
 
 
@@ -127,16 +135,26 @@ def measure_model(
     ctx: int = 0,
     host_free: int | None = None,
     timeout: float = TIMEOUT,
+    arch: str = "",
+    window: int = 0,
 ) -> FitMeasurement:
     """Run `binary` on `model` with the memory flags of `args`/`env` (a plan's); raises
-    `MeasureError`. `ctx` is the context recorded when the engine's log does not say it."""
+    `MeasureError`. `ctx` is the context recorded when the engine's log does not say it;
+    `arch` and `window` are the model's, for a shared cache's sliding-window layers (see
+    `exedra_engine._core.fit_params.companion_args`)."""
     from exedra_engine._shell.flag_tables import executor_table, executor_version
 
     table, origin = executor_table(profile, binary)
     if origin.source != "binary":
         raise MeasureError(f"{binary}: its flags cannot be read ({origin.note or 'no help'})")
     settings = memory_settings(profile, args, env)
-    passed = companion_args(profile, settings, accepts=lambda key: table.lookup(key) is not None)
+    passed = companion_args(
+        profile,
+        settings,
+        accepts=lambda key: table.lookup(key) is not None,
+        arch=arch,
+        window=window,
+    )
     argv = [binary, "--model", model, *passed, *profile.measure_args, *VERBOSITY]
     stdout, log = run_bounded(argv, _clean_env(profile), timeout)
     return measurement_from(

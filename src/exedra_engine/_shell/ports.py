@@ -81,3 +81,22 @@ class HostSockets(Protocol):
 
 class Host(HostFiles, HostProcess, Protocol):
     """Both ports in one object, as `LocalHost` (and the tests' in-memory host) provide."""
+
+
+class ProcessSockets(Protocol):
+    """Which process listens on a port: asked of the kernel, so that a 200 from a stranger
+    that took an executor's port does not make its launch ready (`LocalHost` is the real one)."""
+
+    def listener_inodes(self, port: int) -> frozenset[int] | None:
+        """The inodes of the sockets listening on TCP `port`, or None when the kernel cannot
+        be asked."""
+        ...
+
+    def socket_inodes(self, pid: int) -> frozenset[int] | None:
+        """The inodes of the sockets process `pid` holds open, or None when its descriptors
+        cannot be listed."""
+        ...
+
+    def read_text(self, path: str) -> str | None:
+        """A small text file's contents (``/proc/PID/stat``), or None when unreadable."""
+        ...

@@ -1,57 +1,17 @@
-"""Starting an executor so that its parent-death signal outlives the start.
-
-Linux ties ``PR_SET_PDEATHSIG`` to the *thread* that forked the child, not to the process.
-``trio.lowlevel.open_process`` forks from a worker of trio's thread cache, and an idle worker
-exits after 10 s: every executor then got SIGKILL about 10 s after it started (seen on a
-model that loads in 5-10 s). So every fork happens on one daemon thread that lives as long
-as this process, and the child dies with the process, not with a cache thread.
-"""
+"""Starting an executor from trio: the fork runs on the spawner thread of
+`exedra_engine._shell.child` (why: there), reached through a trio worker thread so that the
+event loop never blocks; the exit is awaited on a pidfd, not on a polling tick."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import os
-import queue
 import subprocess
-import threading
-from collections.abc import Callable, Sequence
-from typing import Any
 
 import trio
 
-
-class _Spawner:
-    """One long-lived thread that runs every fork."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = (
-            queue.SimpleQueue()
-        )
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="exedra-engine-spawner", daemon=True
-                )
-                self._thread.start()
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._jobs.put((fn, fut))
-        return fut.result()
-
-    def _run(self) -> None:
-        while True:
-            fn, fut = self._jobs.get()
-            try:
-                fut.set_result(fn())
-            except BaseException as e:  # handed to the caller, which re-raises it
-                fut.set_exception(e)
-
-
-_SPAWNER = _Spawner()
+from exedra_engine._core.child import ChildSpec
+from exedra_engine._shell import child
 
 
 class Child:
@@ -61,11 +21,7 @@ class Child:
         self._popen = popen
         self.pid = popen.pid
         self.stdout = stdout
-        self._pidfd: int | None
-        try:
-            self._pidfd = os.pidfd_open(popen.pid)
-        except (AttributeError, OSError):  # kernels before 5.3: poll instead
-            self._pidfd = None
+        self._pidfd = child.open_pidfd(popen.pid)
 
     @property
     def returncode(self) -> int | None:
@@ -87,33 +43,7 @@ class Child:
         return self._popen.returncode
 
 
-def _popen(
-    argv: Sequence[str], env: dict[str, str], preexec: Callable[[], None] | None
-) -> tuple[subprocess.Popen[bytes], int]:
-    read, write = os.pipe()
-    try:
-        popen = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=write,
-            stderr=write,
-            env=env,
-            start_new_session=True,
-            # Only when setpriv is missing (see launcher._death_signal); the fork runs on the
-            # spawner thread, and the hook calls nothing but prctl and getppid.
-            preexec_fn=preexec,  # noqa: PLW1509
-        )
-    except BaseException:
-        os.close(read)
-        raise
-    finally:
-        os.close(write)
-    return popen, read
-
-
-async def start(
-    argv: Sequence[str], env: dict[str, str], preexec: Callable[[], None] | None = None
-) -> Child:
-    """Start `argv` in its own session, stdout and stderr on one pipe; raises OSError."""
-    popen, read = await trio.to_thread.run_sync(_SPAWNER.call, lambda: _popen(argv, env, preexec))
+async def start(spec: ChildSpec) -> Child:
+    """Start `spec` in its own session, stdout and stderr on one pipe; raises OSError."""
+    popen, read = await trio.to_thread.run_sync(child.spawn, spec)
     return Child(popen, trio.lowlevel.FdStream(read))

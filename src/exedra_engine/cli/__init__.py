@@ -575,6 +575,8 @@ def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> 
         print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
         for o in s.overrode:
             print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
+    if note := _cpu_note(e.plan):  # under the flag's own line, before the findings
+        print(f"\nnote: {note}")
     if e.memory:
         print("\nmemory (what the executor is expected to use, and what the planner decided):")
         for line in e.memory:
@@ -584,8 +586,6 @@ def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> 
         print(f"  {finding_line(f)}")
     if not e.findings:
         print("  none")
-    if note := _cpu_note(e.plan):
-        print(f"\nnote: {note}")
 
 
 def _cpu_note(plan: LaunchPlan) -> str:
@@ -669,7 +669,7 @@ def cmd_launch(a: argparse.Namespace) -> int:
             return interrupted_exit(i.signum, "planning", "nothing was started")
         if not (a.quiet or a.log_file) and (note := _cpu_note(e.plan)):
             print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
-        return run_launch(e.plan, a, sigs)
+        return run_launch(e.plan, a, sigs, e.sources)
 
 
 def cmd_completion(a: argparse.Namespace) -> int:
@@ -867,9 +867,10 @@ def _add_launch(sub: Any) -> None:
     s.add_argument(
         "--ready-timeout",
         type=options.seconds,
-        default=300.0,
+        default=None,
         metavar="S",
-        help="seconds to wait for readiness (default 300)",
+        help="seconds to wait for readiness (default: the load budget of the model's size, "
+        "shown on plan's load line)",
     )
     s.add_argument(
         "--stop-timeout",
@@ -877,6 +878,14 @@ def _add_launch(sub: Any) -> None:
         default=STOP_TIMEOUT,
         metavar="S",
         help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
+    )
+    s.add_argument(
+        "--drain",
+        type=options.seconds,
+        default=0.0,
+        metavar="S",
+        help="on Ctrl-C or SIGTERM, first wait up to S seconds until the executor answers no "
+        "request (default 0: stop at once)",
     )
     s.add_argument(
         "--quiet",

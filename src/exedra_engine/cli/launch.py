@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import IO, Final
 
 import trio
 
+from exedra_engine._core.budget import load_limits
+from exedra_engine._core.layers import Source
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._trio.launcher import Instance, start_instance
 from exedra_engine.cli.signals import SIGNALS, Signals, interrupted_exit
@@ -29,7 +32,9 @@ PROGRESS_EVERY: Final = 10.0
 """Seconds between our own ``loading`` lines while the executor loads its model."""
 
 
-def run_launch(plan: LaunchPlan, a: argparse.Namespace, sigs: Signals) -> int:
+def run_launch(
+    plan: LaunchPlan, a: argparse.Namespace, sigs: Signals, sources: Sequence[Source] = ()
+) -> int:
     """Launch `plan`, print its endpoint, forward its logs, stop it on a signal.
 
     Exit status: 0 when it was stopped cleanly, 1 when it crashed or never became ready,
@@ -48,17 +53,21 @@ def run_launch(plan: LaunchPlan, a: argparse.Namespace, sigs: Signals) -> int:
 
             return fail(LaunchError(f"--log-file: cannot open it: {e.strerror or e}"))
     try:
-        return trio.run(_main, plan, a, sigs, log_file)
+        return trio.run(_main, plan, a, sigs, log_file, tuple(sources))
     finally:
         if log_file is not None:
             log_file.close()
 
 
 async def _main(
-    plan: LaunchPlan, a: argparse.Namespace, sigs: Signals, log_file: IO[bytes] | None
+    plan: LaunchPlan,
+    a: argparse.Namespace,
+    sigs: Signals,
+    log_file: IO[bytes] | None,
+    sources: tuple[Source, ...],
 ) -> int:
+    from exedra_engine.cli.render import PROG, json_text, shown, shown_plan
     from exedra_engine.cli.render import fail as _fail
-    from exedra_engine.cli.render import json_text, shown, shown_plan
 
     logs = log_file if log_file is not None else None if a.quiet else sys.stderr.buffer
     inst: Instance | None = None
@@ -78,32 +87,43 @@ async def _main(
             with phase:
                 failed: EngineError | None = None
                 async with trio.open_nursery() as progress:
-                    progress.start_soon(_progress, plan, a.ready_timeout)
+                    budget = load_limits(plan, a.ready_timeout).budget
+                    progress.start_soon(_progress, plan, budget)
                     try:
                         started = await start_instance(
-                            nursery, plan, logs, ready_timeout=a.ready_timeout
+                            nursery,
+                            plan,
+                            logs,
+                            ready_timeout=a.ready_timeout,
+                            stop_timeout=a.stop_timeout,
+                            sources=sources,
                         )
                     except EngineError as err:
                         failed = err
                     progress.cancel_scope.cancel()
                 if failed is not None:
                     nursery.cancel_scope.cancel()
-                    return _fail(failed, 1)
+                    return _fail(failed, 1, as_json=a.json)
                 inst = started
                 if a.json:
                     body = {
                         "url": started.endpoint.url,
                         "pid": started.pid,
                         "plan": shown_plan(started.plan, a.show_secrets),
+                        "actual": started.actual,
                     }
                     sys.stdout.write(json_text(body, indent=False) + "\n")
                 else:
                     url = shown(started.endpoint.url)
                     print(f"ready     {url}  (pid {started.pid}); Ctrl-C stops it")
                 sys.stdout.flush()
+                for warning in started.actual.warnings if started.actual else ():
+                    print(f"{PROG}: warning: {shown(warning)}", file=sys.stderr)
                 await started.wait()
             if inst is not None:
-                await inst.stop(a.stop_timeout)  # shielded; at once if it already exited
+                await inst.stop(
+                    a.stop_timeout, drain=a.drain
+                )  # shielded; at once if it already exited
             nursery.cancel_scope.cancel()
     if inst is None:
         assert sigs.first is not None

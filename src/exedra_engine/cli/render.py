@@ -14,7 +14,7 @@ from exedra_engine._core.memory import size_text as mem_size
 from exedra_engine._core.memory_plan import MemoryPlan
 from exedra_engine._core.redact import redact_plan
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine.errors import EngineError
+from exedra_engine.errors import EngineError, NotReady
 
 if TYPE_CHECKING:
     from exedra_engine._core.check import Finding
@@ -58,23 +58,61 @@ def has_form(value: str) -> bool:
     )
 
 
+HIDDEN_MIN = 8
+"""Values shorter than this are not masked: no key is that short, and a short value (``--name
+n``) would mask every word it occurs in."""
+
+
 def hide_values(given: dict[str, str]) -> None:
     """Name the values (value -> the option that took it) that `fail` masks in errors."""
     _hidden.clear()
-    _hidden.update({v: o for v, o in given.items() if v and not has_form(v)})
+    _hidden.update({v: o for v, o in given.items() if len(v) >= HIDDEN_MIN and not has_form(v)})
 
 
 def unechoed(text: str) -> str:
-    """`text` with every hidden value replaced by the name of the option that took it."""
+    """`text` with every hidden value replaced, where it stands as a token (not inside a
+    longer word), by the name of the option that took it."""
     for value in sorted(_hidden, key=len, reverse=True):
         if value in text:
-            text = text.replace(value, f"<the value of {_hidden[value]}, not shown>")
+            token = re.compile(f"(?<![A-Za-z0-9_]){re.escape(value)}(?![A-Za-z0-9_])")
+            text = token.sub(f"<the value of {_hidden[value]}, not shown>", text)
     return text
 
 
-def fail(err: EngineError, code: int = 2) -> int:
+def fail(err: EngineError, code: int = 2, *, as_json: bool = False) -> int:
+    """Report `err`: its first line, then (for an executor that never became ready) its
+    last log lines as lines of their own, each escaped; as ``{"error": {...}}`` on stdout
+    with `as_json`."""
+    if as_json:
+        sys.stdout.write(json_text({"error": error_body(err)}, indent=False) + "\n")
+        return code
+    if isinstance(err, NotReady):
+        lines = [f"{PROG}: error: {shown(unechoed(err.cause))}"]
+        if err.log:
+            lines.append("last log lines of the executor:")
+            lines += [f"  {shown(unechoed(line))}" for line in err.log]
+        print("\n".join(lines), file=sys.stderr)
+        return code
     print(f"{PROG}: error: {shown(unechoed(str(err)))}", file=sys.stderr)
     return code
+
+
+def error_body(err: EngineError) -> dict[str, object]:
+    """An error as JSON: its kind, its cause, and the executor's last log lines."""
+    if not isinstance(err, NotReady):
+        return {"kind": type(err).__name__, "cause": unechoed(str(err)), "log": []}
+    body: dict[str, object] = {
+        "kind": err.kind,
+        "cause": unechoed(err.cause),
+        "log": [unechoed(line) for line in err.log],
+    }
+    for name in ("flag", "layer", "suggestion", "mib", "what", "planned_mib", "signal"):
+        value = getattr(err, name, None)
+        if value not in (None, ""):
+            body[name] = value
+    if err.returncode is not None:
+        body["returncode"] = err.returncode
+    return body
 
 
 def json_text(value: object, *, indent: bool = True) -> str:
@@ -137,6 +175,20 @@ def print_plan(plan: LaunchPlan) -> None:
     if plan.memory is not None:
         for i, line in enumerate(memory_lines(plan.memory)):
             print(("memory    " if i == 0 else "          ") + line)
+    print(f"load      {load_line(plan)}")
+
+
+def load_line(plan: LaunchPlan) -> str:
+    """How long `launch` waits for this plan's executor to become ready, and why."""
+    from exedra_engine._core.budget import STALL, load_limits, plan_bytes
+
+    size = plan_bytes(plan)
+    limits = load_limits(plan)
+    read = f"{mem_size(size)} to read" if size else "size unknown"
+    return (
+        f"ready within {limits.budget:g} s ({read}; launch --ready-timeout overrides), "
+        f"or {STALL} s without output"
+    )
 
 
 def memory_lines(mem: MemoryPlan) -> list[str]:

@@ -1,0 +1,60 @@
+"""An executor's output as lines: split, capped, redacted, with the last ones kept. Pure.
+
+Bytes go in as they come off the pipe, in chunks of any size; whole lines come out, each
+ending in ``\\n`` and with every secret the plan hands the executor hidden. An adapter (trio,
+asyncio, blocking) only reads the pipe, feeds this, and forwards what it returns.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+from typing import Final
+
+from exedra_engine._core.endpoint import Resolved
+from exedra_engine._core.redact import TextRedactor, plan_secrets
+from exedra_engine._core.values import LaunchPlan
+
+MAX_LINE: Final = 1 << 16
+"""A line longer than this is cut: an executor printing a megabyte with no newline must not
+make the reader hold it all."""
+TAIL_LINES: Final = 40
+"""How many of the last lines are kept: an exit is classified by them (a crash handler's
+backtrace can push the cause up by a dozen lines), an error shows the last few."""
+
+
+class LogLines:
+    """Splits output into redacted lines and keeps the last `tail` of them as text."""
+
+    def __init__(self, secrets: Iterable[str], tail: int = TAIL_LINES) -> None:
+        self._redactor = TextRedactor(secrets)
+        self._buf = b""
+        self.tail: collections.deque[str] = collections.deque(maxlen=tail)
+        self.count = 0
+        """Lines seen so far (a reader may tell activity from it)."""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The whole lines `chunk` completes, redacted, each ending in a newline."""
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        if len(self._buf) > MAX_LINE:
+            lines.append(self._buf)
+            self._buf = b""
+        return [self._line(line) for line in lines]
+
+    def end(self) -> list[bytes]:
+        """The unterminated last line, if any, once the output has ended."""
+        rest, self._buf = self._buf, b""
+        return [self._line(rest)] if rest else []
+
+    def _line(self, raw: bytes) -> bytes:
+        line = self._redactor.bytes(raw + b"\n")
+        self.tail.append(line.decode("utf-8", errors="replace").rstrip("\n"))
+        self.count += 1
+        return line
+
+
+def log_secrets(plan: LaunchPlan, resolved: Resolved) -> tuple[str, ...]:
+    """Every secret `plan` hands its executor, which its log lines may quote: the API keys
+    it will accept, and any key flag's or secret variable's value (HF_TOKEN, --hf-token)."""
+    return (*resolved.api_keys, *plan_secrets(plan.args, plan.env))

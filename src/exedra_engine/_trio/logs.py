@@ -1,0 +1,106 @@
+"""The log pump: reads the executor's output into `LogLines` and forwards the lines to the
+caller's sink without ever making the executor wait."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import IO, Any, Final
+
+import trio
+
+from exedra_engine._core.logs import MAX_LINE, LogLines
+
+Logs = IO[str] | IO[bytes] | trio.abc.SendStream | None
+"""Where an executor's lines go: a text or binary file, a trio stream, or nowhere."""
+
+_LOG_QUEUE: Final = 4096
+
+
+class LogPump:
+    """Reads the child's output, keeps the last lines, and forwards lines to `logs`: when the
+    consumer is slow, lines are dropped and counted. `on_output` is called for every chunk
+    read, whole lines or not (the readiness poll wakes on it, and a load that prints progress
+    dots without a newline is not stalled)."""
+
+    def __init__(
+        self, logs: Logs, secrets: tuple[str, ...], on_output: Callable[[], None] = lambda: None
+    ) -> None:
+        self.logs = logs
+        self.lines = LogLines(secrets)
+        self.dropped = 0
+        self.on_output = on_output
+        self.ended = trio.Event()
+        """Set once the output has ended (every writer closed the pipe)."""
+        self._send, self._recv = trio.open_memory_channel[bytes](_LOG_QUEUE)
+
+    @property
+    def tail(self) -> tuple[str, ...]:
+        """The last lines, redacted."""
+        return tuple(self.lines.tail)
+
+    async def read(self, stream: trio.abc.ReceiveStream) -> None:
+        """Read `stream` to its end; closes the forwarding channel when done."""
+        async with self._send:
+            while True:
+                try:
+                    chunk = await stream.receive_some(MAX_LINE)
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    chunk = b""
+                if not chunk:
+                    break
+                self.on_output()
+                self._forward(self.lines.feed(bytes(chunk)))
+            self._forward(self.lines.end())
+        self.ended.set()
+
+    def _forward(self, lines: list[bytes]) -> None:
+        for line in lines:
+            if self.logs is None:
+                continue
+            try:
+                self._send.send_nowait(line)
+            except trio.WouldBlock:
+                self.dropped += 1
+
+    async def write(self) -> None:
+        """Forward lines to `logs` in batches until the reader is done."""
+        async with self._recv:
+            while True:
+                try:
+                    batch = [await self._recv.receive()]
+                except trio.EndOfChannel:
+                    return
+                while True:
+                    try:
+                        batch.append(self._recv.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                if self.logs is None:
+                    continue
+                try:
+                    await _write(self.logs, b"".join(batch))
+                except (OSError, ValueError, trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.logs = None  # a closed log sink must not take the executor down
+
+    async def pump(self, stream: trio.abc.ReceiveStream) -> None:
+        """Read `stream` to its end, then close it."""
+        try:
+            await self.read(stream)
+        finally:
+            await stream.aclose()
+
+
+async def _write(logs: Any, data: bytes) -> None:
+    if isinstance(logs, trio.abc.SendStream):
+        await logs.send_all(data)
+    elif isinstance(logs, io.TextIOBase) or hasattr(logs, "encoding"):
+        text = data.decode("utf-8", errors="replace")
+        await trio.to_thread.run_sync(_sync_write, logs, text)
+    else:
+        await trio.to_thread.run_sync(_sync_write, logs, data)
+
+
+def _sync_write(logs: Any, data: str | bytes) -> None:
+    logs.write(data)
+    logs.flush()

@@ -1,0 +1,53 @@
+"""Running the stop sequence of `exedra_engine._core.stop` in trio."""
+
+from __future__ import annotations
+
+import math
+import signal
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from exedra_engine._core.stop import Send, Step, stop_steps
+from exedra_engine._shell.child import group_alive
+
+
+async def run_steps(
+    steps: tuple[Step, ...], send: Callable[[str], None], exited: Callable[[], Awaitable[object]]
+) -> None:
+    """Carry out `steps`: `send` each signal (by name), and wait on `exited` for each wait;
+    the first exit within a wait ends the sequence. Not shielded: a `deliver_cancel` is
+    cancelled once the exit comes; `stop` shields its own call."""
+    for step in steps:
+        if isinstance(step, Send):
+            send(step.signal)
+            continue
+        with trio.move_on_after(step.seconds) as waited:
+            await exited()
+        if not waited.cancelled_caught:
+            return
+
+
+async def terminate(
+    send: Callable[[int], None],
+    exited: Callable[[], Awaitable[object]],
+    grace: float,
+    *,
+    term: bool = True,
+    kill_wait: float = math.inf,
+) -> None:
+    """The default stop policy on plain callables (numbered signals): SIGTERM, wait up to
+    `grace` seconds for `exited`, then SIGKILL and wait up to `kill_wait`. `term` off skips
+    straight to the grace wait (SIGTERM already sent)."""
+    sent = frozenset() if term else frozenset({"SIGTERM"})
+    steps = stop_steps(grace, sent=sent, kill_wait=kill_wait)
+    with trio.CancelScope(shield=True):
+        await run_steps(steps, lambda name: send(signal.Signals[name]), exited)
+
+
+async def group_gone(pgid: int) -> None:
+    """Return once no process of group `pgid` is left (polled: a group has no pidfd)."""
+    delay = 0.0005
+    while group_alive(pgid):
+        await trio.sleep(delay)
+        delay = min(delay * 2, 0.02)
