@@ -290,6 +290,7 @@ LAZY = (
     "yaml",  # only `config` prints YAML and override files parse it
     "socket",  # the port dump needs _socket only
     "trio",  # the launcher
+    "shutil",  # zlib, bz2 and lzma with it
 )
 
 
