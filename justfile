@@ -11,6 +11,10 @@ demo *args:
 test *args: lint typecheck
     python -m pytest -q "$@"
 
+# the quick loop while editing: no lint, no types, no test marked slow (CI's `just test` runs them)
+test-quick *args:
+    python -m pytest -q -m "not slow" "$@"
+
 # the hypothesis suites with a much larger example budget
 soak *args:
     HYPOTHESIS_PROFILE=soak python -m pytest -q properties "$@"

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 import trio
 import trio.testing
 from hypothesis import event, given
@@ -230,6 +231,7 @@ def _routes(max_size: int) -> st.SearchStrategy[dict[str, str]]:
 SEPARATE_TOKEN = frozenset({"arg_key", "arg_hft", "run_arg_token"})
 
 
+@pytest.mark.slow  # ~10 s in the CI budget: `just test` runs it, `just test-quick` does not
 @given(_routes(5), st.booleans())
 def test_no_key_in_any_output(routes: dict[str, str], blank: bool) -> None:
     sentinels = {r: _sentinel(i) for i, r in enumerate(routes)}  # same order: args follow it

@@ -16,7 +16,6 @@ from exedra_engine import ExecutorInfo, Hardware, Kind
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.probe import probe
 from exedra_engine.testing import (
-    write_header_model,
     write_tiny_llama,
     write_tiny_whisper,
     write_wav,
@@ -45,11 +44,6 @@ def tiny_whisper(models: Path) -> Path:
 @pytest.fixture(scope="session")
 def wav(models: Path) -> Path:
     return write_wav(models / "tone.wav", seconds=1.0)
-
-
-@pytest.fixture(scope="session")
-def header_152k(models: Path) -> Path:
-    return write_header_model(models / "h152k.gguf")
 
 
 def host(name: str, path: str = "/usr/local/bin:/usr/bin", affinity: int = 8) -> LocalHost:

@@ -24,8 +24,9 @@ from exedra_engine._core.fit_params import (
     rows_from_print,
 )
 from exedra_engine._core.hardware_file import hardware_from_json
-from exedra_engine._core.values import Hardware, LaunchPlan, ModelSpec
+from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine._shell.measure import find_companion, measure_model, run_bounded
+from exedra_engine._shell.plan import PlanRequest
 from exedra_engine.errors import MeasureError, PlanError
 from tests.conftest import Run
 
@@ -282,14 +283,14 @@ def test_i19_item3_plan_measure_puts_the_measurement_into_the_planners_input(
     import exedra_engine.cli as cli
 
     seen: list[Hardware] = []
-    real = cli.plan_explained
+    real = cli.explain_request
 
-    def spy(spec: ModelSpec, hw: Hardware | None, *a: Any, **kw: Any) -> Any:
-        assert hw is not None
-        seen.append(hw)
-        return real(spec, hw, *a, **kw)
+    def spy(req: PlanRequest, *a: Any, **kw: Any) -> Any:
+        assert req.hardware is not None
+        seen.append(req.hardware)
+        return real(req, *a, **kw)
 
-    monkeypatch.setattr(cli, "plan_explained", spy)
+    monkeypatch.setattr(cli, "explain_request", spy)
     argv = ["plan", "--model", str(gen_gemma3), "--kind", "llama", "--no-config"]
     argv += ["--executor", llama_server, "--ctx", "1024", "--no-port-check", "--json"]
     r = run(*argv, "--measure")
@@ -347,14 +348,14 @@ def test_i19_item3_probe_measure_stores_figures_a_plan_elsewhere_uses(
     import exedra_engine.cli as cli
 
     seen: list[Hardware] = []
-    real = cli.plan_explained
+    real = cli.explain_request
 
-    def spy(spec: ModelSpec, hw: Hardware | None, *a: Any, **kw: Any) -> Any:
-        assert hw is not None
-        seen.append(hw)
-        return real(spec, hw, *a, **kw)
+    def spy(req: PlanRequest, *a: Any, **kw: Any) -> Any:
+        assert req.hardware is not None
+        seen.append(req.hardware)
+        return real(req, *a, **kw)
 
-    monkeypatch.setattr(cli, "plan_explained", spy)
+    monkeypatch.setattr(cli, "explain_request", spy)
     p = run(
         "plan", "--model", str(gen_gemma3), "--kind", "llama", "--no-config", "--ctx", "2048",
         "--hardware", str(host_file), "--no-port-check", "--json",

@@ -323,9 +323,10 @@ def test_explain_names_the_layer_and_what_it_overrode() -> None:
 
 def test_with_port_moves_only_scanned_ports() -> None:
     p = plan()
-    moved = with_port(p, 18090).unwrap()
+    moved = with_port(p, 18090)
     assert (moved.port, moved.args[moved.args.index("--port") + 1]) == (18090, "18090")
-    assert isinstance(with_port(plan(port=9000), 9001), Failure)
+    with pytest.raises(PlanError, match="never moved"):
+        with_port(plan(port=9000), 9001)
 
 
 def test_on_off_pairs_are_one_setting() -> None:

@@ -53,9 +53,11 @@ from exedra_engine.errors import (
     ArgumentRefused,
     ConfigError,
     DoesNotFit,
+    EmitError,
     EngineError,
     ExecutorNotFound,
     ExitedUnexplained,
+    HardwareFileError,
     IllegalInstruction,
     KilledBySignal,
     LaunchError,
@@ -162,6 +164,8 @@ __all__ = [
     "ModelNotLoaded",
     "OutOfMemory",
     "ReadyTimeout",
+    "EmitError",
+    "HardwareFileError",
 ]
 
 # Loaded on first use, so that planning-only users never pay for them: the launcher needs trio

@@ -1,5 +1,3 @@
-import sys
+from exedra_engine.cli import run
 
-from exedra_engine.cli import main
-
-sys.exit(main())
+run()

@@ -1,7 +1,8 @@
 """Typed errors: one class per failure a caller may want to tell apart.
 
-Expected failures travel as `returns` `Failure` values; every error is still an `Exception`
-so that `.unwrap()` raises something meaningful. Messages say what went wrong and where
+Inside the library they are raised; the public functions return them as `returns` `Failure`
+values (`exedra_engine._core.outcome`), and the command line maps each class to its exit
+status in one table (`exedra_engine.cli.EXIT_STATUS`). Messages say what went wrong and where
 (file, line, flag) and never contain an API key.
 """
 

@@ -31,15 +31,16 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import msgspec
-from returns.result import Failure, Result, Success
 
 from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Config, Override
-from exedra_engine.errors import ConfigError
+from exedra_engine.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:
     import yaml
+    from returns.result import Result
 
 _STR = "tag:yaml.org,2002:str"
 _NULL = "tag:yaml.org,2002:null"
@@ -338,44 +339,50 @@ def _parent(path: str) -> str:
     return path[:cut] if cut > 0 else ""
 
 
-def config_from_yaml(text: str, source: str) -> Result[Config, ConfigError]:
+def config_from_yaml(text: str, source: str) -> Result[Config, EngineError]:
     """Parse one override document; `source` (a file name) prefixes every error."""
-    return _from_yaml(text, source, None).map(lambda located: located.config)
+    return as_result(parse_config, text, source)
 
 
-def located_config_from_yaml(text: str, source: str) -> Result[LocatedConfig, ConfigError]:
+def located_config_from_yaml(text: str, source: str) -> Result[LocatedConfig, EngineError]:
     """`config_from_yaml`, keeping the line of every field path (for `config --check`)."""
+    return as_result(located_config, text, source)
+
+
+def parse_config(text: str, source: str) -> Config:
+    """`config_from_yaml` for the library's own callers: raises `ConfigError`."""
+    return _from_yaml(text, source, None).config
+
+
+def located_config(text: str, source: str) -> LocatedConfig:
+    """`located_config_from_yaml` for the library's own callers: raises `ConfigError`."""
     return _from_yaml(text, source, {})
 
 
-def _from_yaml(
-    text: str, source: str, lines: dict[str, int] | None
-) -> Result[LocatedConfig, ConfigError]:
+def _from_yaml(text: str, source: str, lines: dict[str, int] | None) -> LocatedConfig:
     import yaml
 
     try:
         node = _compose(text)
     except _Bad as e:
-        return Failure(_error(source, e))
+        raise _error(source, e) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{source}:{mark.line + 1}" if mark else source
-        return Failure(
-            ConfigError(
-                f"{where}: invalid YAML: {e.problem or e.context}",
-                file=source,
-                line=mark.line + 1 if mark else 0,
-            )
-        )
+        raise ConfigError(
+            f"{where}: invalid YAML: {e.problem or e.context}",
+            file=source,
+            line=mark.line + 1 if mark else 0,
+        ) from None
     except (yaml.YAMLError, ValueError) as e:  # ValueError: a character libyaml refuses
-        return Failure(ConfigError(f"{source}: invalid YAML: {_one_line(str(e))}", file=source))
+        raise ConfigError(f"{source}: invalid YAML: {_one_line(str(e))}", file=source) from None
     if node is None:
-        return Success(LocatedConfig(source=source, config=Config()))
+        return LocatedConfig(source=source, config=Config())
     try:
         config = _Walk(lines).config(node)
     except _Bad as e:
-        return Failure(_error(source, e))
-    return Success(LocatedConfig(source=source, config=config, lines=lines or {}))
+        raise _error(source, e) from None
+    return LocatedConfig(source=source, config=config, lines=lines or {})
 
 
 def _error(source: str, e: _Bad) -> ConfigError:

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-
-from returns.result import Result
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.kinds import Kind
@@ -28,6 +27,10 @@ from exedra_engine._core.struct import Value
 from exedra_engine._core.values import base_url
 from exedra_engine.constants import DEFAULT_HOST
 from exedra_engine.errors import EngineError, NoEndpoint, PlanError
+
+if TYPE_CHECKING:
+    from returns.result import Result
+
 
 _STOI = re.compile(r"[ \t\n\v\f\r]*([+-]?\d+)")
 _INT32 = 2**31

@@ -14,13 +14,15 @@ import functools
 import re
 import struct
 from itertools import repeat
-from typing import BinaryIO, Final
-
-from returns.result import Failure, Result, Success
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from exedra_engine._core.inventory import GGML_TYPES, ModelInventory, TensorInfo
+from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
-from exedra_engine.errors import NotGGUF
+from exedra_engine.errors import EngineError, NotGGUF
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 MAGIC: Final = b"GGUF"
 SUPPORTED_VERSIONS: Final = (2, 3)
@@ -210,18 +212,20 @@ def _short_strings() -> re.Pattern[bytes]:
     return re.compile(b"(?s)(?:" + branches + b"){%d}+" % _RUN)
 
 
-def parse_gguf_header(src: BinaryIO, size: int) -> Result[HeaderFacts, NotGGUF]:
+def parse_gguf_header(src: BinaryIO, size: int) -> Result[HeaderFacts, EngineError]:
     """Read the facts planning needs from a GGUF stream of `size` bytes.
 
     The error message names the offset and the field; the caller adds the path.
     """
-    cur = _Cursor(src, size)
+    return as_result(read_gguf_header, src, size)
+
+
+def read_gguf_header(src: BinaryIO, size: int) -> HeaderFacts:
+    """`parse_gguf_header` for the library's own callers: raises `NotGGUF`."""
     try:
-        return Success(_parse(cur))
-    except _Truncated as e:
-        return Failure(NotGGUF(f"not a GGUF file: {e}"))
-    except _Malformed as e:
-        return Failure(NotGGUF(f"not a GGUF file: {e}"))
+        return _parse(_Cursor(src, size))
+    except (_Truncated, _Malformed) as e:
+        raise NotGGUF(f"not a GGUF file: {e}") from None
 
 
 def _parse(cur: _Cursor) -> HeaderFacts:
@@ -426,18 +430,24 @@ SWA_PATTERNS: Final[dict[str, tuple[int, bool]]] = {
 
 def parse_gguf_inventory(
     src: BinaryIO, size: int, path: str = ""
-) -> Result[tuple[ModelInventory, int, int], NotGGUF]:
+) -> Result[tuple[ModelInventory, int, int], EngineError]:
     """Read the tensor inventory of one GGUF file of `size` bytes: the inventory, and the
     file's ``split.count`` and ``split.no`` (0, 0 for an unsplit model).
 
     Bounded like `parse_gguf_header`, and reads every key/value (the tensor infos follow
     them) but never the tensor data.
     """
-    cur = _Cursor(src, size)
+    return as_result(read_gguf_inventory, src, size, path)
+
+
+def read_gguf_inventory(
+    src: BinaryIO, size: int, path: str = ""
+) -> tuple[ModelInventory, int, int]:
+    """`parse_gguf_inventory` for the library's own callers: raises `NotGGUF`."""
     try:
-        return Success(_parse_inventory(cur, path))
+        return _parse_inventory(_Cursor(src, size), path)
     except (_Truncated, _Malformed) as e:
-        return Failure(NotGGUF(f"not a GGUF file: {e}"))
+        raise NotGGUF(f"not a GGUF file: {e}") from None
 
 
 _Kept = dict[str, "int | tuple[int, ...]"]

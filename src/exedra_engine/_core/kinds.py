@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
-from returns.result import Failure, Result, Success
-
+from exedra_engine._core.outcome import as_result
 from exedra_engine.errors import EngineError, UnsupportedKind
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 
 class Kind(enum.StrEnum):
@@ -57,8 +60,13 @@ def supported_kinds() -> tuple[Kind, ...]:
 
 def parse_kind(s: str) -> Result[Kind, EngineError]:
     """Validate the `exedra.engine` value of a model (exact, lower-case names)."""
+    return as_result(kind_of, s)
+
+
+def kind_of(s: str) -> Kind:
+    """`parse_kind` for the library's own callers: raises `UnsupportedKind`."""
     try:
-        return Success(Kind(s))
+        return Kind(s)
     except ValueError:
         known = ", ".join(k.value for k in _ORDER)
-        return Failure(UnsupportedKind(f"unsupported executor kind {s!r} (known: {known})"))
+        raise UnsupportedKind(f"unsupported executor kind {s!r} (known: {known})") from None

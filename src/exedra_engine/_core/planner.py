@@ -19,9 +19,9 @@ warnings; they never change the plan.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
+from typing import TYPE_CHECKING
 
 import msgspec
-from returns.result import Failure, Result
 
 from exedra_engine._core.check import Finding, check_plan_layers
 from exedra_engine._core.config import LocatedConfig
@@ -43,6 +43,10 @@ from exedra_engine.errors import (
     PlanError,
     PortInUse,
 )
+
+if TYPE_CHECKING:
+    from returns.result import Result
+
 
 RANK_RUN_ARGS = 0
 RANK_ENGINE = 1
@@ -108,9 +112,37 @@ def explain_launch(
     their lines, so findings name file and line; without them the merged overrides are
     judged as one unnamed file.
     """
+    return as_result(
+        explain_plan,
+        spec,
+        hw,
+        constraints,
+        model=model,
+        ports_in_use=ports_in_use,
+        flags=flags,
+        config_files=config_files,
+        inventory=inventory,
+        side_models=side_models,
+    )
+
+
+def explain_plan(
+    spec: ModelSpec,
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    *,
+    model: ModelInfo | None = None,
+    ports_in_use: Set[int] = frozenset(),
+    flags: FlagTable | None = None,
+    config_files: Sequence[LocatedConfig] = (),
+    inventory: ModelInventory | None = None,
+    side_models: tuple[ModelInventory, ...] = (),
+) -> Explained:
+    """`explain_launch` for the library's own callers (the shells): raises the
+    `EngineError` instead of returning it."""
     judge = (flags, tuple(config_files))
     facts = _Facts(model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models)
-    return as_result(_plan, spec, hw, constraints, facts, explain=True, judge=judge)
+    return _plan(spec, hw, constraints, facts, explain=True, judge=judge)
 
 
 class _Facts(Value, frozen=True, kw_only=True):
@@ -403,11 +435,12 @@ def _port_origin(p: ExecutorProfile, m: Merged, r: Resolved) -> str:
     return "set by a layer above the engine"
 
 
-def with_port(plan: LaunchPlan, port: int) -> Result[LaunchPlan, EngineError]:
+def with_port(plan: LaunchPlan, port: int) -> LaunchPlan:
     """The same plan on another port: the winning ``--port`` value is rewritten and the
-    endpoint read back again. Only for plans whose port the planner chose by scanning."""
+    endpoint read back again. Only for plans whose port the planner chose by scanning;
+    raises `PlanError` for any other."""
     if not plan.port_scanned:
-        return Failure(PlanError(f"port {plan.port} was requested explicitly; it is never moved"))
+        raise PlanError(f"port {plan.port} was requested explicitly; it is never moved")
     table = executor_profile(plan.spec.kind).flags
     args = list(plan.args)
     last = None
@@ -416,10 +449,9 @@ def with_port(plan: LaunchPlan, port: int) -> Result[LaunchPlan, EngineError]:
         if hit is not None and hit[0].key == executor_profile(plan.spec.kind).port_flag:
             last = i
     if last is None:
-        return Failure(PlanError("the plan's args have no port flag to move"))
+        raise PlanError("the plan's args have no port flag to move")
     args[last + 1] = str(port)
-    return as_result(resolve, plan.spec.kind, args, plan.env).map(
-        lambda r: msgspec.structs.replace(
-            plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key
-        )
+    r = resolve(plan.spec.kind, args, plan.env)
+    return msgspec.structs.replace(
+        plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key
     )

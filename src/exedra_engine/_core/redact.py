@@ -34,9 +34,12 @@ from exedra_engine._core.executors import is_secret_flag
 from exedra_engine.errors import PlanError
 
 if TYPE_CHECKING:
+    from exedra_engine._core.layers import Source
     from exedra_engine._core.values import Config, LaunchPlan, Override
 
 REDACTED = "<redacted>"
+ENGINE_LAYER: Final = "engine"
+"""The layer of the flags the planner derives itself (`exedra_engine._core.planner`)."""
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 
 
@@ -100,16 +103,127 @@ def redact_said(entry: str, layers: Collection[str]) -> str:
     return REDACTED
 
 
-def redact_plan(plan: LaunchPlan) -> LaunchPlan:
+def redact_plan(plan: LaunchPlan, sources: Iterable[Source] = ()) -> LaunchPlan:
     """The plan as it may be shown: the key, key variables and key flags hidden, in the
-    plan's own argv and env and in its copy of the spec's run_args."""
+    plan's own argv and env and in its copy of the spec's run_args.
+
+    A secret's value is hidden too wherever a caller copied it (`copied_secret`): as the
+    value of any variable (``--env OTHER=K`` beside ``--api-key-env``), and as the value of
+    any flag that a layer above the engine set (`sources`: the plan's provenance; without it
+    only the spec's run_args, all the caller's, are judged). The engine's own flags (its
+    ``--host``, ``--port``, ``--model``) are derived from what is not secret and are left as
+    they are, whatever a key happens to equal."""
+    secrets = frozenset(plan_secrets(plan.args, plan.env))
+    copies = _copied_options(sources, secrets)
     return msgspec.structs.replace(
         plan,
-        spec=msgspec.structs.replace(plan.spec, run_args=redact_args(plan.spec.run_args)),
+        spec=msgspec.structs.replace(
+            plan.spec,
+            run_args=tuple(
+                REDACTED if copied_secret(t, secrets) else t
+                for t in redact_args(plan.spec.run_args)
+            ),
+        ),
         api_key=REDACTED if plan.api_key else "",
-        env=tuple(redact_env(e) for e in plan.env),
-        args=redact_args(plan.args),
+        env=tuple(_redact_env_copy(e, secrets) for e in plan.env),
+        args=_redact_arg_copies(redact_args(plan.args), copies),
     )
+
+
+def secret_copies(args: Sequence[str], env: Iterable[str]) -> tuple[str, ...]:
+    """Where a plan hands a secret to something that does not say it is one: the variables
+    (``OTHER=K`` beside ``LLAMA_API_KEY=K``) and flags whose whole value is a copy of a key
+    flag's or a secret variable's value. An output that writes values out (``plan --emit``)
+    cannot hide them where they stand, so it refuses them."""
+    secrets = frozenset(plan_secrets(args, env))
+    keyed = {i for i, _, _ in _secret_values(args)}
+    where = [
+        name
+        for name, eq, value in (item.partition("=") for item in env)
+        if eq and not is_secret_name(name) and copied_secret(value, secrets)
+    ]
+    for i, tok in enumerate(args):
+        if i in keyed or i == 0:
+            continue
+        flag, eq, value = tok.partition("=")
+        if eq and flag[:1] == "-" and copied_secret(value, secrets):
+            where.append(flag)
+        elif copied_secret(tok, secrets) and args[i - 1][:1] == "-":
+            where.append(args[i - 1])
+    return tuple(dict.fromkeys(where))
+
+
+def copied_secret(value: str, secrets: Collection[str]) -> bool:
+    """Whether `value` is one of `secrets`, whole or as an item of a comma-separated list (as
+    llama-server reads a key list): compared whole, never searched as a substring, so a key
+    ``1`` does not hide the ``1`` of ``127.0.0.1``."""
+    return bool(value) and (value in secrets or any(p in secrets for p in value.split(",")))
+
+
+def _redact_env_copy(item: str, secrets: Collection[str]) -> str:
+    name, eq, value = item.partition("=")
+    if eq and copied_secret(value, secrets):
+        return f"{name}={REDACTED}"
+    return redact_env(item)
+
+
+def _copied_options(sources: Iterable[Source], secrets: Collection[str]) -> frozenset[str]:
+    """The argv options (as `Source.text` spells them) set above the engine layer whose
+    value is a copy of a secret."""
+    out = set()
+    for s in sources:
+        if s.what == "arg" and s.layer != ENGINE_LAYER and copied_secret(_value(s.text), secrets):
+            out.add(s.text)
+    return frozenset(out)
+
+
+def _value(option: str) -> str:
+    """The value of one option as `Source.text` spells it (``--flag V``, ``--flag=V``)."""
+    first, sep, rest = option.partition(" ")
+    if sep:
+        return rest
+    return first.partition("=")[2] if first[:1] == "-" else ""
+
+
+def _redact_arg_copies(args: Sequence[str], copies: Collection[str]) -> tuple[str, ...]:
+    out = list(args)
+    for i, tok in enumerate(args):
+        if tok in copies:  # --flag=V
+            out[i] = f"{tok.partition('=')[0]}={REDACTED}"
+        elif i + 1 < len(args) and f"{tok} {args[i + 1]}" in copies:
+            out[i + 1] = REDACTED
+    return tuple(out)
+
+
+def redact_source(s: Source, secrets: Collection[str], layers: Collection[str]) -> Source:
+    """One provenance entry (``plan --explain``) as it may be shown: secrets hidden where
+    they stand, and a copied secret's value hidden in any variable and in any flag set above
+    the engine layer (as in `redact_plan`)."""
+    if s.what == "env":
+        text = _redact_env_copy(s.text, secrets)
+    elif s.layer != ENGINE_LAYER and copied_secret(_value(s.text), secrets):
+        first = s.text.partition(" ")[0]
+        text = f"{first} {REDACTED}" if " " in s.text else f"{first.partition('=')[0]}={REDACTED}"
+    else:
+        text = redact_option(s.text)
+    return msgspec.structs.replace(
+        s, text=text, overrode=tuple(_redact_said_copy(o, secrets, layers) for o in s.overrode)
+    )
+
+
+def _redact_said_copy(entry: str, secrets: Collection[str], layers: Collection[str]) -> str:
+    shown = redact_said(entry, layers)
+    layer, _, what = shown.partition(": ")
+    if layer == ENGINE_LAYER or not what:
+        return shown
+    value = what.partition("=")[2] if what[:1] != "-" else _value(what)
+    if copied_secret(value, secrets):
+        return f"{layer}: " + (
+            f"{what.partition('=')[0]}={REDACTED}"
+            if what[:1] != "-" or " " not in what
+            else f"{what.partition(' ')[0]} {REDACTED}"
+        )
+    return shown
 
 
 def redact_config(cfg: Config) -> Config:

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-
-from returns.result import Failure, Result, Success
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.check import Finding, check_file
-from exedra_engine._core.config import LocatedConfig, located_config_from_yaml
+from exedra_engine._core.config import LocatedConfig, located_config
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.load_config import override_paths, read_override
+from exedra_engine._shell.load_config import config_path, override_paths, read_override
 from exedra_engine._shell.ports import HostFiles
-from exedra_engine.constants import DEFAULT_CONFIG_PATH
 from exedra_engine.errors import ConfigError, EngineError
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 
 class CheckReport(Value, frozen=True, kw_only=True):
@@ -31,7 +32,7 @@ class CheckReport(Value, frozen=True, kw_only=True):
 
 
 def check_config(
-    path: str | os.PathLike[str] | None = None,
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
     files: HostFiles | None = None,
     tables: Mapping[str, FlagTable] | None = None,
 ) -> Result[CheckReport, EngineError]:
@@ -41,43 +42,39 @@ def check_config(
     A file the loader refuses becomes an ``invalid-file`` finding and the others are still
     judged; a path that cannot be read or listed is a `ConfigError`.
     """
-    p = os.fspath(path) if path else DEFAULT_CONFIG_PATH
-    return as_result(_check, p, files or LocalHost(), tables or {})
+    return as_result(judge_config, path, files, tables)
 
 
-def located_configs(
-    path: str | os.PathLike[str] | None = None, files: HostFiles | None = None
-) -> Result[tuple[LocatedConfig, ...], EngineError]:
-    """Every override file at `path` parsed with its lines, in the order they apply (their
-    configs merge into what `load_config` returns)."""
-    p = os.fspath(path) if path else DEFAULT_CONFIG_PATH
-    return as_result(_located_all, p, files or LocalHost())
-
-
-def _located_all(p: str, files: HostFiles) -> tuple[LocatedConfig, ...]:
-    out = []
-    for f in override_paths(p, files):
-        match located_config_from_yaml(read_override(f, files), f):
-            case Success(located):
-                out.append(located)
-            case Failure(err):
-                raise err
-    return tuple(out)
-
-
-def _check(p: str, files: HostFiles, tables: Mapping[str, FlagTable]) -> CheckReport:
-    paths = override_paths(p, files)
+def judge_config(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
+    files: HostFiles | None = None,
+    tables: Mapping[str, FlagTable] | None = None,
+) -> CheckReport:
+    """`check_config` for the library's own callers: raises `ConfigError`."""
+    host = files or LocalHost()
+    paths = override_paths(config_path(path), host)
     findings: list[Finding] = []
     invalid = False
     for f in paths:
-        text = read_override(f, files)
-        match located_config_from_yaml(text, f):
-            case Success(located):
-                findings.extend(check_file(located, tables))
-            case Failure(err):
-                invalid = True
-                findings.append(_invalid(f, err))
+        text = read_override(f, host)
+        try:
+            findings.extend(check_file(located_config(text, f), tables or {}))
+        except ConfigError as err:
+            invalid = True
+            findings.append(_invalid(f, err))
     return CheckReport(files=tuple(paths), findings=tuple(findings), invalid=invalid)
+
+
+def located_configs(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
+    files: HostFiles | None = None,
+) -> tuple[LocatedConfig, ...]:
+    """Every override file at `path` parsed with its lines, in the order they apply (their
+    configs merge into what `load_config` returns); raises `ConfigError`."""
+    host = files or LocalHost()
+    return tuple(
+        located_config(read_override(f, host), f) for f in override_paths(config_path(path), host)
+    )
 
 
 def _invalid(f: str, err: ConfigError) -> Finding:

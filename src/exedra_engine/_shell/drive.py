@@ -16,8 +16,6 @@ import shutil
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from returns.result import Failure
-
 from exedra_engine._core import diagnosis, readiness
 from exedra_engine._core.actual import Actual, actual
 from exedra_engine._core.endpoint import resolve
@@ -370,10 +368,7 @@ async def with_port_retries(
         nxt = next_free_port(plan.port + 1, in_use) if lost else None
         if nxt is None:
             raise failed
-        moved = with_port(plan, nxt)
-        if isinstance(moved, Failure):
-            raise moved.failure()
-        plan = moved.unwrap()
+        plan = with_port(plan, nxt)  # raises when the argv cannot take the new port
     failed = await attempt(plan)
     if failed is not None:
         raise failed

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -27,6 +26,7 @@ from exedra_engine._core.helptext import (
     version_from,
 )
 from exedra_engine._core.struct import Value
+from exedra_engine._shell import notice
 
 if TYPE_CHECKING:
     import subprocess
@@ -39,11 +39,7 @@ if TYPE_CHECKING:
 TIMEOUT = 10.0
 """Seconds a binary gets to print its help or version (a cold llama-server takes ~0.1 s)."""
 SLOW = 1.0
-"""Seconds after which a binary still running is announced through `notice`."""
-
-notice: Callable[[str], None] | None = None
-"""Told when a binary is slow to answer (the CLI prints it): a hung binary is not a silent
-stall of `TIMEOUT` seconds."""
+"""Seconds after which a binary still running is announced (`exedra_engine._shell.notice`)."""
 
 _problems: dict[str, str] = {}
 """Why a binary's version or help could not be had in this process (a timeout is not
@@ -212,13 +208,13 @@ def _run(argv: list[str]) -> tuple[str, str]:
             start_new_session=True,
         )
     except (OSError, ValueError) as e:
-        return "", f"{argv[0]} cannot be run: {getattr(e, 'strerror', None) or e}"
+        why = e.strerror if isinstance(e, OSError) else None
+        return "", f"{argv[0]} cannot be run: {why or e}"
     try:
         try:
             out, err = proc.communicate(timeout=min(SLOW, TIMEOUT))
         except subprocess.TimeoutExpired:
-            if notice is not None:
-                notice(f"waiting for {argv[0]} {argv[1]} to answer (given up after {TIMEOUT:g} s)")
+            notice.say(f"waiting for {argv[0]} {argv[1]} to answer (given up after {TIMEOUT:g} s)")
             out, err = proc.communicate(timeout=max(TIMEOUT - SLOW, 0))
     except subprocess.TimeoutExpired:
         _kill_group(proc)

@@ -4,21 +4,31 @@ and decode it purely (`exedra_engine._core.hardware_file`)."""
 from __future__ import annotations
 
 import os
-
-from returns.result import Failure, Result
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.hardware_file import hardware_from_json
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware
 from exedra_engine.errors import EngineError, HardwareFileError
 
+if TYPE_CHECKING:
+    from returns.result import Result
+
+
 _MAX = 1 << 20
 """A probe's JSON is a few hundred bytes; a file larger than this is not one."""
 
 
-def load_hardware(path: str | os.PathLike[str]) -> Result[Hardware, EngineError]:
+def load_hardware(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes],
+) -> Result[Hardware, EngineError]:
     """The `Hardware` a hardware file describes; `HardwareFileError` naming the file (and the
     field, for a file that is JSON but not a host)."""
+    return as_result(read_hardware, path)
+
+
+def read_hardware(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> Hardware:
+    """`load_hardware` for the library's own callers: raises `HardwareFileError`."""
     where = os.fsdecode(path)
     try:
         # O_NONBLOCK: a FIFO named like the file must not hang the caller.
@@ -26,7 +36,7 @@ def load_hardware(path: str | os.PathLike[str]) -> Result[Hardware, EngineError]
         with os.fdopen(fd, "rb") as f:
             data = f.read(_MAX + 1)
     except OSError as e:
-        return Failure(HardwareFileError(f"{where}: cannot read: {e.strerror or e}"))
+        raise HardwareFileError(f"{where}: cannot read: {e.strerror or e}") from None
     if len(data) > _MAX:
-        return Failure(HardwareFileError(f"{where}: larger than {_MAX} bytes: not a probe's JSON"))
-    return as_result(hardware_from_json, data, where)
+        raise HardwareFileError(f"{where}: larger than {_MAX} bytes: not a probe's JSON")
+    return hardware_from_json(data, where)

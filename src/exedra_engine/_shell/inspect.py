@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import TYPE_CHECKING
 
-from returns.result import Failure, Result, Success
-
-from exedra_engine._core.gguf_header import HeaderFacts, parse_gguf_header, parse_gguf_inventory
+from exedra_engine._core.gguf_header import HeaderFacts, read_gguf_header, read_gguf_inventory
 from exedra_engine._core.inventory import ModelInventory, combine_shards, shard_paths
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.quant import quant_name
@@ -16,9 +15,12 @@ from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.ports import HostFiles, NotRegularFile
 from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
 
+if TYPE_CHECKING:
+    from returns.result import Result
+
 
 def inspect(
-    path: str | os.PathLike[str], files: HostFiles | None = None
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
 ) -> Result[ModelInfo, EngineError]:
     """Read a GGUF model's metadata from its header alone, never touching the weights.
 
@@ -26,30 +28,30 @@ def inspect(
     (anything that is not a well-formed GGUF header), each naming the path. `files` is the
     port the file is read through (default: this machine's).
     """
-    p = os.fspath(path)
-    return as_result(_inspect, p, files or LocalHost())
+    return as_result(read_model, path, files)
 
 
-def _inspect(p: str, files: HostFiles) -> ModelInfo:
+def read_model(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
+) -> ModelInfo:
+    """`inspect` for the library's own callers: raises its `EngineError`."""
+    p = os.fsdecode(path)
     if "\0" in p:
         raise ModelUnreadable(f"{p!r}: the path contains a NUL character")
     try:
-        stream, size = files.open_file(p)
+        stream, size = (files or LocalHost()).open_file(p)
     except NotRegularFile:
         raise NotGGUF(f"{p}: not a regular file") from None
     except OSError as e:
         raise ModelUnreadable(f"{p}: {_reason(e)}") from None
     with stream:
         try:
-            facts = parse_gguf_header(stream, size)
+            facts = read_gguf_header(stream, size)
         except OSError as e:
             raise ModelUnreadable(f"{p}: {_reason(e)}") from None
-    match facts:
-        case Success(h):
-            return model_info_from(p, size, h)
-        case Failure(err):
-            raise NotGGUF(f"{p}: {err}")
-    raise AssertionError("a Result is a Success or a Failure")
+        except NotGGUF as e:
+            raise NotGGUF(f"{p}: {e}") from None
+    return model_info_from(p, size, facts)
 
 
 def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:
@@ -66,15 +68,20 @@ def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:
 
 
 def read_inventory(
-    path: str | os.PathLike[str], files: HostFiles | None = None
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
 ) -> Result[ModelInventory, EngineError]:
     """The model's tensor inventory and memory hyperparameters, from its header (every
     shard's header for a split model ``*-00001-of-0000N.gguf``). Failures as `inspect`'s."""
-    return as_result(_read_inventory, os.fspath(path), files or LocalHost())
+    return as_result(inventory_at, path, files)
 
 
-def _read_inventory(p: str, files: HostFiles) -> ModelInventory:
-    first, count, _ = _one_inventory(p, files)
+def inventory_at(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
+) -> ModelInventory:
+    """`read_inventory` for the library's own callers: raises its `EngineError`."""
+    p = os.fsdecode(path)
+    host = files or LocalHost()
+    first, count, _ = _one_inventory(p, host)
     shards = shard_paths(p)
     if count <= 1 and shards is None:
         return first
@@ -82,7 +89,7 @@ def _read_inventory(p: str, files: HostFiles) -> ModelInventory:
         raise NotGGUF(f"{p}: split.count is {count}, the file name says {len(shards or (p,))}")
     parts = [first]
     for i, shard in enumerate(shards[1:], start=1):
-        inv, n, no = _one_inventory(shard, files)
+        inv, n, no = _one_inventory(shard, host)
         if n != count or no != i:
             raise NotGGUF(f"{shard}: split {no} of {n}, expected split {i} of {count}")
         parts.append(inv)
@@ -100,15 +107,11 @@ def _one_inventory(p: str, files: HostFiles) -> tuple[ModelInventory, int, int]:
         raise ModelUnreadable(f"{p}: {_reason(e)}") from None
     with stream:
         try:
-            parsed = parse_gguf_inventory(stream, size, p)
+            return read_gguf_inventory(stream, size, p)
         except OSError as e:
             raise ModelUnreadable(f"{p}: {_reason(e)}") from None
-    match parsed:
-        case Success((inv, count, no)):
-            return inv, count, no
-        case Failure(err):
-            raise NotGGUF(f"{p}: {err}")
-    raise AssertionError("a Result is a Success or a Failure")
+        except NotGGUF as e:
+            raise NotGGUF(f"{p}: {e}") from None
 
 
 def _reason(e: OSError) -> str:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import cast
+from typing import TYPE_CHECKING
 
-from returns.result import Failure, Result, Success
-
-from exedra_engine._core.config import config_from_yaml, merge_all
+from exedra_engine._core.config import merge_all, parse_config
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Config
 from exedra_engine._shell.host import LocalHost
@@ -16,12 +14,17 @@ from exedra_engine._shell.ports import HostFiles, NotRegularFile
 from exedra_engine.constants import DEFAULT_CONFIG_PATH
 from exedra_engine.errors import ConfigError, EngineError
 
+if TYPE_CHECKING:
+    from returns.result import Result
+
+
 _MAX_FILE = 4 << 20
 _ENDINGS = (".yaml", ".yml")
 
 
 def load_config(
-    path: str | os.PathLike[str] | None = None, files: HostFiles | None = None
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
+    files: HostFiles | None = None,
 ) -> Result[Config, EngineError]:
     """Load admin overrides from a directory or one YAML file.
 
@@ -33,12 +36,23 @@ def load_config(
     naming file, line and field. `files` is the port the files are read through (default:
     this machine's).
     """
-    p = os.fspath(path) if path else DEFAULT_CONFIG_PATH
-    return as_result(_load, p, files or LocalHost())
+    return as_result(read_config, path, files)
 
 
-def _load(p: str, files: HostFiles) -> Config:
-    return merge_all([_parse(f, read_override(f, files)) for f in override_paths(p, files)])
+def read_config(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
+    files: HostFiles | None = None,
+) -> Config:
+    """`load_config` for the library's own callers: raises `ConfigError`."""
+    p = config_path(path)
+    host = files or LocalHost()
+    return merge_all([parse_config(read_override(f, host), f) for f in override_paths(p, host)])
+
+
+def config_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None) -> str:
+    """The override path as text: None or empty is `DEFAULT_CONFIG_PATH`; bytes are decoded
+    as the file system does (undecodable bytes kept as surrogates)."""
+    return os.fsdecode(path) if path else DEFAULT_CONFIG_PATH
 
 
 def override_paths(p: str, files: HostFiles) -> list[str]:
@@ -71,15 +85,6 @@ def _directory(p: str, files: HostFiles) -> list[str]:
                 file=posixpath.join(p, n),
             )
     return [posixpath.join(p, n) for n in names]
-
-
-def _parse(path: str, text: str) -> Config:
-    match config_from_yaml(text, path):
-        case Success(cfg):
-            return cast(Config, cfg)
-        case Failure(err):
-            raise err
-    raise AssertionError("a Result is a Success or a Failure")
 
 
 def read_override(path: str, files: HostFiles) -> str:

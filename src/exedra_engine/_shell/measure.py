@@ -57,6 +57,17 @@ def measure(
     return as_result(_measure_plan, plan, binary, host_free, timeout)
 
 
+def measured(
+    plan: LaunchPlan,
+    *,
+    binary: str | None = None,
+    host_free: int | None = None,
+    timeout: float = TIMEOUT,
+) -> FitMeasurement:
+    """`measure` for the library's own callers: raises `MeasureError`."""
+    return _measure_plan(plan, binary, host_free, timeout)
+
+
 def _measure_plan(
     plan: LaunchPlan, binary: str | None, host_free: int | None, timeout: float
 ) -> FitMeasurement:

@@ -1,12 +1,12 @@
-"""`plan`: the shell that gathers the planner's facts (the model header, the ports in use)
-and calls the pure `plan_launch`."""
+"""`plan`: the shell that gathers the planner's facts (the model header and tensor inventory,
+the ports in use, the sizes of the files it loads) and calls the pure planner."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
-from returns.result import Failure, Result, Success
 
 from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.executors import executor_profile
@@ -15,13 +15,32 @@ from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.load_files import with_sizes
 from exedra_engine._core.netstat import holding_states, ports_in_use
-from exedra_engine._core.planner import Explained, explain_launch
+from exedra_engine._core.outcome import as_result
+from exedra_engine._core.planner import Explained, explain_plan
 from exedra_engine._core.quant import quant_name
+from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.inspect import inspect, read_inventory
+from exedra_engine._shell.inspect import inventory_at, read_model
 from exedra_engine._shell.ports import HostFiles, HostSockets
 from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
+
+if TYPE_CHECKING:
+    from returns.result import Result
+
+
+class PlanRequest(Value, frozen=True, kw_only=True):
+    """What a plan is made from, named: the model, the host it is for, the caller's
+    constraints and the override files those were merged from (so that findings name file
+    and line). One value, so that no caller spreads a tuple into the wrong parameters."""
+
+    spec: ModelSpec
+    hardware: Hardware | None
+    constraints: Constraints = Constraints()
+    config_files: tuple[LocatedConfig, ...] = ()
+    check_ports: bool = True
+    """Without it the plan is made as if every port were free: a dry run for another
+    machine, independent of what listens here."""
 
 
 def plan(
@@ -33,7 +52,8 @@ def plan(
     the plan's `model` is then None. A file that exists but is not a GGUF model is an
     error for kind llama.
     """
-    return plan_explained(spec, hw, constraints).map(lambda e: e.plan)
+    req = PlanRequest(spec=spec, hardware=hw, constraints=constraints)
+    return as_result(explain_request, req).map(lambda e: e.plan)
 
 
 def plan_explained(
@@ -52,25 +72,37 @@ def plan_explained(
     Without `check_ports` the plan is made as if every port were free: a dry run for another
     machine, independent of what listens here.
     """
-    host = files or LocalHost()
-    in_use = read_ports_in_use(host, spec.kind) if check_ports else frozenset()
-    return (
-        model_inventory(spec, host)
-        .bind(
-            lambda facts: explain_launch(
-                spec,
-                hw,
-                constraints,
-                model=facts[0],
-                ports_in_use=in_use,
-                flags=flags,
-                config_files=config_files,
-                inventory=facts[1],
-                side_models=side_inventories(spec, constraints, host),
-            )
-        )
-        .map(lambda e: _sized(e, host))
+    req = PlanRequest(
+        spec=spec,
+        hardware=hw,
+        constraints=constraints,
+        config_files=tuple(config_files),
+        check_ports=check_ports,
     )
+    return as_result(explain_request, req, files, flags=flags)
+
+
+def explain_request(
+    req: PlanRequest, files: HostFiles | None = None, *, flags: FlagTable | None = None
+) -> Explained:
+    """`plan_explained` of a request, raising its `EngineError`: for the command line and
+    the library's other shells."""
+    host = files or LocalHost()
+    spec = req.spec
+    in_use = read_ports_in_use(host, spec.kind) if req.check_ports else frozenset()
+    model, inventory = model_inventory(spec, host)
+    e = explain_plan(
+        spec,
+        req.hardware,
+        req.constraints,
+        model=model,
+        ports_in_use=in_use,
+        flags=flags,
+        config_files=req.config_files,
+        inventory=inventory,
+        side_models=side_inventories(spec, req.constraints, host),
+    )
+    return _sized(e, host)
 
 
 def _sized(e: Explained, files: HostFiles) -> Explained:
@@ -96,20 +128,21 @@ def file_size(path: str, files: HostFiles) -> int:
 
 def model_inventory(
     spec: ModelSpec, files: HostFiles
-) -> Result[tuple[ModelInfo | None, ModelInventory | None], EngineError]:
+) -> tuple[ModelInfo | None, ModelInventory | None]:
     """The model's header and, for an executor whose memory is estimated, its tensor
     inventory (one read: the header's facts come from it). A header whose inventory cannot
     be read (a ggml type newer than this library) is planned without a memory plan."""
     if not executor_profile(spec.kind).memory_flags:
-        return model_facts(spec, files).map(lambda m: (m, None))
+        return model_facts(spec, files), None
     if "\0" in spec.path or not files.exists(spec.path):
-        return Success((None, None))
-    match read_inventory(spec.path, files):
-        case Success(inv):
-            return Success((info_from_inventory(spec.path, inv), inv))
-        case Failure(ModelUnreadable() as e):
-            return Failure(e)
-    return model_facts(spec, files).map(lambda m: (m, None))
+        return None, None
+    try:
+        inv = inventory_at(spec.path, files)
+    except ModelUnreadable:
+        raise
+    except EngineError:
+        return model_facts(spec, files), None
+    return info_from_inventory(spec.path, inv), inv
 
 
 def info_from_inventory(path: str, inv: ModelInventory) -> ModelInfo:
@@ -147,23 +180,23 @@ def side_inventories(
     out = []
     for path in paths:
         if "\0" not in path and files.exists(path):
-            got = read_inventory(path, files)
-            if isinstance(got, Success):
-                out.append(got.unwrap())
+            try:
+                out.append(inventory_at(path, files))
+            except EngineError:
+                continue  # unreadable side models are planned without
     return tuple(out)
 
 
-def model_facts(spec: ModelSpec, files: HostFiles) -> Result[ModelInfo | None, EngineError]:
-    """The model's header when there is one to read."""
+def model_facts(spec: ModelSpec, files: HostFiles) -> ModelInfo | None:
+    """The model's header when there is one to read; raises what `read_model` raises."""
     if "\0" in spec.path or not files.exists(spec.path):
-        return Success(None)  # a NUL in the path is the planner's to refuse, naming it
-    match inspect(spec.path, files):
-        case Success(info):
-            return Success(info)
-        case Failure(NotGGUF()) if not executor_profile(spec.kind).gguf:
-            return Success(None)  # e.g. whisper models: ggml .bin files, whose header is not GGUF
-        case failed:
-            return failed
+        return None  # a NUL in the path is the planner's to refuse, naming it
+    try:
+        return read_model(spec.path, files)
+    except NotGGUF:
+        if executor_profile(spec.kind).gguf:
+            raise
+        return None  # e.g. whisper models: ggml .bin files, whose header is not GGUF
 
 
 def read_ports_in_use(files: HostFiles, kind: Kind) -> frozenset[int]:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
-
-from returns.result import Result, Success
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.hardware import DrmNode, ExecutorFile, HostSnapshot, hardware_from
 from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware
-from exedra_engine._shell.flag_tables import executor_version
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.ports import Host, HostFiles, HostProcess
 from exedra_engine.errors import EngineError
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 DRM = "/sys/class/drm"
 # Where GGML backend plugins sit relative to the directory of the executor's real binary.
@@ -34,7 +36,7 @@ def probe(host: Host | None = None) -> Result[Hardware, EngineError]:
     Versions are asked of the binaries of this machine only (``BINARY --version``, cached
     per binary, see `exedra_engine._shell.flag_tables`): with a `host`, they are "".
     """
-    return Success(host_hardware(host))
+    return as_result(host_hardware, host)
 
 
 def host_hardware(host: Host | None = None) -> Hardware:
@@ -45,7 +47,7 @@ def host_hardware(host: Host | None = None) -> Hardware:
     from exedra_engine._shell.executor_cache import cache_bin_dirs
 
     h = LocalHost()
-    return hardware_from(snapshot(h, h, executor_version, after_path=cache_bin_dirs()))
+    return hardware_from(snapshot(h, h, _executor_version, after_path=cache_bin_dirs()))
 
 
 def snapshot(
@@ -129,3 +131,10 @@ def _executor(
                 kind=kind, path=candidate, libs=tuple(sorted(set(libs))), version=version
             )
     return None
+
+
+def _executor_version(profile: ExecutorProfile, path: str) -> str:
+    # The flag-table cache (and its help-text parser) loads only when this machine is probed.
+    from exedra_engine._shell.flag_tables import executor_version
+
+    return executor_version(profile, path)

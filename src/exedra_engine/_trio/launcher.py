@@ -84,14 +84,44 @@ async def launch(
     another process between planning and binding; `sockets` which process listens on a port
     (default: the local kernel).
     """
-    limits = load_limits(plan, ready_timeout, stall_timeout)
-    host = sockets or LocalHost()
-    opts = _Options(logs, limits, stop_timeout, ports, host, tuple(sources), deliver_cancel)
     try:
-        inst: Instance = await nursery.start(_supervise, plan, opts)
+        inst = await start_instance(
+            nursery,
+            plan,
+            logs,
+            ready_timeout=ready_timeout,
+            stall_timeout=stall_timeout,
+            stop_timeout=stop_timeout,
+            ports=ports,
+            sockets=sockets,
+            deliver_cancel=deliver_cancel,
+            sources=sources,
+        )
     except EngineError as e:
         return Failure(e)
     return Success(inst)
+
+
+async def start_instance(
+    nursery: trio.Nursery,
+    plan: LaunchPlan,
+    logs: Logs = None,
+    *,
+    ready_timeout: float | None = None,
+    stall_timeout: float | None = None,
+    stop_timeout: float = STOP_TIMEOUT,
+    ports: PortsReader = _local_ports,
+    sockets: ProcessSockets | None = None,
+    deliver_cancel: DeliverCancel = graceful,
+    sources: Sequence[Source] = (),
+) -> Instance:
+    """`launch` for the library's own callers (the command line): raises the launch's
+    `EngineError` instead of returning it."""
+    limits = load_limits(plan, ready_timeout, stall_timeout)
+    host = sockets or LocalHost()
+    opts = _Options(logs, limits, stop_timeout, ports, host, tuple(sources), deliver_cancel)
+    inst: Instance = await nursery.start(_supervise, plan, opts)
+    return inst
 
 
 async def _supervise(

@@ -18,43 +18,38 @@ exits 0 quietly (the reader stopped reading: ``| head -1``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 import msgspec
-from returns.result import Failure, Result, Success
 
 from exedra_engine._core.check import TableOrigin, bundled_origin
-from exedra_engine._core.config import LocatedConfig, merge_all
+from exedra_engine._core.config import merge_all
 from exedra_engine._core.executors import executor_profile, profiles
 from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.layers import Source
 from exedra_engine._core.planner import Explained, layer_names
 from exedra_engine._core.redact import (
+    SHORT_KEY,
+    TextRedactor,
+    plan_secrets,
     redact_config,
-    redact_env,
-    redact_option,
-    redact_said,
+    redact_source,
 )
-from exedra_engine._core.values import (
-    Constraints,
-    ExecutorInfo,
-    Hardware,
-    LaunchPlan,
-    ModelSpec,
-)
+from exedra_engine._core.values import Constraints, ExecutorInfo, LaunchPlan, ModelSpec
 from exedra_engine._shell.check import located_configs
-from exedra_engine._shell.hardware_file import load_hardware
-from exedra_engine._shell.inspect import inspect
-from exedra_engine._shell.load_config import load_config
-from exedra_engine._shell.plan import plan_explained
+from exedra_engine._shell.hardware_file import read_hardware
+from exedra_engine._shell.inspect import read_model
+from exedra_engine._shell.load_config import read_config
+from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._version import __version__
 from exedra_engine.cli import options
@@ -72,7 +67,7 @@ from exedra_engine.cli.render import (
     size_text,
 )
 from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE, STOP_TIMEOUT
-from exedra_engine.errors import EngineError
+from exedra_engine.errors import EngineError, LaunchError, NotReady
 
 
 def _columns() -> int:
@@ -212,13 +207,9 @@ def cmd_probe(a: argparse.Namespace) -> int:
     if a.measure:
         from exedra_engine.cli.measure import measured_host
 
-        match measured_host(hw, a.measure, a.ctx, a.arg):
-            case Failure(err):
-                return fail(err)
-            case Success(hw):
-                pass
+        hw = measured_host(hw, a.measure, a.ctx, a.arg)
     elif a.ctx or a.arg:
-        return fail(EngineError("--ctx and --arg go with --measure MODEL"))
+        raise EngineError("--ctx and --arg go with --measure MODEL")
     if a.json:
         print_json(hw)
         return 0
@@ -270,11 +261,7 @@ def _path_dirs() -> list[str]:
 
 
 def cmd_inspect(a: argparse.Namespace) -> int:
-    match inspect(a.path):
-        case Failure(err):
-            return fail(err)
-        case Success(m):
-            pass
+    m = read_model(a.path)
     if a.json:
         print_json(m)
         return 0
@@ -297,12 +284,8 @@ def cmd_config(a: argparse.Namespace) -> int:
 
         return run_check(a)
     if a.executor or a.strict:
-        return fail(EngineError("--executor and --strict go with --check"))
-    match load_config(a.path):
-        case Failure(err):
-            return fail(err)
-        case Success(cfg):
-            pass
+        raise EngineError("--executor and --strict go with --check")
+    cfg = read_config(a.path)
     if not a.show_secrets:
         cfg = redact_config(cfg)
     if a.json:
@@ -415,16 +398,15 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--show-secrets", action="store_true", help="print API keys unredacted")
 
 
-Request = tuple[ModelSpec, Hardware, Constraints, tuple[LocatedConfig, ...]]
-
-
-def _request(a: argparse.Namespace) -> Result[Request, EngineError]:
+def _request(a: argparse.Namespace) -> PlanRequest:
     """What the planner is asked, from the command line; with ``--measure``, its hardware
-    holds the engine's own measurement of the plan asked for."""
-    return _gathered(a).bind(lambda r: _measured(a, r) if a.measure else Success(r))
+    holds the engine's own measurement of the plan asked for. Raises the `EngineError` of a
+    file that cannot be read or an option that cannot be honoured."""
+    req = _gathered(a)
+    return _measured(a, req) if a.measure else req
 
 
-def _gathered(a: argparse.Namespace) -> Result[Request, EngineError]:
+def _gathered(a: argparse.Namespace) -> PlanRequest:
     from exedra_engine.errors import PlanError
 
     spec = ModelSpec(
@@ -434,32 +416,18 @@ def _gathered(a: argparse.Namespace) -> Result[Request, EngineError]:
         capabilities=tuple(a.capability),
         run_args=tuple(a.run_arg),
     )
-    if a.hardware:
-        match load_hardware(a.hardware):
-            case Failure() as failed:
-                return failed
-            case Success(hw):
-                pass
-    else:
-        hw = host_hardware()
+    hw = read_hardware(a.hardware) if a.hardware else host_hardware()
     if a.executor:
         others = tuple(e for e in hw.executors if e.kind != spec.kind)
         hw = msgspec.structs.replace(
             hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor))
         )
-    overrides = None
-    files: tuple[LocatedConfig, ...] = ()
-    if not a.no_config:
-        match located_configs(a.config):
-            case Failure() as failed:
-                return failed
-            case Success(files):
-                overrides = merge_all([f.config for f in files])
+    files = () if a.no_config else located_configs(a.config)
     key = ""
     if a.api_key_env:
         key = os.environ.get(a.api_key_env, "")
         if not key:
-            return Failure(PlanError(api_key_env_problem(a.api_key_env)))
+            raise PlanError(api_key_env_problem(a.api_key_env))
     constraints = Constraints(
         host=a.host,
         ctx=a.ctx,
@@ -470,30 +438,33 @@ def _gathered(a: argparse.Namespace) -> Result[Request, EngineError]:
         api_key_env=a.api_key_env or "",
         no_gpu=a.no_gpu,
         ui=a.ui,
-        overrides=overrides,
+        overrides=None if a.no_config else merge_all([f.config for f in files]),
         extra_args=tuple(a.arg),
         extra_env=tuple(a.env),
     )
-    return Success((spec, hw, constraints, files))
+    return PlanRequest(
+        spec=spec,
+        hardware=hw,
+        constraints=constraints,
+        config_files=files,
+        check_ports=not a.no_port_check,
+    )
 
 
-def _measured(a: argparse.Namespace, r: Request) -> Result[Request, EngineError]:
-    """`r` with the engine's own measurement of the plan asked for in its hardware: planned
+def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
+    """`req` with the engine's own measurement of the plan asked for in its hardware: planned
     once for its flags, measured on this machine."""
     from exedra_engine.cli.measure import with_measurement
     from exedra_engine.errors import PlanError
 
-    if a.hardware:
-        return Failure(
-            PlanError(
-                "--measure measures on this machine, --hardware plans for another: measure "
-                "there (probe --json --measure MODEL) and plan from that file"
-            )
+    if a.hardware or req.hardware is None:
+        raise PlanError(
+            "--measure measures on this machine, --hardware plans for another: measure "
+            "there (probe --json --measure MODEL) and plan from that file"
         )
-    spec, hw, constraints, files = r
-    first = plan_explained(spec, hw, constraints, check_ports=False, config_files=files)
-    measured = first.bind(lambda e: with_measurement(hw, e.plan))
-    return measured.map(lambda h: (spec, h, constraints, files))
+    first = explain_request(msgspec.structs.replace(req, check_ports=False))
+    hw = with_measurement(req.hardware, first.plan)
+    return msgspec.structs.replace(req, hardware=hw)
 
 
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -516,29 +487,19 @@ def api_key_env_problem(name: str) -> str:
     )
 
 
-def _planned(a: argparse.Namespace) -> Result[tuple[Explained, TableOrigin], EngineError]:
-    """The plan, explained, with the table its layers were judged by: with ``--explain`` or
-    ``--strict`` the executor's own (its ``--help``, cached), else the bundled one."""
+def _planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin]:
+    """The request, its plan explained, and the table its layers were judged by: with
+    ``--explain`` or ``--strict`` the executor's own (its ``--help``, cached), else the
+    bundled one."""
+    req = _request(a)
+    kind = req.spec.kind
+    exe = req.hardware.executor(kind) if req.hardware else None
+    flags, origin = None, bundled_origin(kind)
+    if exe is not None and (a.explain or a.strict):
+        from exedra_engine._shell.flag_tables import executor_table
 
-    def go(r: Request) -> Result[tuple[Explained, TableOrigin], EngineError]:
-        spec, hw, constraints, files = r
-        profile = executor_profile(spec.kind)
-        exe = hw.executor(spec.kind)
-        flags, origin = None, bundled_origin(spec.kind)
-        if exe is not None and (a.explain or a.strict):
-            from exedra_engine._shell.flag_tables import executor_table
-
-            flags, origin = executor_table(profile, exe.path)
-        return plan_explained(
-            spec,
-            hw,
-            constraints,
-            check_ports=not a.no_port_check,
-            flags=flags,
-            config_files=files,
-        ).map(lambda e: (e, origin))
-
-    return _request(a).bind(go)
+        flags, origin = executor_table(executor_profile(kind), exe.path)
+    return req, explain_request(req, flags=flags), origin
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
@@ -548,20 +509,15 @@ def cmd_plan(a: argparse.Namespace) -> int:
     # --check is, so that `plan --out DIR` does not look as if it wrote something.
     given = [opt for dest, opt, default in a.emit_only if getattr(a, dest) != default]
     if given:
-        return fail(
-            EngineError(
-                f"{', '.join(given)} go{'es' * (len(given) == 1)} with --emit "
-                "(plan ... --emit k8s|systemd|quadlet); without it nothing is emitted"
-            )
+        raise EngineError(
+            f"{', '.join(given)} go{'es' * (len(given) == 1)} with --emit "
+            "(plan ... --emit k8s|systemd|quadlet); without it nothing is emitted"
         )
-    match _planned(a):
-        case Failure(err):
-            return fail(err)
-        case Success((e, origin)):
-            pass
+    _, e, origin = _planned(a)
+    e = _shown_findings(e, a.show_secrets)
     if a.strict and e.findings and not a.explain:
         return _findings_verdict(a, e)
-    plan = shown_plan(e.plan, a.show_secrets)
+    plan = shown_plan(e.plan, a.show_secrets, e.sources)
     sources = _shown_sources(e, a.show_secrets)
     if a.json:
         if a.explain:
@@ -587,14 +543,27 @@ def _shown_sources(e: Explained, show_secrets: bool) -> list[Source]:
     if show_secrets:
         return list(e.sources)
     names = layer_names(e.plan.spec)
-    return [
+    secrets = plan_secrets(e.plan.args, e.plan.env)
+    return [redact_source(s, secrets, names) for s in e.sources]
+
+
+def _shown_findings(e: Explained, show_secrets: bool) -> Explained:
+    """`e` with every long key (`SHORT_KEY` characters or more) hidden in its findings,
+    which quote the tokens they judge as free text: a caller's ``--arg=--temp=KEY`` is
+    worded back. A shorter key stands where the checker says, redacted there."""
+    if show_secrets or not e.findings:
+        return e
+    hide = TextRedactor(k for k in plan_secrets(e.plan.args, e.plan.env) if len(k) >= SHORT_KEY)
+    findings = tuple(
         msgspec.structs.replace(
-            s,
-            text=redact_env(s.text) if s.what == "env" else redact_option(s.text),
-            overrode=tuple(redact_said(o, names) for o in s.overrode),
+            f,
+            token=hide.text(f.token),
+            message=hide.text(f.message),
+            suggestion=hide.text(f.suggestion),
         )
-        for s in e.sources
-    ]
+        for f in e.findings
+    )
+    return msgspec.structs.replace(e, findings=findings)
 
 
 def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> None:
@@ -644,7 +613,7 @@ def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
     summary = findings_summary(e.findings)
     if a.strict:
         first = finding_line(e.findings[0])
-        return fail(EngineError(f"--strict: the plan has findings ({summary}); first: {first}"))
+        raise EngineError(f"--strict: the plan has findings ({summary}); first: {first}")
     if not a.explain:
         print(
             f"{PROG}: warning: {summary} in what this plan passes on, judged by the bundled "
@@ -662,37 +631,17 @@ def _plan_and_emit(a: argparse.Namespace) -> int:
     host_defaulted = not a.host and a.emit != "systemd"
     if host_defaulted:
         a.host = "0.0.0.0"
-    match _request(a):
-        case Failure(err):
-            return fail(err)
-        case Success(req):
-            pass
-    spec, hw, constraints, files = req
-    match plan_explained(
-        spec, hw, constraints, check_ports=not a.no_port_check, config_files=files
-    ):
-        case Failure(err):
-            return fail(err)
-        case Success(e):
-            # The emitter is host-blind: the hardware the plan was made for is passed to it.
-            return run_emit(e.plan, hw, a, e.sources, host_defaulted=host_defaulted)
-    raise AssertionError("a Result is a Success or a Failure")
+    req = _request(a)
+    e = explain_request(req)
+    # The emitter is host-blind: the hardware the plan was made for is passed to it.
+    return run_emit(e.plan, req.hardware, a, e.sources, host_defaulted=host_defaulted)
 
 
 def cmd_emit(a: argparse.Namespace) -> int:
     from exedra_engine.cli.emit import load_plan, run_emit
 
-    plan = load_plan(a.plan)
-    if isinstance(plan, EngineError):
-        return fail(plan)
-    hw = None
-    if a.hardware:
-        match load_hardware(a.hardware):
-            case Failure(err):
-                return fail(err)
-            case Success(hw):
-                pass
-    return run_emit(plan, hw, a)
+    hw = read_hardware(a.hardware) if a.hardware else None
+    return run_emit(load_plan(a.plan), hw, a)
 
 
 def cmd_wait_ready(a: argparse.Namespace) -> int:
@@ -708,19 +657,14 @@ def cmd_launch(a: argparse.Namespace) -> int:
     # without one, and is refused before anything is started.
     if not os.path.isfile(a.model):
         why = "is a directory" if os.path.isdir(a.model) else "does not exist"
-        return fail(
-            EngineError(f"--model {a.model}: {why}; launch needs the model file on this host")
-        )
+        raise EngineError(f"--model {a.model}: {why}; launch needs the model file on this host")
     # Signals are honoured from here on, planning included (see cli/launch.py).
     with Signals().installed() as sigs:
         try:
             from exedra_engine.cli.launch import run_launch
 
-            match _planned(a):
-                case Failure(err):
-                    return fail(err)
-                case Success((e, _)):
-                    _findings_verdict(a, e)
+            _, e, _ = _planned(a)
+            _findings_verdict(a, _shown_findings(e, a.show_secrets))
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
         if not (a.quiet or a.log_file) and (note := _cpu_note(e.plan)):
@@ -972,7 +916,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``exedra-engine`` script."""
     try:
         try:
-            parser = build_parser()
+            with _untranslated():
+                parser = build_parser()
             if not (sys.argv[1:] if argv is None else argv):
                 # A bare call: the usage and the commands, not only "COMMAND is required".
                 parser.print_help(sys.stderr)
@@ -982,9 +927,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()  # here, so a failed write is handled like any other
             return e.code if isinstance(e.code, int) else 2 if e.code else 0
         hide_values(_given_values(parser, args))
-        from exedra_engine._shell import flag_tables
+        from exedra_engine._shell import notice
 
-        flag_tables.notice = _note
+        notice.hook = _note
         code: int = args.func(args)
         sys.stdout.flush()
     except KeyboardInterrupt:
@@ -1001,9 +946,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: cannot write: {e.strerror or e}", file=sys.stderr)
         return 1
     except EngineError as e:
-        # An expected run-time failure (an executor that never became ready, say): one line.
-        return fail(e, 1)
+        # Every expected failure, raised where it is found: one line, its class's status.
+        return fail(e, exit_status(e))
     return code
+
+
+EXIT_STATUS: tuple[tuple[type[EngineError], int], ...] = (
+    (NotReady, 1),
+    (LaunchError, 1),
+    (EngineError, 2),
+)
+"""The exit status of each error class, the first that matches: 1 for a failure at run time
+(the executor could not start, crashed or never became ready), 2 for bad input (usage,
+config, model, hardware file, plan)."""
+
+
+def exit_status(e: EngineError) -> int:
+    return next(code for cls, code in EXIT_STATUS if isinstance(e, cls))
+
+
+@contextlib.contextmanager
+def _untranslated() -> Iterator[None]:
+    """argparse asks gettext for every heading and help line it makes while the parser is
+    built: some 30 catalogue searches, each normalising the locale, ~4 ms of a 100 ms cold
+    start. No catalogue translates argparse's strings (CPython ships none), so building the
+    parser uses them as written; errors at parse time are still looked up."""
+    lookup = argparse._  # type: ignore[attr-defined]
+    argparse._ = str  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        argparse._ = lookup  # type: ignore[attr-defined]
+
+
+def run() -> NoReturn:
+    """The ``exedra-engine`` script and ``python -m exedra_engine``: `main`, then leave at once.
+
+    The interpreter's orderly teardown of the ~130 modules a plan loads costs ~10 ms of CPU,
+    a sixth of a cold ``plan --json``, and serves nothing here: the command registers no
+    exit handler and holds no open file but stdout and stderr, flushed first. Called
+    in-process (tests, embedding), `main` returns as any function does."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        # A failed write was reported by main; a closed or replaced stream has nothing left.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(code)
 
 
 # Options whose values are the executor's own argv and env: their secrets are redacted where
@@ -1055,4 +1043,4 @@ def _drop_stdout() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

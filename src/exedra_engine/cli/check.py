@@ -7,21 +7,19 @@ import os
 import sys
 from collections.abc import Sequence
 
-from returns.result import Failure, Result, Success
-
 from exedra_engine._core.check import TableOrigin, bundled_origin, has_errors
 from exedra_engine._core.executors import profiles
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.kinds import Kind, supported_kinds
-from exedra_engine._shell.check import check_config
+from exedra_engine._shell.check import judge_config
 from exedra_engine._shell.flag_tables import executor_table
 from exedra_engine._shell.probe import host_hardware
-from exedra_engine.cli.render import fail, finding_line, findings_summary, print_json, shown
+from exedra_engine.cli.render import finding_line, findings_summary, print_json, shown
 from exedra_engine.constants import DEFAULT_CONFIG_PATH
 from exedra_engine.errors import EngineError
 
 
-def named_executors(specs: Sequence[str]) -> Result[dict[str, str], EngineError]:
+def named_executors(specs: Sequence[str]) -> dict[str, str]:
     """``--executor [KIND=]PATH`` values by kind: the kind given, or the one whose binary the
     file is named after (``/opt/b6000/llama-server``)."""
     out: dict[str, str] = {}
@@ -36,16 +34,14 @@ def named_executors(specs: Sequence[str]) -> Result[dict[str, str], EngineError]
             ]
             if not found:
                 known = ", ".join(f"{p.kind}=PATH" for p in profiles())
-                return Failure(
-                    EngineError(
-                        f"--executor {spec}: cannot tell its kind from its name; write {known}"
-                    )
+                raise EngineError(
+                    f"--executor {spec}: cannot tell its kind from its name; write {known}"
                 )
             kind = found[0]
         if not os.path.isfile(path) or not os.access(path, os.X_OK):
-            return Failure(EngineError(f"--executor {spec}: {path} is not an executable file"))
+            raise EngineError(f"--executor {spec}: {path} is not an executable file")
         out[kind] = path
-    return Success(out)
+    return out
 
 
 def judging_tables(
@@ -77,17 +73,8 @@ def judging_tables(
 def run_check(a: argparse.Namespace) -> int:
     """Exit 0 when the files are clean, 1 on findings that fail (errors; with ``--strict``
     warnings too), 2 when a file cannot be read or is one the loader refuses."""
-    match named_executors(a.executor):
-        case Failure(err):
-            return fail(err)
-        case Success(named):
-            pass
-    tables, origins = judging_tables(named)
-    match check_config(a.path, tables=tables):
-        case Failure(err):
-            return fail(err)
-        case Success(report):
-            pass
+    tables, origins = judging_tables(named_executors(a.executor))
+    report = judge_config(a.path, tables=tables)
     if a.json:
         print_json(report.findings)
         for o in origins:

@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
-from returns.result import Failure, Success
 
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
-from exedra_engine._shell.plan import plan
+from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._trio.launcher import open_instance
 from exedra_engine.constants import STOP_TIMEOUT
@@ -78,7 +77,11 @@ def run_demo(a: argparse.Namespace, sigs: Signals) -> int:
             spec = ModelSpec(
                 id="exedra-tiny", path=str(model), kind=Kind.LLAMA, capabilities=("llm",)
             )
-            planned = plan(spec, hw, Constraints(api_key=secrets.token_urlsafe(16)))
+            # A plan that cannot be made raises its EngineError: main prints it, exit 2.
+            req = PlanRequest(
+                spec=spec, hardware=hw, constraints=Constraints(api_key=secrets.token_urlsafe(16))
+            )
+            p = explain_request(req).plan
             t_plan = time.perf_counter()
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
@@ -88,12 +91,7 @@ def run_demo(a: argparse.Namespace, sigs: Signals) -> int:
             "probe": t_probe - t_model,
             "plan": t_plan - t_probe,
         }
-        match planned:
-            case Success(p):
-                return trio.run(_run, p, a, timings, sigs)
-            case Failure(err):
-                print(f"exedra-engine: error: {err}", file=sys.stderr)
-        return 2
+        return trio.run(_run, p, a, timings, sigs)
 
 
 async def _run(

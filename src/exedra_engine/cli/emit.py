@@ -10,31 +10,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import msgspec
-from returns.result import Failure, Success
 
-from exedra_engine._core.emit import (
-    EmitOptions,
-    Emitted,
-    Origin,
-    Selinux,
-    Storage,
-    Target,
-    emit,
-    names,
-)
-from exedra_engine._core.layers import Source
+from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.cli import options
 from exedra_engine.cli.render import PROG, fail, shown
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.errors import EmitError, EmitRefused, EngineError, PlanError
+from exedra_engine.errors import EmitError, EmitRefused, PlanError
+
+if TYPE_CHECKING:
+    from exedra_engine._core.emit import EmitOptions, Emitted, Origin
+    from exedra_engine._core.layers import Source
+
+# The emitter (its validators included) loads when an emit option is given or a plan is
+# emitted: `add_emit_options` builds every `plan`'s parser, and a plain plan emits nothing.
 
 T = TypeVar("T")
 
@@ -43,17 +38,31 @@ K8S_VERSION = "1.35"
 
 
 def _checked(
-    check: Callable[[T, str], T], what: str, convert: Callable[[str], T], expected: str
+    rule: str | Callable[[T, str], T],
+    what: str,
+    convert: Callable[[str], T],
+    expected: str,
+    *,
+    default: str = "",
 ) -> Any:
-    """An argparse type: the value converted, then validated by the emitter's own rule, so a
-    bad value is refused where it is parsed (exit 2, naming the option and `expected`, never
-    echoing the value: it may be a key pasted into the wrong option)."""
+    """An argparse type: the value converted, then validated by the emitter's own rule (a
+    function, or the name of one in `exedra_engine._core.emit.names`, looked up when a value
+    is given), so a bad value is refused where it is parsed (exit 2, naming the option and
+    `expected`, never echoing the value: it may be a key pasted into the wrong option)."""
 
     def parse(text: str) -> T:
         try:
             value = convert(text)
-            if value == "":
-                return value  # "" is each text option's "derive it" (argparse types defaults)
+            if value == "" or text == default:
+                # "" is each text option's "derive it"; argparse types a string default too,
+                # and ours are valid: a plain plan does not load the emitter to check them.
+                return value
+            if isinstance(rule, str):
+                from exedra_engine._core.emit import names
+
+                check: Callable[[T, str], T] = getattr(names, rule)
+            else:
+                check = rule
             return check(value, what)
         except (ValueError, EmitError):
             raise argparse.ArgumentTypeError(expected) from None
@@ -75,6 +84,8 @@ COUNT = "a non-negative integer"
 
 
 def _service_name(value: str, what: str) -> str:
+    from exedra_engine._core.emit import names
+
     return names.label(value, what, service=True)
 
 
@@ -103,25 +114,25 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         "--image",
         default="",
-        type=_checked(names.image, "image", text, IMAGE),
+        type=_checked("image", "image", text, IMAGE),
         help="container image, best pinned by digest (IMAGE@sha256:...; default: per backend)",
     )
     g.add_argument(
         "--image-command",
         default="",
-        type=_checked(names.absolute_path, "image command", text, PATH),
+        type=_checked("absolute_path", "image command", text, PATH),
         help="the executor's path in the image",
     )
     g.add_argument(
         "--secret",
         default="",
-        type=_checked(names.subdomain, "secret", text, SUBDOMAIN),
+        type=_checked("subdomain", "secret", text, SUBDOMAIN),
         help="Secret / podman secret with the key",
     )
     g.add_argument(
         "--key-file",
         default="",
-        type=_checked(names.absolute_path, "key file", text, PATH),
+        type=_checked("absolute_path", "key file", text, PATH),
         help="systemd: the key file (credential source)",
     )
     g.add_argument(
@@ -133,30 +144,30 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         "--claim",
         default="",
-        type=_checked(names.subdomain, "claim", text, SUBDOMAIN),
+        type=_checked("subdomain", "claim", text, SUBDOMAIN),
         help="the PVC holding the models (default NAME-models)",
     )
     g.add_argument(
         "--models-image",
         default="",
-        type=_checked(names.image, "models image", text, IMAGE),
+        type=_checked("image", "models image", text, IMAGE),
         help="the image holding the models (--storage image)",
     )
     g.add_argument(
         "--models-dir",
         default="",
-        type=_checked(names.absolute_path, "models dir", text, PATH),
+        type=_checked("absolute_path", "models dir", text, PATH),
         help="the host directory holding the model files",
     )
     g.add_argument(
         "--namespace",
         default="",
-        type=_checked(names.label, "namespace", text, LABEL),
+        type=_checked("label", "namespace", text, LABEL),
         help="Kubernetes namespace",
     )
     g.add_argument(
         "--uid",
-        type=_checked(names.non_root_uid, "uid", int, UID),
+        type=_checked("non_root_uid", "uid", int, UID),
         default=65532,
         help="Kubernetes: the pod's user id (never 0: the pod is restricted)",
     )
@@ -166,7 +177,7 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         action="append",
         default=[],
         metavar="GID",
-        type=_checked(names.non_root_uid, "gpu group", int, UID),
+        type=_checked("non_root_uid", "gpu group", int, UID),
         help="Kubernetes: a supplementary group of the pod, e.g. the node's render gid "
         "(AMD and Intel device nodes are root:render 0660); repeatable",
     )
@@ -179,7 +190,7 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     )
     g.add_argument(
         "--start-budget",
-        type=_checked(names.non_negative, "start budget", int, COUNT),
+        type=_checked("non_negative", "start budget", int, COUNT),
         default=0,
         metavar="S",
         help="start budget (default: by the size of every file loaded)",
@@ -188,13 +199,13 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         "--gpu-resource",
         default="",
         type=_checked(
-            names.resource, "gpu resource", text, "a qualified resource name (vendor.example/name)"
+            "resource", "gpu resource", text, "a qualified resource name (vendor.example/name)"
         ),
         help="Kubernetes GPU resource (default: by driver)",
     )
     g.add_argument(
         "--gpu-count",
-        type=_checked(names.non_negative, "gpu count", int, COUNT),
+        type=_checked("non_negative", "gpu count", int, COUNT),
         default=0,
         help="GPUs to ask for (default: all)",
     )
@@ -202,13 +213,19 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         "--waiter",
         default="",
         metavar="PATH",
-        type=_checked(names.absolute_path, "waiter", text, PATH),
+        type=_checked("absolute_path", "waiter", text, PATH),
         help="systemd: the exedra-engine that runs wait-ready (default: this one's real path)",
     )
     g.add_argument(
         "--publish-address",
         default="127.0.0.1",
-        type=_checked(names.address, "publish address", text, "an IP address ('' = every address)"),
+        type=_checked(
+            "address",
+            "publish address",
+            text,
+            "an IP address ('' = every address)",
+            default="127.0.0.1",
+        ),
         help="Quadlet: the host address to publish on ('' = every address)",
     )
     g.add_argument(
@@ -221,6 +238,8 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
 
 
 def options_from(a: argparse.Namespace) -> EmitOptions:
+    from exedra_engine._core.emit import EmitOptions
+
     return EmitOptions(
         name=a.name,
         image=a.image,
@@ -247,17 +266,27 @@ def options_from(a: argparse.Namespace) -> EmitOptions:
 def installed_waiter() -> str:
     """The real path of the exedra-engine command the unit's readiness hook runs: the one on
     PATH (this installation's), else the conventional /usr/bin/exedra-engine."""
+    import shutil  # with its zlib, bz2 and lzma: ~1.5 ms a plain plan does not spend
+
     found = shutil.which("exedra-engine")
-    return os.path.realpath(found) if found else EmitOptions().waiter
+    if found:
+        return os.path.realpath(found)
+    from exedra_engine._core.emit import EmitOptions
+
+    return EmitOptions().waiter
 
 
-HOST_DEFAULT = Origin(
-    field="host",
-    value="0.0.0.0",
-    source="default",
-    why="a container target binds every address when the caller sets no --host: the probes "
-    "and the Service reach the pod from outside it",
-)
+def host_default() -> Origin:
+    """Where the bind address came from when a container target chose it."""
+    from exedra_engine._core.emit import Origin
+
+    return Origin(
+        field="host",
+        value="0.0.0.0",
+        source="default",
+        why="a container target binds every address when the caller sets no --host: the "
+        "probes and the Service reach the pod from outside it",
+    )
 
 
 def run_emit(
@@ -268,18 +297,26 @@ def run_emit(
     *,
     host_defaulted: bool = False,
 ) -> int:
+    from exedra_engine._core.emit import emit_files
+    from exedra_engine._core.redact import secret_copies
+
     target = Target(a.emit)
-    match emit(plan, target, options_from(a), hardware=hardware, sources=sources):
-        case Failure(EmitRefused(problems=problems)):
-            # One line per problem, and no file: what --check rejects is never written.
-            for problem in problems:
-                print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
-            return 2
-        case Failure(err):
-            return fail(err)
-        case Success(emitted):
-            if host_defaulted and plan.host == HOST_DEFAULT.value:
-                emitted = msgspec.structs.replace(emitted, origins=(HOST_DEFAULT, *emitted.origins))
+    copies = secret_copies(plan.args, plan.env)
+    if copies:
+        raise EmitError(
+            f"the plan gives a copy of a secret (its API key, a token) to {', '.join(copies)}, "
+            f"which the {target.value} output would have to carry in the clear; remove it from "
+            "the plan"
+        )
+    try:
+        emitted = emit_files(plan, target, options_from(a), hardware, sources)
+    except EmitRefused as refused:
+        # One line per problem, and no file: what --check rejects is never written.
+        for problem in refused.problems:
+            print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
+        return 2
+    if host_defaulted and plan.host == "0.0.0.0":
+        emitted = msgspec.structs.replace(emitted, origins=(host_default(), *emitted.origins))
     explain_to = sys.stdout if a.out else sys.stderr
     if a.check:
         return _check(plan, target, emitted, a)
@@ -329,7 +366,7 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
                 with open(path, encoding="utf-8") as f:
                     files[name] = f.read()
             except (OSError, UnicodeDecodeError) as e:
-                return fail(PlanError(f"{path}: cannot read: {e}"))
+                raise PlanError(f"{path}: cannot read: {e}") from None
             if files[name] != text:
                 drift.append(name)
     problems = check_files(plan, target, files)
@@ -365,20 +402,21 @@ def _schema(files: dict[str, str]) -> list[str]:
     return out
 
 
-def load_plan(path: str) -> LaunchPlan | EngineError:
-    """A saved plan (``plan --json``), decoded strictly; the error names the file and field."""
+def load_plan(path: str) -> LaunchPlan:
+    """A saved plan (``plan --json``), decoded strictly; the `PlanError` names the file and
+    field."""
     try:
         with open(path, "rb") as f:
             data = f.read(1 << 22)
     except OSError as e:
-        return PlanError(f"{path}: cannot read: {e.strerror or e}")
+        raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
         return msgspec.json.decode(data, type=LaunchPlan)
     except msgspec.ValidationError as e:
         what, sep, at = str(e).rpartition(" - at ")
-        return PlanError(f"{path}: {at.strip('`')}: {what}" if sep else f"{path}: {e}")
+        raise PlanError(f"{path}: {at.strip('`')}: {what}" if sep else f"{path}: {e}") from None
     except msgspec.DecodeError as e:
-        return PlanError(f"{path}: not JSON ({e})")
+        raise PlanError(f"{path}: not JSON ({e})") from None
 
 
 def cmd_wait_ready(a: argparse.Namespace) -> int:
@@ -388,7 +426,7 @@ def cmd_wait_ready(a: argparse.Namespace) -> int:
 
     u = urllib.parse.urlsplit(a.url)
     if u.scheme != "http" or not u.hostname:
-        return fail(PlanError(f"wait-ready: {a.url!r} is not an http:// URL"))
+        raise PlanError(f"wait-ready: {a.url!r} is not an http:// URL")
     start = time.monotonic()
     deadline = start + a.timeout
     last, attempts = "no answer", 0

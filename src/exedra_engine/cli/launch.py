@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from typing import IO, Final
 
 import trio
-from returns.result import Failure, Success
 
 from exedra_engine._core.budget import load_limits
 from exedra_engine._core.layers import Source
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine._trio.launcher import Instance, launch
+from exedra_engine._trio.launcher import Instance, start_instance
 from exedra_engine.cli.signals import SIGNALS, Signals, interrupted_exit
+from exedra_engine.errors import EngineError
 
 PROGRESS_EVERY: Final = 10.0
 """Seconds between our own ``loading`` lines while the executor loads its model."""
@@ -85,24 +85,26 @@ async def _main(
             if sigs.first is not None:  # between planning and here
                 phase.cancel()
             with phase:
+                failed: EngineError | None = None
                 async with trio.open_nursery() as progress:
                     budget = load_limits(plan, a.ready_timeout).budget
                     progress.start_soon(_progress, plan, budget)
-                    result = await launch(
-                        nursery,
-                        plan,
-                        logs,
-                        ready_timeout=a.ready_timeout,
-                        stop_timeout=a.stop_timeout,
-                        sources=sources,
-                    )
+                    try:
+                        started = await start_instance(
+                            nursery,
+                            plan,
+                            logs,
+                            ready_timeout=a.ready_timeout,
+                            stop_timeout=a.stop_timeout,
+                            sources=sources,
+                        )
+                    except EngineError as err:
+                        failed = err
                     progress.cancel_scope.cancel()
-                match result:
-                    case Failure(err):
-                        nursery.cancel_scope.cancel()
-                        return _fail(err, 1, as_json=a.json)
-                    case Success(started):
-                        inst = started
+                if failed is not None:
+                    nursery.cancel_scope.cancel()
+                    return _fail(failed, 1, as_json=a.json)
+                inst = started
                 if a.json:
                     body = {
                         "url": started.endpoint.url,

@@ -13,45 +13,41 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import msgspec
-from returns.result import Failure, Result, Success
 
 from exedra_engine._core.fit_params import FitMeasurement, FitRow
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelSpec
 from exedra_engine.cli.render import shown
-from exedra_engine.errors import EngineError
 
 
-def with_measurement(hw: Hardware, plan: LaunchPlan) -> Result[Hardware, EngineError]:
-    """`hw` with the measurement of `plan` (made here, now) appended."""
-    from exedra_engine._shell.measure import measure
+def with_measurement(hw: Hardware, plan: LaunchPlan) -> Hardware:
+    """`hw` with the measurement of `plan` (made here, now) appended; raises `MeasureError`."""
+    from exedra_engine._shell.measure import measured
 
-    return measure(plan, host_free=hw.cpu.available).map(
-        lambda m: msgspec.structs.replace(hw, measurements=(*hw.measurements, m))
-    )
+    m = measured(plan, host_free=hw.cpu.available)
+    return msgspec.structs.replace(hw, measurements=(*hw.measurements, m))
 
 
 def measured_host(
     hw: Hardware, models: Sequence[str], ctxs: Sequence[int], args: Sequence[str]
-) -> Result[Hardware, EngineError]:
+) -> Hardware:
     """`hw` with a measurement of each model at each context (the model's own when `ctxs`
-    is empty), each with the plan this host would make for it plus `args`."""
-    from exedra_engine._shell.measure import measure
-    from exedra_engine._shell.plan import plan_explained
+    is empty), each with the plan this host would make for it plus `args`; raises the
+    `EngineError` of a plan or a measurement that cannot be made."""
+    from exedra_engine._shell.measure import measured
+    from exedra_engine._shell.plan import PlanRequest, explain_request
 
     found: list[FitMeasurement] = []
     for model in models:
         for ctx in ctxs or (0,):
-            spec = ModelSpec(path=model, kind=Kind.LLAMA)
-            constraints = Constraints(ctx=ctx, extra_args=tuple(args))
-            # The ports in use here say nothing about memory: not read.
-            planned = plan_explained(spec, hw, constraints, check_ports=False)
-            match planned.bind(lambda e: measure(e.plan, host_free=hw.cpu.available)):
-                case Failure() as failed:
-                    return failed
-                case Success(m):
-                    found.append(m)
-    return Success(msgspec.structs.replace(hw, measurements=(*hw.measurements, *found)))
+            req = PlanRequest(
+                spec=ModelSpec(path=model, kind=Kind.LLAMA),
+                hardware=hw,
+                constraints=Constraints(ctx=ctx, extra_args=tuple(args)),
+                check_ports=False,  # the ports in use here say nothing about memory
+            )
+            found.append(measured(explain_request(req).plan, host_free=hw.cpu.available))
+    return msgspec.structs.replace(hw, measurements=(*hw.measurements, *found))
 
 
 def measurement_lines(ms: Sequence[FitMeasurement]) -> list[str]:

@@ -18,6 +18,7 @@ from exedra_engine.errors import EngineError, NotReady
 
 if TYPE_CHECKING:
     from exedra_engine._core.check import Finding
+    from exedra_engine._core.layers import Source
 
 PROG = "exedra-engine"
 
@@ -146,9 +147,10 @@ def size_text(n: int) -> str:
     return str(n)
 
 
-def shown_plan(plan: LaunchPlan, show_secrets: bool) -> LaunchPlan:
-    """The plan as printed: keys redacted unless asked for."""
-    return plan if show_secrets else redact_plan(plan)
+def shown_plan(plan: LaunchPlan, show_secrets: bool, sources: Sequence[Source] = ()) -> LaunchPlan:
+    """The plan as printed: keys redacted unless asked for (with the plan's `sources`, also
+    where a caller copied a key into another flag)."""
+    return plan if show_secrets else redact_plan(plan, sources)
 
 
 def print_plan(plan: LaunchPlan) -> None:

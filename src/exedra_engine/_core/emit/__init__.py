@@ -14,23 +14,23 @@ them: the semantic checks a schema cannot make (`exedra_engine._core.emit.checks
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-
-from returns.result import Result
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.emit.shape import (
     EmitOptions,
     Origin,
-    Selinux,
     Shape,
-    Storage,
-    Target,
     shape,
 )
 from exedra_engine._core.layers import Source
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
+from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.errors import EmitRefused, EngineError
+
+if TYPE_CHECKING:
+    from returns.result import Result
 
 __all__ = [
     "EmitOptions",

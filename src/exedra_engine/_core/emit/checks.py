@@ -24,11 +24,11 @@ import re
 from collections.abc import Mapping, Sequence
 
 from exedra_engine._core.emit.shape import (
-    Target,
     ready_problem,
 )
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.redact import REDACTED
+from exedra_engine._core.targets import Target
 from exedra_engine._core.values import LaunchPlan
 
 

@@ -25,12 +25,12 @@ from exedra_engine._core.emit.shape import (
     EmitOptions,
     Origin,
     Shape,
-    Storage,
     expected_ready,
     in_container,
 )
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.load_files import normal_path
+from exedra_engine._core.targets import Storage
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EmitError
 

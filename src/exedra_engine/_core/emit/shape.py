@@ -9,7 +9,6 @@ file's, or an option's, and `Origin` records which.
 
 from __future__ import annotations
 
-import enum
 import math
 import re
 from collections.abc import Sequence
@@ -24,41 +23,10 @@ from exedra_engine._core.layers import Source
 from exedra_engine._core.load_files import load_files, normal_path
 from exedra_engine._core.redact import is_secret_name
 from exedra_engine._core.struct import Value
+from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan, ModelFile
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EmitError, EngineError
-
-
-class Target(enum.StrEnum):
-    """Where a plan is emitted for."""
-
-    K8S = "k8s"
-    """A Kubernetes Deployment and Service."""
-    SYSTEMD = "systemd"
-    """A systemd service that runs the executor itself."""
-    QUADLET = "quadlet"
-    """A Podman Quadlet ``.container`` unit."""
-
-
-class Storage(enum.StrEnum):
-    """Where a container finds the model files (Kubernetes)."""
-
-    PVC = "pvc"
-    IMAGE = "image"
-    HOST = "host"
-
-
-class Selinux(enum.StrEnum):
-    """Quadlet: how the model bind is labelled on an SELinux host."""
-
-    NONE = ""
-    """No label option: right where SELinux is off, or the models are labelled already."""
-    SHARED = "shared"
-    """``:z``: relabel the models for every container (they are read-only)."""
-    PRIVATE = "private"
-    """``:Z``: relabel the models for this container only."""
-    DISABLE = "disable"
-    """``SecurityLabelDisable=true``: no separation for this container."""
 
 
 class EmitOptions(Value, frozen=True, kw_only=True, omit_defaults=True):

@@ -1,0 +1,149 @@
+"""The core is pure in state too (issue 20 item 4, a first step): no module of
+`exedra_engine._core` changes a module-level value after import.
+
+A module-level dict, list or set is allowed as a constant table; what fails is code that
+mutates one (``X[k] = v``, ``del X[k]``, ``X.append(...)``, ``X.update(...)``...), rebinds a
+module global (``global X``), or patches an enum's member map. Then a function's answer would
+depend on what the process did earlier. The files are read and their ASTs walked, as the
+import contract does. `REGISTRY` lists what is still there today, the executor registry: the
+test fails as soon as an entry is gone (so the list shrinks with the code) or a new one
+appears.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parent.parent / "src" / "exedra_engine" / "_core"
+
+_MUTATORS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "remove",
+        "pop",
+        "popitem",
+        "clear",
+        "update",
+        "setdefault",
+        "add",
+        "discard",
+        "sort",
+        "reverse",
+    }
+)
+_CONTAINERS = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
+_CONTAINER_CALLS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "bytearray"})
+
+REGISTRY = frozenset(
+    {
+        # register_executor / _forget_executor: the process-wide executor registry that item 4
+        # replaces with an immutable `Executors` value passed in.
+        "executors.py: _TABLES mutated",
+        "executors.py: _FOREIGN mutated",
+        "executors.py: _PROFILES mutated",
+        "executors.py: _SECRET_FLAGS mutated",
+        "executors.py: _KEY_FLAGS mutated",
+        "kinds.py: _ORDER mutated",
+        "kinds.py: _value2member_map_ patched",
+    }
+)
+
+
+def _module_containers(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        call = isinstance(value, ast.Call) and (
+            getattr(value.func, "id", None) or getattr(value.func, "attr", None)
+        )
+        if isinstance(value, _CONTAINERS) or call in _CONTAINER_CALLS:
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Subscript | ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def state_changes(source: str, name: str = "m.py") -> set[str]:
+    """What code in `source` does to module-level state: one line per name and kind."""
+    tree = ast.parse(source)
+    tables = _module_containers(tree)
+    found = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Global):
+                found.update(f"{name}: {g} rebound" for g in node.names)
+            elif isinstance(node, ast.Assign | ast.AugAssign | ast.Delete):
+                targets = (
+                    node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+                )
+                for t in targets:
+                    if isinstance(t, ast.Subscript | ast.Attribute) and _root(t) in tables:
+                        found.add(f"{name}: {_root(t)} mutated")
+                    if isinstance(t, ast.Subscript) and _attr(t.value) == "_value2member_map_":
+                        found.add(f"{name}: _value2member_map_ patched")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MUTATORS
+                and _root(node.func.value) in tables
+            ):
+                found.add(f"{name}: {_root(node.func.value)} mutated")
+    return found
+
+
+def _attr(node: ast.expr) -> str | None:
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def test_i20_item4_no_core_module_changes_module_state_beyond_the_registry() -> None:
+    found = set()
+    for path in sorted(CORE.rglob("*.py")):
+        found |= state_changes(path.read_text(), str(path.relative_to(CORE)))
+    assert found - REGISTRY == set(), "new module-level state in _core"
+    assert REGISTRY - found == set(), "gone from the code: remove it from REGISTRY too"
+
+
+@pytest.mark.parametrize(
+    ("source", "flagged"),
+    [
+        ("_SEEN = {}\ndef f(k):\n    _SEEN[k] = 1\n", "m.py: _SEEN mutated"),
+        ("_SEEN = []\ndef f(k):\n    _SEEN.append(k)\n", "m.py: _SEEN mutated"),
+        ("_SEEN = set()\ndef f(k):\n    _SEEN.add(k)\n", "m.py: _SEEN mutated"),
+        ("_SEEN = {}\ndef f(k):\n    del _SEEN[k]\n", "m.py: _SEEN mutated"),
+        ("_SEEN = {'a': []}\ndef f(k):\n    _SEEN['a'].append(k)\n", "m.py: _SEEN mutated"),
+        ("_N = 0\ndef f():\n    global _N\n    _N += 1\n", "m.py: _N rebound"),
+        ("import enum\ndef f(E, v, m):\n    E._value2member_map_[v] = m\n", "m.py: "
+         "_value2member_map_ patched"),
+    ],
+)  # fmt: skip
+def test_the_state_check_flags_a_change(source: str, flagged: str) -> None:
+    assert flagged in state_changes(source)
+
+
+def test_the_state_check_passes_constant_tables_and_local_state() -> None:
+    source = (
+        "_TABLE = {'a': 1}\n"
+        "def f(k):\n"
+        "    out = {}\n"
+        "    out[k] = _TABLE.get(k)\n"
+        "    out.update(_TABLE)\n"
+        "    return out\n"
+    )
+    assert state_changes(source) == set()
