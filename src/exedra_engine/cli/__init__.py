@@ -23,11 +23,8 @@ import errno
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
-
-if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -41,263 +38,32 @@ from exedra_engine._core.redact import (
     SHORT_KEY,
     TextRedactor,
     plan_secrets,
-    redact_config,
     redact_source,
 )
 from exedra_engine._core.values import Constraints, ExecutorInfo, LaunchPlan, ModelSpec
 from exedra_engine._shell.check import located_configs
 from exedra_engine._shell.hardware_file import read_hardware
-from exedra_engine._shell.inspect import read_model
-from exedra_engine._shell.load_config import read_config
 from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._version import __version__
-from exedra_engine.cli import options
+from exedra_engine.cli import config, inspect, options, probe
 from exedra_engine.cli.emit import add_emit_options
+from exedra_engine.cli.parser import Parser
 from exedra_engine.cli.render import (
     PROG,
+    Report,
     fail,
     finding_line,
     findings_summary,
     hide_values,
     print_json,
     print_plan,
+    show,
     shown,
     shown_plan,
-    size_text,
 )
 from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE, STOP_TIMEOUT
 from exedra_engine.errors import EngineError, LaunchError, NotReady
-
-
-def _columns() -> int:
-    """`shutil.get_terminal_size().columns`, without importing shutil (2 ms of a cold start,
-    with its zlib, bz2 and lzma): $COLUMNS, else the terminal on stdout, else 80."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0 and sys.__stdout__ is not None:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return columns if columns > 0 else 80
-
-
-class _Formatter(argparse.HelpFormatter):
-    # argparse makes one of these for every add_argument; its own sizes itself with shutil.
-    def __init__(
-        self,
-        prog: str,
-        indent_increment: int = 2,
-        max_help_position: int = 24,
-        width: int | None = None,
-    ) -> None:
-        width = _columns() - 2 if width is None else width
-        super().__init__(prog, indent_increment, max_help_position, width)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with three safety rules for a tool that is handed keys.
-
-    - No abbreviations: ``--api-key K`` (llama-server's own flag, what a user types) must not
-      be read as ``--api-key-env K`` and the key echoed as a variable's name; ``--ct`` is not
-      ``--ctx``.
-    - No value is echoed in a parse error: an option given the wrong kind of value is named,
-      the value is not (it may be a key typed in the wrong place). Unknown options are named
-      with a did-you-mean; the values that follow them are counted, not shown.
-    - An executor's key flag (``--api-key``, ``--hf-token``) given to the CLI gets its own
-      answer: keys travel in variables (``--api-key-env VAR``), never in argv.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", _Formatter)
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        ns, extras = super().parse_known_args(args, namespace)
-        # A subcommand judges its own leftovers, so a did-you-mean draws on its options.
-        if extras and self._subparsers is None:
-            self.error(unknown_arguments(extras, self._option_string_actions))
-        return ns, extras
-
-    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
-        try:
-            return super()._get_value(action, arg_string)
-        except argparse.ArgumentError:
-            if getattr(action.type, "__module__", "") == options.__name__:
-                raise  # its message quotes the value only when it is no key (cli/options.py)
-            kind = getattr(action.type, "__name__", "")
-            what = getattr(action.type, "expected", "") or {
-                "int": "an integer",
-                "float": "a number",
-            }.get(kind, "a valid value")
-            raise argparse.ArgumentError(
-                action, f"expected {what} (the value given is not shown)"
-            ) from None
-
-    def _check_value(self, action: argparse.Action, value: Any) -> None:
-        if action.choices is not None and value not in action.choices:
-            choices = [str(c) for c in action.choices]
-            hint = did_you_mean(str(value), choices)
-            raise argparse.ArgumentError(
-                action, f"choose from {', '.join(choices)}{hint} (the value given is not shown)"
-            )
-
-    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
-        # CPython 3.11's argparse strips an explicit "--" value (``--arg=--``) and hands the
-        # action an empty list where a string belongs: a traceback further on. The value is
-        # the string "--", as later Pythons read it.
-        given = list(arg_strings)
-        value = super()._get_values(action, arg_strings)
-        if action.option_strings and action.nargs is None and given == ["--"] and value == []:
-            value = self._get_value(action, "--")
-            self._check_value(action, value)
-        return value
-
-    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-        # argparse swallows a failed write (--help into a closed pipe or /dev/full would exit
-        # 0 having printed nothing); main() reports it like any other failed write.
-        if message:
-            (file or sys.stderr).write(message)
-
-    def error(self, message: str) -> NoReturn:
-        # argparse quotes the offending argument as given; one line whatever it contains.
-        self.exit(2, f"{self.prog}: error: {shown(message)}\n")
-
-
-def did_you_mean(given: str, known: Sequence[str]) -> str:
-    """``; did you mean --ctx?`` when one known name is close to `given`, else ""."""
-    import difflib
-
-    close = difflib.get_close_matches(given, known, n=1, cutoff=0.75)
-    return f"; did you mean {close[0]}?" if close else ""
-
-
-def unknown_arguments(extras: Sequence[str], options: Mapping[str, object]) -> str:
-    """The parse error for arguments no option took: the options are named (with a
-    did-you-mean), the values are only counted, since a value may be a key."""
-    from exedra_engine._core.executors import is_secret_flag
-
-    names = [t.partition("=")[0] for t in extras if t.startswith("-") and len(t) > 1]
-    values = len(extras) - len(names)
-    keys = [n for n in names if is_secret_flag(n)]
-    if keys:
-        return (
-            f"{keys[0]}: keys are not taken on the command line (argv shows in ps and shell "
-            "history); put the key in a variable and pass --api-key-env VAR"
-        )
-    parts = []
-    for n in names:
-        parts.append(f"unrecognized option {n}{did_you_mean(n, sorted(options))}")
-    if values:
-        parts.append(f"{values} unexpected value{'s' if values > 1 else ''} (not shown)")
-    return "; ".join(parts)
-
-
-# -- probe, inspect, config -------------------------------------------------------------
-
-
-def cmd_probe(a: argparse.Namespace) -> int:
-    hw = host_hardware()
-    if a.measure:
-        from exedra_engine.cli.measure import measured_host
-
-        hw = measured_host(hw, a.measure, a.ctx, a.arg)
-    elif a.ctx or a.arg:
-        raise EngineError("--ctx and --arg go with --measure MODEL")
-    if a.json:
-        print_json(hw)
-        return 0
-    print(
-        f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM, "
-        f"{_free_text(hw.cpu.available)} free"
-    )
-    if not hw.gpus:
-        print("gpus       none (CPU-only host)")
-    for g in hw.gpus:
-        driver = shown(g.driver or "unknown")
-        print(
-            f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}, "
-            f"{_free_text(g.vram_free)} free"
-        )
-    from exedra_engine._shell.executor_cache import cache_bin_dirs, where
-    from exedra_engine._shell.flag_tables import version_problem
-    from exedra_engine.constants import INSTALL_HINT
-
-    for k in supported_kinds():
-        e = hw.executor(k)
-        if e:
-            problem = "" if e.version else version_problem(e.path)
-            version = e.version or ("not stated" + (f" ({problem})" if problem else ""))
-            what = (
-                f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
-                + f"  version: {shown(version)}"
-            )
-            found_in = os.path.dirname(e.path)
-            if found_in in cache_bin_dirs() and found_in not in _path_dirs():
-                what += f"  (not on PATH: found in {shown(where(found_in))})"
-        else:
-            what = f"not installed: {INSTALL_HINT}"
-        print(f"{k.value:<10} {what}")
-    if hw.measurements:
-        from exedra_engine.cli.measure import measurement_lines
-
-        print("\n".join(measurement_lines(hw.measurements)))
-    return 0
-
-
-def _free_text(free: int | None) -> str:
-    # None is "the host does not say" (nvidia sysfs, an old probe's file): never shown as 0.
-    return "unknown" if free is None else size_text(free) if free > 0 else "0 B"
-
-
-def _path_dirs() -> list[str]:
-    return os.environ.get("PATH", os.defpath).split(os.pathsep)
-
-
-def cmd_inspect(a: argparse.Namespace) -> int:
-    m = read_model(a.path)
-    if a.json:
-        print_json(m)
-        return 0
-    print(f"path          {shown(m.path)} ({size_text(m.size)})")
-    print(f"architecture  {shown(m.architecture)}")
-    print(f"name          {shown(m.name or '-')}")
-    print(f"quant         {shown(m.quant or '-')}")
-    print(f"blocks        {m.blocks}")
-    print(f"context       {m.context}")
-    return 0
-
-
-def cmd_config(a: argparse.Namespace) -> int:
-    if a.schema:
-        from exedra_engine.cli.check import print_schema
-
-        return print_schema()
-    if a.check:
-        from exedra_engine.cli.check import run_check
-
-        return run_check(a)
-    if a.executor or a.strict:
-        raise EngineError("--executor and --strict go with --check")
-    cfg = read_config(a.path)
-    if not a.show_secrets:
-        cfg = redact_config(cfg)
-    if a.json:
-        print_json(cfg)
-        return 0
-    import yaml
-
-    text = yaml.safe_dump(msgspec.to_builtins(cfg), sort_keys=False, default_flow_style=False)
-    print(f"# merged from {shown(os.fsdecode(a.path or DEFAULT_CONFIG_PATH))}")
-    print(text.strip() if text.strip() != "{}" else "# (empty)")
-    return 0
-
 
 # -- plan ---------------------------------------------------------------------------------
 
@@ -721,79 +487,18 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog=PROG,
         description="Plan and launch local AI model executors "
         f"({', '.join(p.binary for p in profiles())}).",
         epilog="Exit status: 0 ok, 1 run-time failure, 2 bad input.",
     )
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
-    s = sub.add_parser("probe", help="show CPU, RAM, GPUs and installed executors")
-    s.add_argument("--json", action="store_true", help="print JSON")
-    s.add_argument(
-        "--measure",
-        nargs="+",
-        default=[],
-        metavar="MODEL",
-        help=f"also measure what {executor_profile(Kind.LLAMA).binary} would reserve for each "
-        f"model ({executor_profile(Kind.LLAMA).measure_binary}), with the plan this host makes "
-        "for it; plan --hardware uses these figures",
-    )
-    s.add_argument(
-        "--ctx",
-        type=int,
-        action="append",
-        default=[],
-        metavar="N",
-        help="with --measure: measure at this context (repeatable; default: the model's own)",
-    )
-    s.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="with --measure: a flag of the plans measured (repeatable; use --arg=--flag)",
-    )
-    s.set_defaults(func=cmd_probe)
-
-    s = sub.add_parser("inspect", help="read a GGUF model's metadata from its header")
-    s.add_argument("path", help="GGUF file")
-    s.add_argument("--json", action="store_true", help="print JSON")
-    s.set_defaults(func=cmd_inspect)
-
-    s = sub.add_parser(
-        "config",
-        help="print the merged admin overrides; --check judges them by the executors' flags, "
-        "--schema prints their JSON Schema",
-    )
-    s.add_argument(
-        "path",
-        nargs="?",
-        default=None,
-        type=options.config_path,
-        metavar="PATH",
-        help=f"file or directory (default {DEFAULT_CONFIG_PATH}, which may be absent)",
-    )
-    s.add_argument("--json", action="store_true", help="print JSON")
-    s.add_argument("--show-secrets", action="store_true", help="print secret env values")
-    s.add_argument(
-        "--check",
-        action="store_true",
-        help="judge the files by the executors' flags; exit 1 on findings, 2 if unreadable",
-    )
-    s.add_argument(
-        "--executor",
-        action="append",
-        default=[],
-        metavar="[KIND=]PATH",
-        help="with --check: judge by this binary's own --help (repeatable; the kind is "
-        "found from the binary's name unless given)",
-    )
-    s.add_argument("--strict", action="store_true", help="with --check: warnings fail too")
-    s.add_argument("--schema", action="store_true", help="print the JSON Schema of override files")
-    s.set_defaults(func=cmd_config)
+    probe.add_parser(sub)
+    inspect.add_parser(sub)
+    config.add_parser(sub)
 
     s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
     _add_plan_options(s)
@@ -930,7 +635,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from exedra_engine._shell import notice
 
         notice.hook = _note
-        code: int = args.func(args)
+        result: int | Report = args.func(args)
+        code = result if isinstance(result, int) else show(result, args.json)
         sys.stdout.flush()
     except KeyboardInterrupt:
         return 130
