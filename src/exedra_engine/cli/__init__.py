@@ -21,399 +21,18 @@ import argparse
 import contextlib
 import errno
 import os
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-import msgspec
-
-from exedra_engine._core.check import TableOrigin, bundled_origin
-from exedra_engine._core.config import merge_all
 from exedra_engine._core.executors import executor_profile, profiles
-from exedra_engine._core.kinds import Kind, supported_kinds
-from exedra_engine._core.layers import Source
-from exedra_engine._core.planner import Explained, layer_names
-from exedra_engine._core.redact import (
-    SHORT_KEY,
-    TextRedactor,
-    plan_secrets,
-    redact_source,
-)
-from exedra_engine._core.values import Constraints, ExecutorInfo, LaunchPlan, ModelSpec
-from exedra_engine._shell.check import located_configs
-from exedra_engine._shell.hardware_file import read_hardware
-from exedra_engine._shell.plan import PlanRequest, explain_request
-from exedra_engine._shell.probe import host_hardware
+from exedra_engine._core.kinds import Kind
 from exedra_engine._version import __version__
-from exedra_engine.cli import config, inspect, options, probe
-from exedra_engine.cli.emit import add_emit_options
+from exedra_engine.cli import config, emit, inspect, options, plan, probe, request, wait_ready
 from exedra_engine.cli.parser import Parser
-from exedra_engine.cli.render import (
-    PROG,
-    Report,
-    fail,
-    finding_line,
-    findings_summary,
-    hide_values,
-    print_json,
-    print_plan,
-    show,
-    shown,
-    shown_plan,
-)
-from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE, STOP_TIMEOUT
+from exedra_engine.cli.render import PROG, Report, fail, hide_values, show, shown
+from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EngineError, LaunchError, NotReady
-
-# -- plan ---------------------------------------------------------------------------------
-
-
-def _add_plan_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("model")
-    g.add_argument("--model", required=True, metavar="PATH", help="model weights")
-    g.add_argument(
-        "--kind",
-        required=True,
-        choices=[k.value for k in supported_kinds()],
-        help="executor family",
-    )
-    g.add_argument("--id", default="", help="served model id; also selects config models.ID")
-    g.add_argument(
-        "--capability",
-        action="append",
-        default=[],
-        metavar="CAP",
-        choices=sorted({c for p in profiles() for c in p.capabilities}),
-        help="%(choices)s (repeatable; which ones a kind serves is checked when planning)",
-    )
-    g.add_argument(
-        "--run-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="model-recommended flag, the lowest layer (repeatable)",
-    )
-    g = p.add_argument_group("constraints")
-    g.add_argument(
-        "--config",
-        type=options.config_path,
-        metavar="PATH",
-        help=f"override file or directory (default {DEFAULT_CONFIG_PATH})",
-    )
-    g.add_argument("--no-config", action="store_true", help="ignore admin overrides")
-    g.add_argument("--host", default="", help="bind address (default 127.0.0.1)")
-    g.add_argument(
-        "--port", type=options.PORT, default=0, help="exact port; 0 scans for a free one"
-    )
-    g.add_argument(
-        "--port-base",
-        type=options.PORT_BASE,
-        default=0,
-        help=f"first port of the scan (default {DEFAULT_PORT_BASE})",
-    )
-    g.add_argument(
-        "--ctx",
-        type=options.count(zero="executor default"),
-        default=0,
-        help="context size (0: executor default)",
-    )
-    g.add_argument(
-        "--threads",
-        type=options.count(zero="executor default"),
-        default=0,
-        help="CPU threads (0: executor default)",
-    )
-    g.add_argument("--no-gpu", action="store_true", help="run on the CPU even with a GPU")
-    g.add_argument("--ui", action="store_true", help="keep the executor's web UI")
-    g.add_argument(
-        "--api-key-env", metavar="VAR", help="read the API key from this environment variable"
-    )
-    g.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="caller flag, the top layer (repeatable; use --arg=--flag)",
-    )
-    g.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="K=V",
-        help="caller environment, the top layer (repeatable)",
-    )
-    g.add_argument(
-        "--hardware",
-        metavar="FILE",
-        help="plan for the host this file describes (from `probe --json` there): its GPUs, "
-        "threads, executors and backends, instead of this machine's",
-    )
-    g.add_argument(
-        "--executor",
-        type=options.executor_path,
-        metavar="PATH",
-        help="executor binary to plan with instead of the one on PATH",
-    )
-    g.add_argument(
-        "--no-port-check",
-        action="store_true",
-        help="plan as if every port were free (a dry run for another machine)",
-    )
-    g = p.add_argument_group("output")
-    g.add_argument("--json", action="store_true", help="print JSON")
-    g.add_argument("--show-secrets", action="store_true", help="print API keys unredacted")
-
-
-def _request(a: argparse.Namespace) -> PlanRequest:
-    """What the planner is asked, from the command line; with ``--measure``, its hardware
-    holds the engine's own measurement of the plan asked for. Raises the `EngineError` of a
-    file that cannot be read or an option that cannot be honoured."""
-    req = _gathered(a)
-    return _measured(a, req) if a.measure else req
-
-
-def _gathered(a: argparse.Namespace) -> PlanRequest:
-    from exedra_engine.errors import PlanError
-
-    spec = ModelSpec(
-        id=a.id,
-        path=a.model,
-        kind=Kind(a.kind),
-        capabilities=tuple(a.capability),
-        run_args=tuple(a.run_arg),
-    )
-    hw = read_hardware(a.hardware) if a.hardware else host_hardware()
-    if a.executor:
-        others = tuple(e for e in hw.executors if e.kind != spec.kind)
-        hw = msgspec.structs.replace(
-            hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor))
-        )
-    files = () if a.no_config else located_configs(a.config)
-    key = ""
-    if a.api_key_env:
-        key = os.environ.get(a.api_key_env, "")
-        if not key:
-            raise PlanError(api_key_env_problem(a.api_key_env))
-    constraints = Constraints(
-        host=a.host,
-        ctx=a.ctx,
-        threads=a.threads,
-        port=a.port,
-        port_base=a.port_base,
-        api_key=key,
-        api_key_env=a.api_key_env or "",
-        no_gpu=a.no_gpu,
-        ui=a.ui,
-        overrides=None if a.no_config else merge_all([f.config for f in files]),
-        extra_args=tuple(a.arg),
-        extra_env=tuple(a.env),
-    )
-    return PlanRequest(
-        spec=spec,
-        hardware=hw,
-        constraints=constraints,
-        config_files=files,
-        check_ports=not a.no_port_check,
-    )
-
-
-def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
-    """`req` with the engine's own measurement of the plan asked for in its hardware: planned
-    once for its flags, measured on this machine."""
-    from exedra_engine.cli.measure import with_measurement
-    from exedra_engine.errors import PlanError
-
-    if a.hardware or req.hardware is None:
-        raise PlanError(
-            "--measure measures on this machine, --hardware plans for another: measure "
-            "there (probe --json --measure MODEL) and plan from that file"
-        )
-    first = explain_request(msgspec.structs.replace(req, check_ports=False))
-    hw = with_measurement(req.hardware, first.plan)
-    return msgspec.structs.replace(req, hardware=hw)
-
-
-_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
-
-
-def api_key_env_problem(name: str) -> str:
-    """Why ``--api-key-env NAME`` gave no key. The name is shown only in the form variables
-    are conventionally named (upper case, digits, underscores): anything else may be the key
-    itself, typed where its variable's name belongs."""
-    if not _ENV_NAME.fullmatch(name):
-        return (
-            "--api-key-env takes the name of a variable holding the key, and the value given "
-            "is not a variable name (not shown: it may be the key itself); "
-            "export MY_KEY=... and pass --api-key-env MY_KEY"
-        )
-    state = "empty" if name in os.environ else "not set"
-    return (
-        f"--api-key-env: variable {name} is {state}; "
-        "plan without --api-key-env for an unauthenticated executor"
-    )
-
-
-def _planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin]:
-    """The request, its plan explained, and the table its layers were judged by: with
-    ``--explain`` or ``--strict`` the executor's own (its ``--help``, cached), else the
-    bundled one."""
-    req = _request(a)
-    kind = req.spec.kind
-    exe = req.hardware.executor(kind) if req.hardware else None
-    flags, origin = None, bundled_origin(kind)
-    if exe is not None and (a.explain or a.strict):
-        from exedra_engine._shell.flag_tables import executor_table
-
-        flags, origin = executor_table(executor_profile(kind), exe.path)
-    return req, explain_request(req, flags=flags), origin
-
-
-def cmd_plan(a: argparse.Namespace) -> int:
-    if getattr(a, "emit", None):
-        return _plan_and_emit(a)
-    # An emit option without --emit would be ignored: refused, as config --strict without
-    # --check is, so that `plan --out DIR` does not look as if it wrote something.
-    given = [opt for dest, opt, default in a.emit_only if getattr(a, dest) != default]
-    if given:
-        raise EngineError(
-            f"{', '.join(given)} go{'es' * (len(given) == 1)} with --emit "
-            "(plan ... --emit k8s|systemd|quadlet); without it nothing is emitted"
-        )
-    _, e, origin = _planned(a)
-    e = _shown_findings(e, a.show_secrets)
-    if a.strict and e.findings and not a.explain:
-        return _findings_verdict(a, e)
-    plan = shown_plan(e.plan, a.show_secrets, e.sources)
-    sources = _shown_sources(e, a.show_secrets)
-    if a.json:
-        if a.explain:
-            print_json(
-                {
-                    "plan": plan,
-                    "sources": sources,
-                    "findings": e.findings,
-                    "flag_table": origin,
-                    "memory": e.memory,
-                }
-            )
-        else:
-            print_json(plan)
-    else:
-        print_plan(plan)
-    if a.explain and not a.json:
-        _print_explain(sources, e, origin)
-    return _findings_verdict(a, e)
-
-
-def _shown_sources(e: Explained, show_secrets: bool) -> list[Source]:
-    if show_secrets:
-        return list(e.sources)
-    names = layer_names(e.plan.spec)
-    secrets = plan_secrets(e.plan.args, e.plan.env)
-    return [redact_source(s, secrets, names) for s in e.sources]
-
-
-def _shown_findings(e: Explained, show_secrets: bool) -> Explained:
-    """`e` with every long key (`SHORT_KEY` characters or more) hidden in its findings,
-    which quote the tokens they judge as free text: a caller's ``--arg=--temp=KEY`` is
-    worded back. A shorter key stands where the checker says, redacted there."""
-    if show_secrets or not e.findings:
-        return e
-    hide = TextRedactor(k for k in plan_secrets(e.plan.args, e.plan.env) if len(k) >= SHORT_KEY)
-    findings = tuple(
-        msgspec.structs.replace(
-            f,
-            token=hide.text(f.token),
-            message=hide.text(f.message),
-            suggestion=hide.text(f.suggestion),
-        )
-        for f in e.findings
-    )
-    return msgspec.structs.replace(e, findings=findings)
-
-
-def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> None:
-    print(
-        "\nwhere each part came from (lowest layer first: run_args, engine, config env, "
-        "config engines, config models, caller):"
-    )
-    for s in sources:
-        print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
-        for o in s.overrode:
-            print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
-    if note := _cpu_note(e.plan):  # under the flag's own line, before the findings
-        print(f"\nnote: {note}")
-    if e.memory:
-        print("\nmemory (what the executor is expected to use, and what the planner decided):")
-        for line in e.memory:
-            print(f"  {shown(line)}")
-    print(f"\nfindings, judged by {shown(origin.describe())}:")
-    for f in e.findings:
-        print(f"  {finding_line(f)}")
-    if not e.findings:
-        print("  none")
-
-
-def _cpu_note(plan: LaunchPlan) -> str:
-    """Why a plan pins the model to the CPU, and that the executor's start-up warning about
-    it is expected (llama-server prints "no usable GPU found ... consult docs/build.md" for
-    ``--n-gpu-layers 0`` on a host or build without a GPU, and nothing without the flag: a
-    newcomer reads it as a broken build). "" when the plan does not pin it."""
-    p = executor_profile(plan.spec.kind)
-    n = len(p.cpu_only_args)
-    if not n or not any(plan.args[i : i + n] == p.cpu_only_args for i in range(len(plan.args))):
-        return ""
-    flags = " ".join(p.cpu_only_args)
-    return (
-        f"{flags} keeps the model on the CPU: this host has no GPU that this {p.binary} "
-        "can use, or --no-gpu asked for it. A start-up warning of the executor about no "
-        "usable GPU is expected then, not a broken build"
-    )
-
-
-def _findings_verdict(a: argparse.Namespace, e: Explained) -> int:
-    """Exit 0; with ``--strict``, 2 when the plan has findings. Without ``--explain`` the
-    findings are summed up on stderr, where a plan's JSON on stdout is not disturbed."""
-    if not e.findings:
-        return 0
-    summary = findings_summary(e.findings)
-    if a.strict:
-        first = finding_line(e.findings[0])
-        raise EngineError(f"--strict: the plan has findings ({summary}); first: {first}")
-    if not a.explain:
-        print(
-            f"{PROG}: warning: {summary} in what this plan passes on, judged by the bundled "
-            "flag table; plan --explain lists them, judged by the installed binary",
-            file=sys.stderr,
-        )
-    return 0
-
-
-def _plan_and_emit(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.emit import run_emit
-
-    # A container target binds every address unless the caller says otherwise (--explain
-    # says so): loopback inside a container is reached by nothing, not even the probes.
-    host_defaulted = not a.host and a.emit != "systemd"
-    if host_defaulted:
-        a.host = "0.0.0.0"
-    req = _request(a)
-    e = explain_request(req)
-    # The emitter is host-blind: the hardware the plan was made for is passed to it.
-    return run_emit(e.plan, req.hardware, a, e.sources, host_defaulted=host_defaulted)
-
-
-def cmd_emit(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.emit import load_plan, run_emit
-
-    hw = read_hardware(a.hardware) if a.hardware else None
-    return run_emit(load_plan(a.plan), hw, a)
-
-
-def cmd_wait_ready(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.emit import cmd_wait_ready as run
-
-    return run(a)
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
@@ -429,11 +48,11 @@ def cmd_launch(a: argparse.Namespace) -> int:
         try:
             from exedra_engine.cli.launch import run_launch
 
-            _, e, _ = _planned(a)
-            _findings_verdict(a, _shown_findings(e, a.show_secrets))
+            _, e, _ = request.planned(a)
+            plan.findings_verdict(a, plan.shown_findings(e, a.show_secrets))
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
-        if not (a.quiet or a.log_file) and (note := _cpu_note(e.plan)):
+        if not (a.quiet or a.log_file) and (note := plan.cpu_note(e.plan)):
             print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
         return run_launch(e.plan, a, sigs, e.sources)
 
@@ -500,57 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_parser(sub)
     config.add_parser(sub)
 
-    s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
-    _add_plan_options(s)
-    s.add_argument(
-        "--measure",
-        action="store_true",
-        help="measure what the executor would reserve with this plan's flags "
-        "(llama-fit-params, here, now) and plan with the engine's own figures",
-    )
-    s.add_argument(
-        "--explain",
-        action="store_true",
-        help="show which layer set each argv option and env variable, and the findings of "
-        "the layers, judged by the executor's own --help (with --emit: where each emitted "
-        "field came from)",
-    )
-    s.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse a plan whose layers have findings (exit 2), judged as with --explain",
-    )
-    add_emit_options(s, target_flag="--emit")
-    emit_group = next(g for g in s._action_groups if g.title == "emit")
-    s.set_defaults(
-        func=cmd_plan,
-        emit_only=tuple(
-            (x.dest, x.option_strings[0], x.default)
-            for x in emit_group._group_actions
-            if x.dest != "emit"
-        ),
-    )
-
-    s = sub.add_parser(
-        "emit", help="render a saved plan (plan --json) for Kubernetes, systemd or Quadlet"
-    )
-    s.add_argument("plan", metavar="PLAN.json", help="a plan saved with plan --json")
-    s.add_argument(
-        "--hardware",
-        metavar="FILE",
-        help="the hardware file the plan was made for (names the GPU resource)",
-    )
-    s.add_argument("--explain", action="store_true", help="say where each field came from")
-    add_emit_options(s, target_flag="--target")
-    s.set_defaults(func=cmd_emit)
-
-    s = sub.add_parser("wait-ready", help="wait until a URL answers 200 (a unit's readiness)")
-    s.add_argument("url", help="the executor's ready URL, e.g. http://127.0.0.1:8080/health")
-    s.add_argument(
-        "--timeout", type=options.seconds, default=300.0, metavar="S", help="default 300"
-    )
-    s.add_argument("--interval", type=options.seconds, default=1.0, metavar="S", help="default 1")
-    s.set_defaults(func=cmd_wait_ready)
+    plan.add_parser(sub)
+    emit.add_parser(sub)
+    wait_ready.add_parser(sub)
 
     _add_launch(sub)
 
@@ -568,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_launch(sub: Any) -> None:
     s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
-    _add_plan_options(s)
+    request.add_plan_options(s)
     s.add_argument(
         "--ready-timeout",
         type=options.seconds,
