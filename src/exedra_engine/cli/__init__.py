@@ -13,6 +13,10 @@ JSON writes lone surrogates (undecodable bytes of a path, as Python's ``surrogat
 them) as ``\\udcXX`` escapes, so the output is valid UTF-8 JSON under any locale. A failed
 write of stdout (a full disk, ``/dev/full``) is a one-line error with exit 1; a closed pipe
 exits 0 quietly (the reader stopped reading: ``| head -1``).
+
+A module per command (cli/probe.py, cli/plan.py, ...) adds its parser (``add_parser(sub)``)
+and holds its handler, which returns an exit status or a `Report` that `show` prints as text
+or JSON. Here: the parser's assembly, `main` and `run`, and the exit status of each error.
 """
 
 from __future__ import annotations
@@ -23,86 +27,24 @@ import errno
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from exedra_engine._core.executors import executor_profile, profiles
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.executors import profiles
 from exedra_engine._version import __version__
-from exedra_engine.cli import config, emit, inspect, options, plan, probe, request, wait_ready
+from exedra_engine.cli import (
+    completion,
+    config,
+    demo,
+    emit,
+    inspect,
+    launch,
+    plan,
+    probe,
+    wait_ready,
+)
 from exedra_engine.cli.parser import Parser
 from exedra_engine.cli.render import PROG, Report, fail, hide_values, show, shown
-from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EngineError, LaunchError, NotReady
-
-
-def cmd_launch(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
-
-    # `plan` allows an absent model (planning for another machine); a launch cannot succeed
-    # without one, and is refused before anything is started.
-    if not os.path.isfile(a.model):
-        why = "is a directory" if os.path.isdir(a.model) else "does not exist"
-        raise EngineError(f"--model {a.model}: {why}; launch needs the model file on this host")
-    # Signals are honoured from here on, planning included (see cli/launch.py).
-    with Signals().installed() as sigs:
-        try:
-            from exedra_engine.cli.launch import run_launch
-
-            _, e, _ = request.planned(a)
-            plan.findings_verdict(a, plan.shown_findings(e, a.show_secrets))
-        except Interrupted as i:
-            return interrupted_exit(i.signum, "planning", "nothing was started")
-        if not (a.quiet or a.log_file) and (note := plan.cpu_note(e.plan)):
-            print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
-        return run_launch(e.plan, a, sigs, e.sources)
-
-
-def cmd_completion(a: argparse.Namespace) -> int:
-    import shtab
-
-    parser = build_parser()
-    _mark_paths(parser)
-    sys.stdout.write(shtab.complete(parser, shell=a.shell))
-    return 0
-
-
-# What the options and operands complete to (shtab's own markers, spelt out so that building
-# the parser for every other command does not import shtab): files (and directories on the
-# way to them), or directories only.
-_FILE = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
-_DIR = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
-_PATHS = {
-    "model": _FILE,
-    "path": _FILE,
-    "config": _FILE,
-    "hardware": _FILE,
-    "executor": _FILE,
-    "plan": _FILE,
-    "log_file": _FILE,
-    "key_file": _FILE,
-    "out": _DIR,
-    "models_dir": _DIR,
-}
-
-
-def _mark_paths(parser: argparse.ArgumentParser) -> None:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                _mark_paths(sub)
-        elif action.dest in _PATHS:
-            action.complete = _PATHS[action.dest]  # type: ignore[attr-defined]
-
-
-def cmd_demo(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
-
-    with Signals().installed() as sigs:
-        try:
-            from exedra_engine.cli.demo import run_demo
-        except Interrupted as i:
-            return interrupted_exit(i.signum, "planning", "nothing was started")
-        return run_demo(a, sigs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,69 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     emit.add_parser(sub)
     wait_ready.add_parser(sub)
 
-    _add_launch(sub)
-
-    s = sub.add_parser(
-        "demo",
-        help=f"generate a tiny model, launch a real {executor_profile(Kind.LLAMA).binary} on it, "
-        "ask it one question, stop it",
-    )
-    s.add_argument("--json", action="store_true", help="print JSON")
-    s.add_argument("--question", default="Say hello.", help="what to ask")
-    s.set_defaults(func=cmd_demo)
-    _add_completion(sub)
+    launch.add_parser(sub)
+    demo.add_parser(sub)
+    completion.add_parser(sub)
     return p
-
-
-def _add_launch(sub: Any) -> None:
-    s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
-    request.add_plan_options(s)
-    s.add_argument(
-        "--ready-timeout",
-        type=options.seconds,
-        default=None,
-        metavar="S",
-        help="seconds to wait for readiness (default: the load budget of the model's size, "
-        "shown on plan's load line)",
-    )
-    s.add_argument(
-        "--stop-timeout",
-        type=options.seconds,
-        default=STOP_TIMEOUT,
-        metavar="S",
-        help=f"SIGTERM grace period before SIGKILL (default {STOP_TIMEOUT:g})",
-    )
-    s.add_argument(
-        "--drain",
-        type=options.seconds,
-        default=0.0,
-        metavar="S",
-        help="on Ctrl-C or SIGTERM, first wait up to S seconds until the executor answers no "
-        "request (default 0: stop at once)",
-    )
-    s.add_argument(
-        "--quiet",
-        action="store_true",
-        help="do not forward the executor's logs (its last lines still explain a failure)",
-    )
-    s.add_argument(
-        "--log-file",
-        type=options.log_file,
-        metavar="FILE",
-        help="append the executor's logs to FILE instead of stderr (keys redacted)",
-    )
-    s.set_defaults(func=cmd_launch, explain=False, strict=False, measure=False)
-
-
-def _add_completion(sub: Any) -> None:
-    s = sub.add_parser(
-        "completion",
-        help="print a shell completion script (bash: source it, or save it as "
-        "~/.local/share/bash-completion/completions/exedra-engine; zsh: save it as "
-        "_exedra-engine in a directory of $fpath)",
-    )
-    s.add_argument("shell", choices=["bash", "zsh"], help="the shell")
-    s.set_defaults(func=cmd_completion)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
