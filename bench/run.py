@@ -29,7 +29,8 @@ import timeit
 import tracemalloc
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +41,18 @@ FAKE = ROOT / "tests" / "fake_executor.py"
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
 
 
+@dataclass(frozen=True, kw_only=True)
 class Row:
-    def __init__(
-        self,
-        n: int,
-        what: str,
-        ours: str,
-        ref: str,
-        figure: str,
-        goal: str,
-        met: bool,
-        data: dict[str, Any],
-    ) -> None:
-        self.n, self.what, self.ours, self.ref = n, what, ours, ref
-        self.figure, self.goal, self.met, self.data = figure, goal, met, data
+    """One printed line: what was measured, against what, and whether the goal was met."""
+
+    n: int
+    what: str
+    ours: str
+    ref: str
+    figure: str
+    goal: str
+    met: bool
+    data: Mapping[str, Any] = field(default_factory=dict)
 
 
 def med(xs: list[float]) -> float:
@@ -104,14 +103,14 @@ def bench_inspect(tmp: Path, quick: bool) -> list[Row]:
     ratio = med(ref) / med(ours)
     rows.append(
         Row(
-            1,
-            f"inspect, 152k vocab, file_type after it ({big.stat().st_size >> 20} MB)",
-            f"{ms(med(ours))}, peak {peak / 2**20:.1f} MB",
-            f"GGUFReader {med(ref):.2f} s, peak {ref_peak / 2**20:.0f} MB",
-            f"{ratio:.0f}x faster",
-            ">=300x, <=16 MB",
-            ratio >= 300 and peak <= 16 << 20,
-            {
+            n=1,
+            what=f"inspect, 152k vocab, file_type after it ({big.stat().st_size >> 20} MB)",
+            ours=f"{ms(med(ours))}, peak {peak / 2**20:.1f} MB",
+            ref=f"GGUFReader {med(ref):.2f} s, peak {ref_peak / 2**20:.0f} MB",
+            figure=f"{ratio:.0f}x faster",
+            goal=">=300x, <=16 MB",
+            met=ratio >= 300 and peak <= 16 << 20,
+            data={
                 "ours_s": med(ours),
                 "ref_s": med(ref),
                 "ratio": ratio,
@@ -128,28 +127,28 @@ def bench_inspect(tmp: Path, quick: bool) -> list[Row]:
     r32 = med(ref32) / med(ours32)
     rows.append(
         Row(
-            1,
-            "inspect, 32k vocab, no merges, file_type after it",
-            ms(med(ours32)),
-            f"GGUFReader {ms(med(ref32))}",
-            f"{r32:.0f}x faster",
-            "(reported)",
-            True,
-            {"ours_s": med(ours32), "ref_s": med(ref32), "ratio": r32},
+            n=1,
+            what="inspect, 32k vocab, no merges, file_type after it",
+            ours=ms(med(ours32)),
+            ref=f"GGUFReader {ms(med(ref32))}",
+            figure=f"{r32:.0f}x faster",
+            goal="(reported)",
+            met=True,
+            data={"ours_s": med(ours32), "ref_s": med(ref32), "ratio": r32},
         )
     )
     early = write_header_model(tmp / "early.gguf", vocab=151_936, file_type_after_vocab=False)
     oe = timed(lambda: inspect(early).unwrap(), 200)
     rows.append(
         Row(
-            1,
-            "inspect, 152k vocab, every field before it",
-            us(med(oe)),
-            "-",
-            us(med(oe)),
-            "well under 1 ms",
-            med(oe) < 1e-3,
-            {"ours_s": med(oe)},
+            n=1,
+            what="inspect, 152k vocab, every field before it",
+            ours=us(med(oe)),
+            ref="-",
+            figure=us(med(oe)),
+            goal="well under 1 ms",
+            met=med(oe) < 1e-3,
+            data={"ours_s": med(oe)},
         )
     )
     return rows
@@ -255,14 +254,14 @@ def bench_plan() -> list[Row]:
     explain_ratio = med(explained) / med(ours)
     return [
         Row(
-            2,
-            f"pure planning, 5 layers, {len(p.args)} argv tokens",
-            us(med(ours)),
-            f"goal {us(goal)}; bare dict merge {us(med(ref))}",
-            f"{med(ours) / goal:.2f}x the goal, {ratio:.0f}x the merge",
-            "<=25 µs (<=1x), <=5x merge",
-            med(ours) <= goal and ratio <= 5,
-            {
+            n=2,
+            what=f"pure planning, 5 layers, {len(p.args)} argv tokens",
+            ours=us(med(ours)),
+            ref=f"goal {us(goal)}; bare dict merge {us(med(ref))}",
+            figure=f"{med(ours) / goal:.2f}x the goal, {ratio:.0f}x the merge",
+            goal="<=25 µs (<=1x), <=5x merge",
+            met=med(ours) <= goal and ratio <= 5,
+            data={
                 "ours_s": med(ours),
                 "goal_s": goal,
                 "goal_ratio": med(ours) / goal,
@@ -272,14 +271,14 @@ def bench_plan() -> list[Row]:
             },
         ),
         Row(
-            2,
-            "explain_launch vs plan_launch, same case",
-            us(med(explained)),
-            f"plan_launch {us(med(ours))}",
-            f"{explain_ratio:.2f}x a plain plan",
-            "<=1.5x",
-            explain_ratio <= 1.5,
-            {"ours_s": med(explained), "ref_s": med(ours), "ratio": explain_ratio},
+            n=2,
+            what="explain_launch vs plan_launch, same case",
+            ours=us(med(explained)),
+            ref=f"plan_launch {us(med(ours))}",
+            figure=f"{explain_ratio:.2f}x a plain plan",
+            goal="<=1.5x",
+            met=explain_ratio <= 1.5,
+            data={"ours_s": med(explained), "ref_s": med(ours), "ratio": explain_ratio},
         ),
     ]
 
@@ -354,14 +353,18 @@ def bench_readiness(tmp: Path, quick: bool) -> list[Row]:
     ref_txt = ", ".join(f"{k} poller p50 {ms(med(v))}" for k, v in refs.items())
     return [
         Row(
-            3,
-            f"readiness detection, fake executor ({n} launches)",
-            f"p50 {ms(p50)}, p99 {ms(p99)}",
-            ref_txt,
-            f"{med(refs['250 ms']) / p50:.0f}x sooner than 250 ms polling",
-            "<=5 ms p50, <=20 ms p99",
-            p50 <= 5e-3 and p99 <= 20e-3,
-            {"p50_s": p50, "p99_s": p99, **{f"ref_{k}_p50_s": med(v) for k, v in refs.items()}},
+            n=3,
+            what=f"readiness detection, fake executor ({n} launches)",
+            ours=f"p50 {ms(p50)}, p99 {ms(p99)}",
+            ref=ref_txt,
+            figure=f"{med(refs['250 ms']) / p50:.0f}x sooner than 250 ms polling",
+            goal="<=5 ms p50, <=20 ms p99",
+            met=p50 <= 5e-3 and p99 <= 20e-3,
+            data={
+                "p50_s": p50,
+                "p99_s": p99,
+                **{f"ref_{k}_p50_s": med(v) for k, v in refs.items()},
+            },
         )
     ]
 
@@ -419,24 +422,24 @@ def bench_stop(tmp: Path, quick: bool) -> list[Row]:
     os.environ.pop("FAKE_MODE", None)
     return [
         Row(
-            5,
-            "stop: process exit to stop() returning",
-            f"p50 {ms(med(after_exit))}",
-            "-",
-            ms(med(after_exit)),
-            "<=5 ms p50",
-            med(after_exit) <= 5e-3,
-            {"p50_s": med(after_exit)},
+            n=5,
+            what="stop: process exit to stop() returning",
+            ours=f"p50 {ms(med(after_exit))}",
+            ref="-",
+            figure=ms(med(after_exit)),
+            goal="<=5 ms p50",
+            met=med(after_exit) <= 5e-3,
+            data={"p50_s": med(after_exit)},
         ),
         Row(
-            5,
-            "stop: SIGTERM ignored, deadline to exit observed",
-            f"max {ms(max(late))}",
-            "-",
-            ms(max(late)),
-            "SIGKILL within 20 ms",
-            max(late) <= 20e-3,
-            {"max_s": max(late), "p50_s": med(late)},
+            n=5,
+            what="stop: SIGTERM ignored, deadline to exit observed",
+            ours=f"max {ms(max(late))}",
+            ref="-",
+            figure=ms(max(late)),
+            goal="SIGKILL within 20 ms",
+            met=max(late) <= 20e-3,
+            data={"max_s": max(late), "p50_s": med(late)},
         ),
     ]
 
@@ -461,14 +464,14 @@ def bench_launch_real(tmp: Path, quick: bool) -> list[Row]:
     if binary is None:
         return [
             Row(
-                4,
-                "launch-to-ready, real llama-server",
-                "not installed",
-                "-",
-                "-",
-                "<=1.1x",
-                False,
-                {},
+                n=4,
+                what="launch-to-ready, real llama-server",
+                ours="not installed",
+                ref="-",
+                figure="-",
+                goal="<=1.1x",
+                met=False,
+                data={},
             )
         ]
     model = write_tiny_llama(tmp / "tiny.gguf")
@@ -520,14 +523,14 @@ def bench_launch_real(tmp: Path, quick: bool) -> list[Row]:
     ratio = med(ours) / med(ref)
     return [
         Row(
-            4,
-            "launch-to-ready, real llama-server, tiny model",
-            ms(med(ours)),
-            f"binary + tight /health loop {ms(med(ref))}",
-            f"{ratio:.2f}x",
-            "<=1.1x",
-            ratio <= 1.1,
-            {"ours_s": med(ours), "ref_s": med(ref), "ratio": ratio},
+            n=4,
+            what="launch-to-ready, real llama-server, tiny model",
+            ours=ms(med(ours)),
+            ref=f"binary + tight /health loop {ms(med(ref))}",
+            figure=f"{ratio:.2f}x",
+            goal="<=1.1x",
+            met=ratio <= 1.1,
+            data={"ours_s": med(ours), "ref_s": med(ref), "ratio": ratio},
         )
     ]
 
@@ -577,14 +580,14 @@ def _inventory_row(model: Path, inspect_s: float) -> Row:
     ratio = med(inv) / inspect_s
     n = len(read_inventory(model).unwrap().tensors)
     return Row(
-        8,
-        f"inventory, real model ({n} tensors)",
-        ms(med(inv)),
-        f"inspect {ms(inspect_s)}",
-        f"{ratio:.1f}x inspect",
-        "<= 2x inspect",
-        ratio <= 2,
-        {"inventory_s": med(inv), "inspect_s": inspect_s, "tensors": n},
+        n=8,
+        what=f"inventory, real model ({n} tensors)",
+        ours=ms(med(inv)),
+        ref=f"inspect {ms(inspect_s)}",
+        figure=f"{ratio:.1f}x inspect",
+        goal="<= 2x inspect",
+        met=ratio <= 2,
+        data={"inventory_s": med(inv), "inspect_s": inspect_s, "tensors": n},
     )
 
 
@@ -608,7 +611,18 @@ def bench_real_model(tmp: Path, quick: bool) -> list[Row]:
     model, binary = _real_model(), _executor("llama-server")
     if model is None or binary is None:
         missing = "the model" if model is None else "llama-server"
-        return [Row(8, "real model (Gemma 3 270M)", f"{missing} missing", "-", "-", "-", False, {})]
+        return [
+            Row(
+                n=8,
+                what="real model (Gemma 3 270M)",
+                ours=f"{missing} missing",
+                ref="-",
+                figure="-",
+                goal="-",
+                met=False,
+                data={},
+            )
+        ]
     rows = []
     # inspect: ours, RamaLama's parser, gguf's reader (slow: once).
     ours = timed(lambda: inspect(model).unwrap(), 15)
@@ -627,14 +641,14 @@ def bench_real_model(tmp: Path, quick: bool) -> list[Row]:
     )
     rows.append(
         Row(
-            8,
-            f"inspect, real model ({model.stat().st_size >> 20} MB)",
-            ms(med(ours)),
-            txt,
-            fig,
-            "(reported)",
-            True,
-            {
+            n=8,
+            what=f"inspect, real model ({model.stat().st_size >> 20} MB)",
+            ours=ms(med(ours)),
+            ref=txt,
+            figure=fig,
+            goal="(reported)",
+            met=True,
+            data={
                 "ours_s": med(ours),
                 "gguf_s": med(ref),
                 "ramalama_s": med(rama) if rama else None,
@@ -682,14 +696,17 @@ def bench_real_model(tmp: Path, quick: bool) -> list[Row]:
     r250, r1 = (med(refs[k][0]) / med(ours_t) for k in ("250 ms", "1 s"))
     rows.append(
         Row(
-            8,
-            f"launch-to-ready, real model ({n} launches each)",
-            f"{med(ours_t):.2f} s",
-            f"250 ms poller {med(refs['250 ms'][0]):.2f} s, 1 s poller {med(refs['1 s'][0]):.2f} s",
-            f"{r250:.2f}x / {r1:.2f}x sooner",
-            "not slower than either",
-            r250 >= 1 and r1 >= 1,
-            {
+            n=8,
+            what=f"launch-to-ready, real model ({n} launches each)",
+            ours=f"{med(ours_t):.2f} s",
+            ref=(
+                f"250 ms poller {med(refs['250 ms'][0]):.2f} s, "
+                f"1 s poller {med(refs['1 s'][0]):.2f} s"
+            ),
+            figure=f"{r250:.2f}x / {r1:.2f}x sooner",
+            goal="not slower than either",
+            met=r250 >= 1 and r1 >= 1,
+            data={
                 "ours_s": med(ours_t),
                 "ref_250ms_s": med(refs["250 ms"][0]),
                 "ref_1s_s": med(refs["1 s"][0]),
@@ -698,14 +715,14 @@ def bench_real_model(tmp: Path, quick: bool) -> list[Row]:
     )
     rows.append(
         Row(
-            8,
-            "TCP connections opened per launch, real model",
-            f"median {med(ours_c):.0f}, max {max(ours_c)}",
-            f"250 ms poller {med(refs['250 ms'][1]):.0f}, 1 s poller {med(refs['1 s'][1]):.0f}",
-            f"{med(ours_c):.0f} per launch",
-            "a handful (<= 5)",
-            med(ours_c) <= 5,
-            {
+            n=8,
+            what="TCP connections opened per launch, real model",
+            ours=f"median {med(ours_c):.0f}, max {max(ours_c)}",
+            ref=f"250 ms poller {med(refs['250 ms'][1]):.0f}, 1 s poller {med(refs['1 s'][1]):.0f}",
+            figure=f"{med(ours_c):.0f} per launch",
+            goal="a handful (<= 5)",
+            met=med(ours_c) <= 5,
+            data={
                 "ours": ours_c,
                 "ref_250ms": refs["250 ms"][1],
                 "ref_1s": refs["1 s"][1],
@@ -807,7 +824,18 @@ def bench_cli(tmp: Path, quick: bool) -> list[Row]:
     n = 20 if quick else 40
     times = _interleaved({"ours": cmd, "ref": [sys.executable, "-c", "pass"]}, n, env)
     if isinstance(times, str):
-        return [Row(6, "CLI cold start: plan --json", "not measurable", times, "-", "-", False, {})]
+        return [
+            Row(
+                n=6,
+                what="CLI cold start: plan --json",
+                ours="not measurable",
+                ref=times,
+                figure="-",
+                goal="-",
+                met=False,
+                data={},
+            )
+        ]
     ours, ref = times["ours"], times["ref"]
     heavy = _imported(cmd, env)
     extra = med(ours) - med(ref)
@@ -816,14 +844,14 @@ def bench_cli(tmp: Path, quick: bool) -> list[Row]:
     goal = 60e-3
     return [
         Row(
-            6,
-            f"CLI cold start: {label} plan --json, no config",
-            f"{ms(med(ours))} (cpu {ms(med(cpu['ours']))})",
-            f"python -c pass {ms(med(ref))} (cpu {ms(med(cpu['ref']))}; {n} runs each)",
-            f"+{ms(extra)} (cpu +{ms(cpu_extra)}), {extra / goal:.2f}x the goal",
-            "<=60 ms more; no " + "/".join(_HEAVY),
-            extra <= goal and not heavy,
-            {
+            n=6,
+            what=f"CLI cold start: {label} plan --json, no config",
+            ours=f"{ms(med(ours))} (cpu {ms(med(cpu['ours']))})",
+            ref=f"python -c pass {ms(med(ref))} (cpu {ms(med(cpu['ref']))}; {n} runs each)",
+            figure=f"+{ms(extra)} (cpu +{ms(cpu_extra)}), {extra / goal:.2f}x the goal",
+            goal="<=60 ms more; no " + "/".join(_HEAVY),
+            met=extra <= goal and not heavy,
+            data={
                 "ours_s": med(ours),
                 "ref_s": med(ref),
                 "extra_s": extra,
@@ -850,10 +878,32 @@ def bench_vs_ramalama(tmp: Path, quick: bool) -> list[Row]:
         rama = Path(found) if found else rama
     if model is None:
         why = "model missing: run scripts/fetch_model.py"
-        return [Row(9, what, "not measurable", why, "-", goal, False, {"reason": why})]
+        return [
+            Row(
+                n=9,
+                what=what,
+                ours="not measurable",
+                ref=why,
+                figure="-",
+                goal=goal,
+                met=False,
+                data={"reason": why},
+            )
+        ]
     if not rama.exists():
         why = "ramalama not installed: pip install -e '.[bench]'"
-        return [Row(9, what, "not measurable", why, "-", goal, False, {"reason": why})]
+        return [
+            Row(
+                n=9,
+                what=what,
+                ours="not measurable",
+                ref=why,
+                figure="-",
+                goal=goal,
+                met=False,
+                data={"reason": why},
+            )
+        ]
     binary = _executor("llama-server")
     cli, label = _cli()
     ours_cmd = [
@@ -872,19 +922,30 @@ def bench_vs_ramalama(tmp: Path, quick: bool) -> list[Row]:
     n = 20 if quick else 30
     times = _interleaved({"exedra-engine": ours_cmd, "ramalama": ref_cmd}, n, env)
     if isinstance(times, str):
-        return [Row(9, what, "not measurable", times, "-", goal, False, {"reason": times})]
+        return [
+            Row(
+                n=9,
+                what=what,
+                ours="not measurable",
+                ref=times,
+                figure="-",
+                goal=goal,
+                met=False,
+                data={"reason": times},
+            )
+        ]
     ours, ref = times["exedra-engine"], times["ramalama"]
     ratio = med(ref) / med(ours)
     return [
         Row(
-            9,
-            what,
-            ms(med(ours)),
-            f"ramalama {ms(med(ref))} ({n} runs each)",
-            f"{ratio:.2f}x faster",
-            goal,
-            ratio >= 4,
-            {
+            n=9,
+            what=what,
+            ours=ms(med(ours)),
+            ref=f"ramalama {ms(med(ref))} ({n} runs each)",
+            figure=f"{ratio:.2f}x faster",
+            goal=goal,
+            met=ratio >= 4,
+            data={
                 "ours_s": med(ours),
                 "ref_s": med(ref),
                 "ratio": ratio,
@@ -906,14 +967,14 @@ def bench_probe() -> list[Row]:
     t = [x / 50 for x in timeit.repeat(lambda: probe(h), number=50, repeat=9)]
     return [
         Row(
-            7,
-            "probe, fixture tree with 4 GPUs",
-            us(med(t)),
-            "-",
-            us(med(t)),
-            "<=2 ms",
-            med(t) <= 2e-3,
-            {"ours_s": med(t)},
+            n=7,
+            what="probe, fixture tree with 4 GPUs",
+            ours=us(med(t)),
+            ref="-",
+            figure=us(med(t)),
+            goal="<=2 ms",
+            met=med(t) <= 2e-3,
+            data={"ours_s": med(t)},
         )
     ]
 
@@ -1064,7 +1125,16 @@ def bench_memory(tmp: Path, quick: bool) -> list[Row]:
     binary = _executor("llama-server")
     if binary is None:
         return [
-            Row(10, "memory plan vs executor", "llama-server missing", "-", "-", "-", False, {})
+            Row(
+                n=10,
+                what="memory plan vs executor",
+                ours="llama-server missing",
+                ref="-",
+                figure="-",
+                goal="-",
+                met=False,
+                data={},
+            )
         ]
     models: list[tuple[str, Path]] = []
     real = _real_model()
@@ -1168,14 +1238,14 @@ def _memory_rows(cells: list[MemCell]) -> list[Row]:
         )
         rows.append(
             Row(
-                10,
-                f"memory: {what}, {len(cells)} cells",
-                fig,
-                ref,
-                fig,
-                "each within 10% or 32 MiB",
-                met,
-                {
+                n=10,
+                what=f"memory: {what}, {len(cells)} cells",
+                ours=fig,
+                ref=ref,
+                figure=fig,
+                goal="each within 10% or 32 MiB",
+                met=met,
+                data={
                     "cells": [vars(c) for c in cells],
                     "worst_err": err,
                     "ollama_worst_err": ollama_worst[1],
@@ -1185,14 +1255,14 @@ def _memory_rows(cells: list[MemCell]) -> list[Row]:
     worst, err = _worst(cells, lambda c: c.fit, lambda c: c.server or 0)
     rows.append(
         Row(
-            10,
-            "memory: llama-fit-params vs llama-server's own reservation",
-            f"worst {_pct(err)}" + (f" ({worst.model} ctx {worst.ctx})" if worst else ""),
-            "llama-server's breakdown at exit",
-            f"worst {_pct(err)}",
-            "(reported)",
-            True,
-            {"worst_err": err},
+            n=10,
+            what="memory: llama-fit-params vs llama-server's own reservation",
+            ours=f"worst {_pct(err)}" + (f" ({worst.model} ctx {worst.ctx})" if worst else ""),
+            ref="llama-server's breakdown at exit",
+            figure=f"worst {_pct(err)}",
+            goal="(reported)",
+            met=True,
+            data={"worst_err": err},
         )
     )
     return rows
