@@ -8,13 +8,12 @@ import socket
 import statistics
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.goals import GOALS
-
 from exedra_engine.testing import find_executor, find_real_model, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,11 +55,11 @@ class Row:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
-def med(xs: list[float]) -> float:
+def med(xs: Sequence[float]) -> float:
     return statistics.median(xs)
 
 
-def pct(xs: list[float], q: float) -> float:
+def pct(xs: Sequence[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 

@@ -102,7 +102,7 @@ def _peak_after_chat(plan: Any, ctx: int, log_path: Path) -> tuple[int, int, int
     ubatch where the context allows it (a 512-token context does not), and return its peak
     RSS (VmHWM), the prompt's token count, and what the server said it reserved."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_")}
-    env.update(e.split("=", 1) for e in plan.env)  # type: ignore[arg-type]
+    env.update(e.split("=", 1) for e in plan.env)
     with open(log_path, "wb") as log:
         # --verbose: only for the memory breakdown it then prints at exit
         proc = subprocess.Popen(
