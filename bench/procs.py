@@ -74,11 +74,7 @@ HEAVY = HEAVY_IMPORTS
 def imported(cmd: list[str], env: dict[str, str]) -> list[str]:
     """Which of `HEAVY` the command imports (read from its -X importtime report)."""
     r = subprocess.run(
-        cmd,
-        env={**env, "PYTHONPROFILEIMPORTTIME": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
+        cmd, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, capture_output=True, text=True, check=True
     )
     names = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if "|" in line}
     return sorted(m for m in HEAVY if m in names)

@@ -65,18 +65,45 @@ def test_i20_item7_free_port_is_bindable() -> None:
         s.bind(("127.0.0.1", port))
 
 
+def _bench_imports() -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))
+
+
 def test_i20_item7_every_row_and_goal_accounted_for() -> None:
-    sys.path.insert(0, str(ROOT))
-    try:
-        from bench.goals import GOALS
-        from bench.rows import ROWS
-    finally:
-        sys.path.remove(str(ROOT))
+    _bench_imports()
+    from bench.goals import GOALS
+    from bench.rows import ROWS
+
     assert list(ROWS) == list(range(1, 11))
     assert {g.row for g in GOALS.values()} == set(ROWS)
     sources = "".join(p.read_text() for p in (ROOT / "bench" / "rows").glob("*.py"))
     unused = [k for k in GOALS if f'"{k}"' not in sources]
     assert not unused, f"goals no row scores: {unused}"
+
+
+def test_i20_item7_memory_verdict_follows_the_goal_table() -> None:
+    """Row 10 is met when every cell is within the table's tolerance (10 %, or 32 MiB for a
+    model under 300 MiB), and says how many cells missed it."""
+    _bench_imports()
+    from bench.goals import MEM_SMALL_SLACK, MiB
+    from bench.rows.memory import MemCell, _memory_rows
+
+    def cell(size: int, peak: int, resident: int) -> MemCell:
+        c = MemCell("m", size, 512)
+        c.peak, c.fit, c.server, c.ollama = peak, peak, peak, peak
+        c.est_resident, c.est_reserved = resident, peak
+        return c
+
+    small_close = cell(100 * MiB, 200 * MiB, 200 * MiB + MEM_SMALL_SLACK)
+    big_close = cell(1000 * MiB, 2000 * MiB, 2150 * MiB)
+    resident, reserved, _ = _memory_rows([small_close, big_close])
+    assert resident.met and reserved.met and "0 missed" in resident.figure
+    big_off = cell(1000 * MiB, 2000 * MiB, 2250 * MiB)
+    resident, reserved, _ = _memory_rows([small_close, big_off])
+    assert not resident.met and reserved.met and "1 missed" in resident.figure
+    assert resident.goal == "each within 10% or 32 MiB" and resident.n == 10
+    assert not _memory_rows([])[0].met
 
 
 def test_i20_item7_run_py_measures_one_row_and_writes_json(tmp_path: Path) -> None:

@@ -5,14 +5,7 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
-from bench.common import (
-    Row,
-    med,
-    ms,
-    scored,
-    timed,
-    us,
-)
+from bench.common import Row, med, ms, scored, timed, us
 
 N = 1
 

@@ -7,15 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.common import (
-    Row,
-    executor,
-    free_port,
-    med,
-    ms,
-    raw_health,
-    scored,
-)
+from bench.common import Row, executor, free_port, med, ms, raw_health, scored
 from bench.goals import GOALS
 
 N = 4

@@ -14,14 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
-    Row,
-    executor,
-    free_port,
-    poll_fixed,
-    real_model,
-    scored,
-)
+from bench.common import Row, executor, free_port, poll_fixed, real_model, scored
 from bench.goals import MEM_SMALL_MODEL, MEM_SMALL_SLACK, MEM_TOLERANCE, MiB
 
 N = 10
@@ -147,10 +140,7 @@ def _estimate(plan: Any) -> tuple[int | None, int | None]:
     if mem is None:
         return None, None
     host = mem.host
-    return (
-        host.total - host.parts.prompt_cache,
-        host.reserved - host.reserved_parts.prompt_cache,
-    )
+    return (host.total - host.parts.prompt_cache, host.reserved - host.reserved_parts.prompt_cache)
 
 
 def _err(ours: int | None, truth: int) -> float | None:

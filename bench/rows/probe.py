@@ -5,13 +5,7 @@ from __future__ import annotations
 import timeit
 from pathlib import Path
 
-from bench.common import (
-    HOSTS,
-    Row,
-    med,
-    scored,
-    us,
-)
+from bench.common import HOSTS, Row, med, scored, us
 
 N = 7
 

@@ -7,17 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.common import (
-    FAKE,
-    Row,
-    fake_plan,
-    free_port,
-    med,
-    ms,
-    pct,
-    poll_fixed,
-    scored,
-)
+from bench.common import FAKE, Row, fake_plan, free_port, med, ms, pct, poll_fixed, scored
 
 N = 3
 

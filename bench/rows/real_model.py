@@ -7,17 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.common import (
-    Row,
-    executor,
-    free_port,
-    med,
-    ms,
-    poll_fixed,
-    real_model,
-    scored,
-    timed,
-)
+from bench.common import Row, executor, free_port, med, ms, poll_fixed, real_model, scored, timed
 
 N = 8
 
@@ -185,11 +175,7 @@ def run(tmp: Path, quick: bool) -> list[Row]:
             ours=f"median {med(ours_c):.0f}, max {max(ours_c)}",
             ref=f"250 ms poller {med(refs['250 ms'][1]):.0f}, 1 s poller {med(refs['1 s'][1]):.0f}",
             figure=f"{med(ours_c):.0f} per launch",
-            data={
-                "ours": ours_c,
-                "ref_250ms": refs["250 ms"][1],
-                "ref_1s": refs["1 s"][1],
-            },
+            data={"ours": ours_c, "ref_250ms": refs["250 ms"][1], "ref_1s": refs["1 s"][1]},
         )
     )
     return rows

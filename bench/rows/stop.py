@@ -6,13 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from bench.common import (
-    Row,
-    fake_plan,
-    med,
-    ms,
-    scored,
-)
+from bench.common import Row, fake_plan, med, ms, scored
 
 N = 5
 

@@ -6,14 +6,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from bench.common import (
-    Row,
-    executor,
-    med,
-    ms,
-    real_model,
-    scored,
-)
+from bench.common import Row, executor, med, ms, real_model, scored
 from bench.goals import GOALS
 from bench.procs import child_env, cli_command, interleaved
 
