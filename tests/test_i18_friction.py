@@ -251,3 +251,20 @@ def test_i18_completion_scripts_for_bash_and_zsh(run: Run) -> None:
     if shutil.which("zsh"):
         zsh = run("completion", "zsh").out
         assert subprocess.run(["zsh", "-n"], input=zsh, text=True, check=False).returncode == 0
+
+
+def test_i18_item9_another_kinds_executor_is_refused(
+    run: Run, tiny_llama: Path, whisper_server: str
+) -> None:
+    r = run(
+        "plan",
+        "--model",
+        str(tiny_llama),
+        "--kind",
+        "llama",
+        "--no-config",
+        "--executor",
+        whisper_server,
+    )
+    assert r.code == 2
+    assert "whisper-server is the executor of kind transcribe, not of kind llama" in r.err

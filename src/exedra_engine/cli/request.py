@@ -128,6 +128,21 @@ def request(a: argparse.Namespace) -> PlanRequest:
     return _measured(a, req) if a.measure else req
 
 
+def _refuse_other_kinds_binary(path: str, kind: Kind) -> None:
+    """``--kind llama --executor .../whisper-server``: the binary's name says it is another
+    kind's executor, which would be handed flags it does not know."""
+    from exedra_engine.errors import PlanError
+
+    name = os.path.basename(path)
+    for p in profiles():
+        if p.kind != kind and name == p.binary:
+            raise PlanError(
+                f"--executor: {name} is the executor of kind {p.kind}, not of kind "
+                f"{kind.value} (plan it with --kind {p.kind}, or name a "
+                f"{executor_profile(kind).binary})"
+            )
+
+
 def _gathered(a: argparse.Namespace) -> PlanRequest:
     from exedra_engine.errors import PlanError
 
@@ -140,6 +155,7 @@ def _gathered(a: argparse.Namespace) -> PlanRequest:
     )
     hw = read_hardware(a.hardware) if a.hardware else host_hardware()
     if a.executor:
+        _refuse_other_kinds_binary(a.executor, spec.kind)
         others = tuple(e for e in hw.executors if e.kind != spec.kind)
         hw = msgspec.structs.replace(
             hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor))
