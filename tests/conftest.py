@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -20,6 +21,23 @@ from exedra_engine.testing import (
     write_tiny_whisper,
     write_wav,
 )
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_as_at_a_terminal() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt in every test, as it does for a user at a terminal.
+    A suite started in the background by a non-interactive shell (``cmd &``) inherits SIGINT
+    ignored, and Python then keeps it ignored: the tests of what Ctrl-C does would wait for
+    an interrupt that can never come."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = Path(__file__).resolve().parent / "fixtures" / "hosts"
