@@ -881,7 +881,7 @@ def _add_launch(sub: Any) -> None:
     )
     s.add_argument(
         "--drain",
-        type=options.seconds,
+        type=options.seconds_or_zero,
         default=0.0,
         metavar="S",
         help="on Ctrl-C or SIGTERM, first wait up to S seconds until the executor answers no "
