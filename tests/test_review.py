@@ -47,3 +47,13 @@ def test_review_bad_host_refused_at_plan(host: str, tiny_llama: Path, run: Run) 
 def test_review_good_hosts_planned(host: str, tiny_llama: Path, run: Run) -> None:
     r = run("plan", "--model", str(tiny_llama), *PLAN, "--host", host, "--json")
     assert r.code == 0, r.err
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_review_wait_ready_url_credentials_not_echoed(scheme: str, run: Run) -> None:
+    # wait-ready printed http://user:KEY@host/... whole in its error.
+    url = f"{scheme}://user:sk-live-abc123XYZ@127.0.0.1:1/health"
+    r = run("wait-ready", "--timeout", "0.3", "--interval", "0.1", url)
+    assert r.code in (1, 2), r.err
+    assert "sk-live" not in r.err and "sk-live" not in r.out, r.err
+    assert "127.0.0.1:1/health" in r.err, r.err
