@@ -137,7 +137,7 @@ def test_explain_shows_layers(tiny_llama: Path, tmp_path: Path, run: Run) -> Non
         (["--kind", "vllm"], "argument --kind: choose from llama, transcribe"),
         (["--port", "abc"], "argument --port: expected a whole number"),
         (["--arg=--ctx-size"], "caller: flag --ctx-size needs a value"),
-        (["--env", "NOEQUALS"], "caller env: entry 1 is not KEY=VALUE"),
+        (["--env", "NOEQUALS"], "argument --env: expected K=V, not NOEQUALS"),
         (["--api-key-env", "UNSET_VAR_X"], "variable UNSET_VAR_X is not set"),
         (["--capability", "asr"], "'asr' cannot be served by llama-server"),
     ],

@@ -57,3 +57,15 @@ def test_review_wait_ready_url_credentials_not_echoed(scheme: str, run: Run) -> 
     assert r.code in (1, 2), r.err
     assert "sk-live" not in r.err and "sk-live" not in r.out, r.err
     assert "127.0.0.1:1/health" in r.err, r.err
+
+
+@pytest.mark.parametrize("value", ["sk-live-abc123XYZ", "=x", ""])
+@pytest.mark.parametrize("command", ["plan", "launch"])
+def test_review_env_entry_names_the_option(
+    command: str, value: str, tiny_llama: Path, run: Run
+) -> None:
+    # `--env sk-live-...` said "caller env: entry 1 is not KEY=VALUE", naming no option.
+    r = run(command, "--model", str(tiny_llama), *PLAN, "--env", value)
+    assert r.code == 2, r.err
+    assert r.err.count("\n") == 1 and "argument --env: expected K=V" in r.err, r.err
+    assert "sk-live" not in r.err

@@ -48,6 +48,15 @@ def seconds_or_zero(text: str) -> float:
     return value
 
 
+def env_item(text: str) -> str:
+    """``--env K=V``: a name, ``=``, a value (possibly empty). A mistyped entry is not quoted
+    unless it has a harmless form: it may be a bare secret."""
+    name, sep, _ = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected K=V, not {_it(text)}")
+    return text
+
+
 def count(*, least: int = 0, most: int | None = None, zero: str = "") -> Callable[[str], int]:
     """An integer in [least, most]; `zero` says what 0 means where it is allowed."""
 
