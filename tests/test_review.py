@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,27 @@ def test_review_env_entry_names_the_option(
     assert r.code == 2, r.err
     assert r.err.count("\n") == 1 and "argument --env: expected K=V" in r.err, r.err
     assert "sk-live" not in r.err
+
+
+@pytest.mark.parametrize("command", ["probe", "plan"])
+def test_review_measure_missing_model_named(
+    command: str, tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # probe --measure /nope.gguf said "llama-fit-params failed (exit status -6): what():
+    # failed to load model" (and plan --measure the same), never that the file is absent.
+    # probe plans with the llama-server it finds: a stand-in first on PATH is enough, as the
+    # file is checked before anything runs.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "llama-server").symlink_to(FAKE)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
+    absent = tmp_path / "absent.gguf"
+    argv = (
+        ["probe", "--measure", str(absent)]
+        if command == "probe"
+        else ["plan", "--model", str(absent), *PLAN, "--measure"]
+    )
+    r = run(*argv)
+    assert r.code == 2, r.err
+    assert r.err.count("\n") == 1, r.err
+    assert f"{absent}: does not exist" in r.err, r.err
