@@ -94,3 +94,14 @@ def test_review_measure_missing_model_named(
     assert r.code == 2, r.err
     assert r.err.count("\n") == 1, r.err
     assert f"{absent}: does not exist" in r.err, r.err
+
+
+@pytest.mark.parametrize("target", ["k8s", "systemd", "quadlet"])
+def test_review_plan_emit_json_refused(target: str, tmp_path: Path, run: Run) -> None:
+    # plan --emit ... --json ignored --json: it wrote the files and printed text.
+    out = tmp_path / "out"
+    argv = ["plan", "--model", "/srv/m.gguf", *PLAN, "--host", "0.0.0.0", "--port", "8080"]
+    r = run(*argv, "--emit", target, "--out", str(out), "--json")
+    assert r.code == 2, r.err
+    assert r.err.count("\n") == 1 and "--json does not go with --emit" in r.err, r.err
+    assert not out.exists()
