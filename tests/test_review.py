@@ -105,3 +105,37 @@ def test_review_plan_emit_json_refused(target: str, tmp_path: Path, run: Run) ->
     assert r.code == 2, r.err
     assert r.err.count("\n") == 1 and "--json does not go with --emit" in r.err, r.err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "said"),
+    [
+        ("sk-live\nabc123XYZ", "control character"),
+        ("sk-live\tabc123XYZ", "control character"),
+        ("   ", "blank"),
+        (" sk-live-abc123XYZ", "blank"),
+        ("sk-live-abc123XYZ\r", "control character"),
+    ],
+)
+def test_review_unsendable_api_key_refused(key: str, said: str, tiny_llama: Path, run: Run) -> None:
+    # A key with a newline, or only blanks, was planned ("api key set"): no client could
+    # ever send it, so the server would refuse every request.
+    r = run(
+        "plan", "--model", str(tiny_llama), *PLAN, "--api-key-env", "RV_KEY", env={"RV_KEY": key}
+    )
+    assert r.code == 2, r.err
+    assert r.err.count("\n") == 1 and said in r.err, r.err
+    assert "abc123" not in r.err
+
+
+def test_review_sendable_api_key_planned(tiny_llama: Path, run: Run) -> None:
+    r = run(
+        "plan",
+        "--model",
+        str(tiny_llama),
+        *PLAN,
+        "--api-key-env",
+        "RV_KEY",
+        env={"RV_KEY": "sk-live abc123XYZ"},
+    )
+    assert r.code == 0, r.err
