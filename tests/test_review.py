@@ -139,3 +139,36 @@ def test_review_sendable_api_key_planned(tiny_llama: Path, run: Run) -> None:
         env={"RV_KEY": "sk-live abc123XYZ"},
     )
     assert r.code == 0, r.err
+
+
+KEYED_CONFIG = """\
+engines:
+  llama:
+    args: ["--api-key=sk-live-abc123XYZ", --api-kee, sk-live-abc123XYZ]
+    env:
+      OTHER_VAR: sk-live-abc123XYZ
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["config"],
+        ["config", "--json"],
+        ["plan", "--model", "/m.gguf", *PLAN[:2], "--executor", str(FAKE)],
+        ["plan", "--model", "/m.gguf", *PLAN[:2], "--executor", str(FAKE), "--json"],
+        ["plan", "--model", "/m.gguf", *PLAN[:2], "--executor", str(FAKE), "--explain"],
+        ["plan", "--model", "/m.gguf", *PLAN[:2], "--executor", str(FAKE), "--explain", "--json"],
+    ],
+)
+def test_review_key_after_mistyped_flag_redacted(argv: list[str], tmp_path: Path, run: Run) -> None:
+    # A key copied after a mistyped flag (`--api-kee KEY`, which the flag table does not tie
+    # to a value) was printed by config, plan and plan --explain, though the same files set
+    # it under --api-key, so it was a known secret.
+    cfg = tmp_path / "keyed.yaml"
+    cfg.write_text(KEYED_CONFIG)
+    where = [str(cfg)] if argv[0] == "config" else ["--config", str(cfg)]
+    r = run(*argv, *where)
+    assert r.code in (0, 1), r.err
+    assert "abc123" not in r.out and "abc123" not in r.err, r.out
+    assert "--api-kee" in r.out
