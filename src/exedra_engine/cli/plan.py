@@ -1,0 +1,206 @@
+"""``exedra-engine plan``: plan a launch and print it, starting nothing; ``--explain`` says
+where each part came from and judges the layers by the executor's flags, ``--strict`` refuses
+a plan with findings, ``--emit`` renders it for a service manager (cli/emit.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import msgspec
+
+from exedra_engine._core.check import TableOrigin
+from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.layers import Source
+from exedra_engine._core.planner import Explained, layer_names
+from exedra_engine._core.redact import SHORT_KEY, TextRedactor, plan_secrets, redact_source
+from exedra_engine._core.values import LaunchPlan
+from exedra_engine._shell.plan import explain_request
+from exedra_engine.cli.emit import add_emit_options
+from exedra_engine.cli.parser import Subparsers
+from exedra_engine.cli.render import (
+    PROG,
+    finding_line,
+    findings_summary,
+    print_json,
+    print_plan,
+    shown,
+    shown_plan,
+)
+from exedra_engine.cli.request import add_plan_options, planned, request
+from exedra_engine.errors import EngineError
+
+
+def add_parser(sub: Subparsers) -> None:
+    s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
+    add_plan_options(s)
+    s.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure what the executor would reserve with this plan's flags "
+        "(llama-fit-params, here, now) and plan with the engine's own figures",
+    )
+    s.add_argument(
+        "--explain",
+        action="store_true",
+        help="show which layer set each argv option and env variable, and the findings of "
+        "the layers, judged by the executor's own --help (with --emit: where each emitted "
+        "field came from)",
+    )
+    s.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a plan whose layers have findings (exit 2), judged as with --explain",
+    )
+    add_emit_options(s, target_flag="--emit")
+    emit_group = next(g for g in s._action_groups if g.title == "emit")
+    s.set_defaults(
+        func=plan,
+        emit_only=tuple(
+            (x.dest, x.option_strings[0], x.default)
+            for x in emit_group._group_actions
+            if x.dest != "emit"
+        ),
+    )
+
+
+def plan(a: argparse.Namespace) -> int:
+    if getattr(a, "emit", None):
+        if a.json:
+            # Ignored before: emit writes files and prints text, so a script reading JSON
+            # from `plan --emit ... --json` got "wrote ..." instead.
+            raise EngineError(
+                "--json does not go with --emit: the emitted files are the output "
+                "(plan ... --json > plan.json saves the plan; emit PLAN.json renders it)"
+            )
+        return _plan_and_emit(a)
+    # An emit option without --emit would be ignored: refused, as config --strict without
+    # --check is, so that `plan --out DIR` does not look as if it wrote something.
+    given = [opt for dest, opt, default in a.emit_only if getattr(a, dest) != default]
+    if given:
+        raise EngineError(
+            f"{', '.join(given)} go{'es' * (len(given) == 1)} with --emit "
+            "(plan ... --emit k8s|systemd|quadlet); without it nothing is emitted"
+        )
+    _, e, origin = planned(a)
+    e = shown_findings(e, a.show_secrets)
+    if a.strict and e.findings and not a.explain:
+        return findings_verdict(a, e)
+    plan = shown_plan(e.plan, a.show_secrets, e.sources)
+    sources = _shown_sources(e, a.show_secrets)
+    if a.json:
+        if a.explain:
+            print_json(
+                {
+                    "plan": plan,
+                    "sources": sources,
+                    "findings": e.findings,
+                    "flag_table": origin,
+                    "memory": e.memory,
+                }
+            )
+        else:
+            print_json(plan)
+    else:
+        print_plan(plan)
+    if a.explain and not a.json:
+        _print_explain(sources, e, origin)
+    return findings_verdict(a, e)
+
+
+def _shown_sources(e: Explained, show_secrets: bool) -> list[Source]:
+    if show_secrets:
+        return list(e.sources)
+    names = layer_names(e.plan.spec)
+    secrets = plan_secrets(e.plan.args, e.plan.env)
+    return [redact_source(s, secrets, names) for s in e.sources]
+
+
+def shown_findings(e: Explained, show_secrets: bool) -> Explained:
+    """`e` with every long key (`SHORT_KEY` characters or more) hidden in its findings,
+    which quote the tokens they judge as free text: a caller's ``--arg=--temp=KEY`` is
+    worded back. A shorter key stands where the checker says, redacted there."""
+    if show_secrets or not e.findings:
+        return e
+    hide = TextRedactor(k for k in plan_secrets(e.plan.args, e.plan.env) if len(k) >= SHORT_KEY)
+    findings = tuple(
+        msgspec.structs.replace(
+            f,
+            token=hide.text(f.token),
+            message=hide.text(f.message),
+            suggestion=hide.text(f.suggestion),
+        )
+        for f in e.findings
+    )
+    return msgspec.structs.replace(e, findings=findings)
+
+
+def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> None:
+    print(
+        "\nwhere each part came from (lowest layer first: run_args, engine, config env, "
+        "config engines, config models, caller):"
+    )
+    for s in sources:
+        print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
+        for o in s.overrode:
+            print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
+    if note := cpu_note(e.plan):  # under the flag's own line, before the findings
+        print(f"\nnote: {note}")
+    if e.memory:
+        print("\nmemory (what the executor is expected to use, and what the planner decided):")
+        for line in e.memory:
+            print(f"  {shown(line)}")
+    print(f"\nfindings, judged by {shown(origin.describe())}:")
+    for f in e.findings:
+        print(f"  {finding_line(f)}")
+    if not e.findings:
+        print("  none")
+
+
+def cpu_note(plan: LaunchPlan) -> str:
+    """Why a plan pins the model to the CPU, and that the executor's start-up warning about
+    it is expected (llama-server prints "no usable GPU found ... consult docs/build.md" for
+    ``--n-gpu-layers 0`` on a host or build without a GPU, and nothing without the flag: a
+    newcomer reads it as a broken build). "" when the plan does not pin it."""
+    p = executor_profile(plan.spec.kind)
+    n = len(p.cpu_only_args)
+    if not n or not any(plan.args[i : i + n] == p.cpu_only_args for i in range(len(plan.args))):
+        return ""
+    flags = " ".join(p.cpu_only_args)
+    return (
+        f"{flags} keeps the model on the CPU: this host has no GPU that this {p.binary} "
+        "can use, or --no-gpu asked for it. A start-up warning of the executor about no "
+        "usable GPU is expected then, not a broken build"
+    )
+
+
+def findings_verdict(a: argparse.Namespace, e: Explained) -> int:
+    """Exit 0; with ``--strict``, 2 when the plan has findings. Without ``--explain`` the
+    findings are summed up on stderr, where a plan's JSON on stdout is not disturbed."""
+    if not e.findings:
+        return 0
+    summary = findings_summary(e.findings)
+    if a.strict:
+        first = finding_line(e.findings[0])
+        raise EngineError(f"--strict: the plan has findings ({summary}); first: {first}")
+    if not a.explain:
+        print(
+            f"{PROG}: warning: {summary} in what this plan passes on, judged by the bundled "
+            "flag table; plan --explain lists them, judged by the installed binary",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _plan_and_emit(a: argparse.Namespace) -> int:
+    from exedra_engine.cli.emit import run_emit
+
+    # A container target binds every address unless the caller says otherwise (--explain
+    # says so): loopback inside a container is reached by nothing, not even the probes.
+    host_defaulted = not a.host and a.emit != "systemd"
+    if host_defaulted:
+        a.host = "0.0.0.0"
+    req = request(a)
+    e = explain_request(req)
+    # The emitter is host-blind: the hardware the plan was made for is passed to it.
+    return run_emit(e.plan, req.hardware, a, e.sources, host_defaulted=host_defaulted)

@@ -1,0 +1,105 @@
+"""``exedra-engine probe``: the host's CPU, RAM, GPUs and installed executors; with
+``--measure``, what the executor would reserve for each model given."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+
+from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.values import Hardware
+from exedra_engine._shell.probe import host_hardware
+from exedra_engine.cli.parser import Subparsers
+from exedra_engine.cli.render import Report, shown, size_text
+from exedra_engine.errors import EngineError
+
+
+def add_parser(sub: Subparsers) -> None:
+    s = sub.add_parser("probe", help="show CPU, RAM, GPUs and installed executors")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument(
+        "--measure",
+        nargs="+",
+        default=[],
+        metavar="MODEL",
+        help=f"also measure what {executor_profile(Kind.LLAMA).binary} would reserve for each "
+        f"model ({executor_profile(Kind.LLAMA).measure_binary}), with the plan this host makes "
+        "for it; plan --hardware uses these figures",
+    )
+    s.add_argument(
+        "--ctx",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="with --measure: measure at this context (repeatable; default: the model's own)",
+    )
+    s.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="with --measure: a flag of the plans measured (repeatable; use --arg=--flag)",
+    )
+    s.set_defaults(func=probe)
+
+
+def probe(a: argparse.Namespace) -> Report:
+    hw = host_hardware()
+    if a.measure:
+        from exedra_engine.cli.measure import measured_host
+
+        hw = measured_host(hw, a.measure, a.ctx, a.arg)
+    elif a.ctx or a.arg:
+        raise EngineError("--ctx and --arg go with --measure MODEL")
+    return Report(hw, _lines(hw))
+
+
+def _lines(hw: Hardware) -> Iterator[str]:
+    yield (
+        f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM, "
+        f"{_free_text(hw.cpu.available)} free"
+    )
+    if not hw.gpus:
+        yield "gpus       none (CPU-only host)"
+    for g in hw.gpus:
+        driver = shown(g.driver or "unknown")
+        yield (
+            f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}, "
+            f"{_free_text(g.vram_free)} free"
+        )
+    # Asked only for the text: the binaries' versions, and where a cached one was found.
+    from exedra_engine._shell.executor_cache import cache_bin_dirs, where
+    from exedra_engine._shell.flag_tables import version_problem
+    from exedra_engine.constants import INSTALL_HINT
+
+    for k in supported_kinds():
+        e = hw.executor(k)
+        if e:
+            problem = "" if e.version else version_problem(e.path)
+            version = e.version or ("not stated" + (f" ({problem})" if problem else ""))
+            what = (
+                f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
+                + f"  version: {shown(version)}"
+            )
+            found_in = os.path.dirname(e.path)
+            if found_in in cache_bin_dirs() and found_in not in _path_dirs():
+                what += f"  (not on PATH: found in {shown(where(found_in))})"
+        else:
+            what = f"not installed: {INSTALL_HINT}"
+        yield f"{k.value:<10} {what}"
+    if hw.measurements:
+        from exedra_engine.cli.measure import measurement_lines
+
+        yield "\n".join(measurement_lines(hw.measurements))
+
+
+def _free_text(free: int | None) -> str:
+    # None is "the host does not say" (nvidia sysfs, an old probe's file): never shown as 0.
+    return "unknown" if free is None else size_text(free) if free > 0 else "0 B"
+
+
+def _path_dirs() -> list[str]:
+    return os.environ.get("PATH", os.defpath).split(os.pathsep)

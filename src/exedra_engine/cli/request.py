@@ -1,0 +1,225 @@
+"""What the planner is asked, from the command line: the options `plan` and `launch` share
+(the model, the constraints, the output), and the `PlanRequest` they make; with
+``--measure``, the engine's own measurement of the plan asked for in its hardware."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+
+import msgspec
+
+from exedra_engine._core.check import TableOrigin, bundled_origin
+from exedra_engine._core.config import merge_all
+from exedra_engine._core.executors import executor_profile, profiles
+from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.planner import Explained
+from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
+from exedra_engine._shell.check import located_configs
+from exedra_engine._shell.hardware_file import read_hardware
+from exedra_engine._shell.plan import PlanRequest, explain_request
+from exedra_engine._shell.probe import host_hardware
+from exedra_engine.cli import options
+from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE
+
+
+def add_plan_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", required=True, metavar="PATH", help="model weights")
+    g.add_argument(
+        "--kind",
+        required=True,
+        choices=[k.value for k in supported_kinds()],
+        help="executor family",
+    )
+    g.add_argument("--id", default="", help="served model id; also selects config models.ID")
+    g.add_argument(
+        "--capability",
+        action="append",
+        default=[],
+        metavar="CAP",
+        choices=sorted({c for p in profiles() for c in p.capabilities}),
+        help="%(choices)s (repeatable; which ones a kind serves is checked when planning)",
+    )
+    g.add_argument(
+        "--run-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="model-recommended flag, the lowest layer (repeatable)",
+    )
+    g = p.add_argument_group("constraints")
+    g.add_argument(
+        "--config",
+        type=options.config_path,
+        metavar="PATH",
+        help=f"override file or directory (default {DEFAULT_CONFIG_PATH})",
+    )
+    g.add_argument("--no-config", action="store_true", help="ignore admin overrides")
+    g.add_argument("--host", default="", help="bind address (default 127.0.0.1)")
+    g.add_argument(
+        "--port", type=options.PORT, default=0, help="exact port; 0 scans for a free one"
+    )
+    g.add_argument(
+        "--port-base",
+        type=options.PORT_BASE,
+        default=0,
+        help=f"first port of the scan (default {DEFAULT_PORT_BASE})",
+    )
+    g.add_argument(
+        "--ctx",
+        type=options.count(zero="executor default"),
+        default=0,
+        help="context size (0: executor default)",
+    )
+    g.add_argument(
+        "--threads",
+        type=options.count(zero="executor default"),
+        default=0,
+        help="CPU threads (0: executor default)",
+    )
+    g.add_argument("--no-gpu", action="store_true", help="run on the CPU even with a GPU")
+    g.add_argument("--ui", action="store_true", help="keep the executor's web UI")
+    g.add_argument(
+        "--api-key-env", metavar="VAR", help="read the API key from this environment variable"
+    )
+    g.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="caller flag, the top layer (repeatable; use --arg=--flag)",
+    )
+    g.add_argument(
+        "--env",
+        action="append",
+        type=options.env_item,
+        default=[],
+        metavar="K=V",
+        help="caller environment, the top layer (repeatable)",
+    )
+    g.add_argument(
+        "--hardware",
+        metavar="FILE",
+        help="plan for the host this file describes (from `probe --json` there): its GPUs, "
+        "threads, executors and backends, instead of this machine's",
+    )
+    g.add_argument(
+        "--executor",
+        type=options.executor_path,
+        metavar="PATH",
+        help="executor binary to plan with instead of the one on PATH",
+    )
+    g.add_argument(
+        "--no-port-check",
+        action="store_true",
+        help="plan as if every port were free (a dry run for another machine)",
+    )
+    g = p.add_argument_group("output")
+    g.add_argument("--json", action="store_true", help="print JSON")
+    g.add_argument("--show-secrets", action="store_true", help="print API keys unredacted")
+
+
+def request(a: argparse.Namespace) -> PlanRequest:
+    """What the planner is asked, from the command line; with ``--measure``, its hardware
+    holds the engine's own measurement of the plan asked for. Raises the `EngineError` of a
+    file that cannot be read or an option that cannot be honoured."""
+    req = _gathered(a)
+    return _measured(a, req) if a.measure else req
+
+
+def _gathered(a: argparse.Namespace) -> PlanRequest:
+    from exedra_engine.errors import PlanError
+
+    spec = ModelSpec(
+        id=a.id,
+        path=a.model,
+        kind=Kind(a.kind),
+        capabilities=tuple(a.capability),
+        run_args=tuple(a.run_arg),
+    )
+    hw = read_hardware(a.hardware) if a.hardware else host_hardware()
+    if a.executor:
+        others = tuple(e for e in hw.executors if e.kind != spec.kind)
+        hw = msgspec.structs.replace(
+            hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor))
+        )
+    files = () if a.no_config else located_configs(a.config)
+    key = ""
+    if a.api_key_env:
+        key = os.environ.get(a.api_key_env, "")
+        if not key:
+            raise PlanError(api_key_env_problem(a.api_key_env))
+    constraints = Constraints(
+        host=a.host,
+        ctx=a.ctx,
+        threads=a.threads,
+        port=a.port,
+        port_base=a.port_base,
+        api_key=key,
+        api_key_env=a.api_key_env or "",
+        no_gpu=a.no_gpu,
+        ui=a.ui,
+        overrides=None if a.no_config else merge_all([f.config for f in files]),
+        extra_args=tuple(a.arg),
+        extra_env=tuple(a.env),
+    )
+    return PlanRequest(
+        spec=spec,
+        hardware=hw,
+        constraints=constraints,
+        config_files=files,
+        check_ports=not a.no_port_check,
+    )
+
+
+def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
+    """`req` with the engine's own measurement of the plan asked for in its hardware: planned
+    once for its flags, measured on this machine."""
+    from exedra_engine.cli.measure import with_measurement
+    from exedra_engine.errors import PlanError
+
+    if a.hardware or req.hardware is None:
+        raise PlanError(
+            "--measure measures on this machine, --hardware plans for another: measure "
+            "there (probe --json --measure MODEL) and plan from that file"
+        )
+    first = explain_request(msgspec.structs.replace(req, check_ports=False))
+    hw = with_measurement(req.hardware, first.plan)
+    return msgspec.structs.replace(req, hardware=hw)
+
+
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def api_key_env_problem(name: str) -> str:
+    """Why ``--api-key-env NAME`` gave no key. The name is shown only in the form variables
+    are conventionally named (upper case, digits, underscores): anything else may be the key
+    itself, typed where its variable's name belongs."""
+    if not _ENV_NAME.fullmatch(name):
+        return (
+            "--api-key-env takes the name of a variable holding the key, and the value given "
+            "is not a variable name (not shown: it may be the key itself); "
+            "export MY_KEY=... and pass --api-key-env MY_KEY"
+        )
+    state = "empty" if name in os.environ else "not set"
+    return (
+        f"--api-key-env: variable {name} is {state}; "
+        "plan without --api-key-env for an unauthenticated executor"
+    )
+
+
+def planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin]:
+    """The request, its plan explained, and the table its layers were judged by: with
+    ``--explain`` or ``--strict`` the executor's own (its ``--help``, cached), else the
+    bundled one."""
+    req = request(a)
+    kind = req.spec.kind
+    exe = req.hardware.executor(kind) if req.hardware else None
+    flags, origin = None, bundled_origin(kind)
+    if exe is not None and (a.explain or a.strict):
+        from exedra_engine._shell.flag_tables import executor_table
+
+        flags, origin = executor_table(executor_profile(kind), exe.path)
+    return req, explain_request(req, flags=flags), origin
