@@ -248,7 +248,7 @@ def test_no_key_in_any_output(routes: dict[str, str], blank: bool) -> None:
             assert code == 2, (surface, text)  # the caller's key is never dropped silently
     event(f"plan exit {real['plan --json'][0]}")
     assert real["error port"][0] == 2 and "70000" in real["error port"][1]
-    assert real["error env"][0] == 2 and "caller env: entry" in real["error env"][1]
+    assert real["error env"][0] == 2 and "argument --env: expected K=V" in real["error env"][1]
 
 
 @given(_routes(4), st.integers(1, 40))

@@ -163,3 +163,29 @@ def test_i21_item2_messages_have_real_lines_only() -> None:
     err = _diagnose(LLAMA, LLAMA_OOM)
     assert "\\n" not in str(err)
     assert str(err).splitlines()[2:] == list(LLAMA_OOM)
+
+
+@pytest.mark.parametrize(
+    ("profile", "line"),
+    [
+        (LLAMA, "error: invalid argument: --api-kee=sk-live-abc123XYZ"),
+        (WHISPER, "error: unknown argument: --api-kee=sk-live-abc123XYZ"),
+    ],
+)
+def test_review_refused_inline_value_not_echoed(profile: ExecutorProfile, line: str) -> None:
+    # Found by the review: a mistyped key flag in `--flag=value` form named the whole token as
+    # the flag, so the key was printed, and the layer and did-you-mean were lost.
+    log = ("warning: no usable GPU found", line)
+    sources = (Source(what="arg", text="--api-kee=sk-live-abc123XYZ", layer="caller"),)
+    found = find_cause(profile.exit_causes, log)
+    assert found is not None
+    flag = found.get("flag")
+    assert flag == "--api-kee"
+    err = exit_error(_exit(log), found, layer=layer_of(flag, sources), suggestion="--api-key")
+    assert isinstance(err, ArgumentRefused)
+    assert "sk-live" not in str(err)
+    assert all("sk-live" not in entry for entry in err.log)
+    assert err.flag == "--api-kee"
+    assert "set by caller" in err.cause
+    assert "did you mean --api-key?" in err.cause
+    assert err.log[0] == "warning: no usable GPU found"

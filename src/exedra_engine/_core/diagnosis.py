@@ -14,6 +14,7 @@ from typing import Final, Literal, TypeVar
 from exedra_engine._core.executors import CauseKind, ExecutorProfile, ExitCause
 from exedra_engine._core.layers import Source
 from exedra_engine._core.memory_plan import MemoryPlan, PlaceMemory
+from exedra_engine._core.redact import REDACTED
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import (
     AddressUnavailable,
@@ -166,7 +167,13 @@ def _argument(
         said = "it refused an argument it did not name" + (f" ({reason})" if reason else "")
     notes = [n for n in (f"set by {layer}" if layer else "", _suggest(suggestion, flag)) if n]
     cause = f"{head}: {said}" + (f"; {'; '.join(notes)}" if notes else "")
-    err = _made(ArgumentRefused, cause, exit, exit.log[-LOG_LINES:])
+    log = exit.log[-LOG_LINES:]
+    if flag:
+        # A refused `--flag=value` is no known key flag, so redaction by name missed its value,
+        # which may be a key under a mistyped name (`--api-kee=sk-...`): never echo it.
+        inline = re.compile(re.escape(flag) + r"=\S*")
+        log = tuple(inline.sub(f"{flag}={REDACTED}", line) for line in log)
+    err = _made(ArgumentRefused, cause, exit, log)
     err.flag, err.layer, err.suggestion = flag, layer, suggestion if suggestion != flag else ""
     return err
 

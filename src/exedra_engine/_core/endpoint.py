@@ -189,4 +189,26 @@ def _endpoint(
         host = DEFAULT_HOST
     if p.unix_socket_suffix and host.endswith(p.unix_socket_suffix):
         raise NoEndpoint(f"{p.host_flag} {host!r} is a Unix socket; only TCP is supported")
+    if not _is_host(host):
+        # Refused here, not by the executor: its bind error on such a value names no cause.
+        raise PlanError(f"{p.host_flag} {host!r} is neither an IP address nor a host name")
     return Resolved(host=host, port=port, api_keys=keys)
+
+
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}\.?$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+    r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?"
+)
+
+
+def _is_host(host: str) -> bool:
+    """A host name (RFC 1123 labels, ``_`` tolerated) or an IP literal, IPv6 bracketed or not."""
+    if _HOST_NAME.fullmatch(host):
+        return True
+    import ipaddress  # only for what is no host name: a cold plan for a name never needs it
+
+    try:
+        ipaddress.ip_address(host[1:-1] if host.startswith("[") and host.endswith("]") else host)
+    except ValueError:
+        return False
+    return True

@@ -359,7 +359,8 @@ LLAMA: Final = ExecutorProfile(
         ExitCause(
             kind="memory", pattern=r"unable to allocate (?P<place>\w+) buffer", what="weights"
         ),
-        ExitCause(kind="argument", pattern=r"error: invalid argument: (?P<flag>\S+)"),
+        # The flag alone: in `--flag=value` the value may be a key under a mistyped name.
+        ExitCause(kind="argument", pattern=r"error: invalid argument: (?P<flag>[^\s=]+)"),
         ExitCause(
             kind="argument",
             pattern=r'error while handling argument "(?P<flag>[^"]+)": (?P<reason>.+)',
@@ -449,7 +450,7 @@ WHISPER: Final = ExecutorProfile(
     exit_causes=(
         *GGML_EXIT_CAUSES,
         ExitCause(kind="memory", pattern=r"whisper_model_load: failed to allocate", what="weights"),
-        ExitCause(kind="argument", pattern=r"error: unknown argument: (?P<flag>\S+)"),
+        ExitCause(kind="argument", pattern=r"error: unknown argument: (?P<flag>[^\s=]+)"),
         ExitCause(
             kind="argument",
             pattern=r"what\(\):\s+(?P<reason>sto[a-z]+)$",

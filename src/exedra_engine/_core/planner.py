@@ -338,6 +338,18 @@ def _check_options(p: ExecutorProfile, c: Constraints) -> None:
         )
     if c.ctx and not p.ctx_flag:
         raise PlanError(f"{p.binary} has no context-size option (ctx)")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in c.api_key):
+        # Not sendable: an HTTP header cannot carry it, so no client could authenticate.
+        raise PlanError(
+            "the API key contains a control character (a newline, a tab, ...), which no "
+            "client can send in an Authorization header"
+        )
+    if c.api_key and c.api_key.strip() != c.api_key:
+        # Clients and servers strip a header value's outer blanks: it would never match.
+        raise PlanError(
+            "the API key begins or ends with a blank (or is only blanks), which an "
+            "Authorization header loses in transit"
+        )
     if p.key_separator in c.api_key:
         raise PlanError(
             f"the API key contains {_CHAR_NAMES.get(p.key_separator, repr(p.key_separator))}, "

@@ -172,9 +172,20 @@ def _copied_options(sources: Iterable[Source], secrets: Collection[str]) -> froz
     value is a copy of a secret."""
     out = set()
     for s in sources:
-        if s.what == "arg" and s.layer != ENGINE_LAYER and copied_secret(_value(s.text), secrets):
+        if (
+            s.what == "arg"
+            and s.layer != ENGINE_LAYER
+            and copied_secret(_arg_value(s.text), secrets)
+        ):
             out.add(s.text)
     return frozenset(out)
+
+
+def _arg_value(text: str) -> str:
+    """The value in one argv source: an option's (`_value`), or a bare token's whole text.
+    A token the flag table does not tie to its flag (the value after a mistyped
+    ``--api-kee``) stands alone in the sources, and may still be a copy of a key."""
+    return _value(text) if text[:1] == "-" else text
 
 
 def _value(option: str) -> str:
@@ -188,7 +199,9 @@ def _value(option: str) -> str:
 def _redact_arg_copies(args: Sequence[str], copies: Collection[str]) -> tuple[str, ...]:
     out = list(args)
     for i, tok in enumerate(args):
-        if tok in copies:  # --flag=V
+        if tok in copies and tok[:1] != "-":  # a bare token
+            out[i] = REDACTED
+        elif tok in copies:  # --flag=V
             out[i] = f"{tok.partition('=')[0]}={REDACTED}"
         elif i + 1 < len(args) and f"{tok} {args[i + 1]}" in copies:
             out[i + 1] = REDACTED
@@ -201,9 +214,14 @@ def redact_source(s: Source, secrets: Collection[str], layers: Collection[str]) 
     the engine layer (as in `redact_plan`)."""
     if s.what == "env":
         text = _redact_env_copy(s.text, secrets)
-    elif s.layer != ENGINE_LAYER and copied_secret(_value(s.text), secrets):
+    elif s.layer != ENGINE_LAYER and copied_secret(_arg_value(s.text), secrets):
         first = s.text.partition(" ")[0]
-        text = f"{first} {REDACTED}" if " " in s.text else f"{first.partition('=')[0]}={REDACTED}"
+        if first[:1] != "-":
+            text = REDACTED
+        elif " " in s.text:
+            text = f"{first} {REDACTED}"
+        else:
+            text = f"{first.partition('=')[0]}={REDACTED}"
     else:
         text = redact_option(s.text)
     return msgspec.structs.replace(
@@ -227,13 +245,32 @@ def _redact_said_copy(entry: str, secrets: Collection[str], layers: Collection[s
 
 
 def redact_config(cfg: Config) -> Config:
-    """Override files as they may be shown: secret variables and key flags hidden."""
+    """Override files as they may be shown: secret variables and key flags hidden, and a
+    key's value wherever the files copy it (after a mistyped ``--api-kee``, in another
+    variable), as `redact_plan` hides it in a plan."""
+    overrides = [*cfg.engines.values(), *cfg.models.values()]
+    secrets = frozenset(
+        v
+        for o in overrides
+        for v in plan_secrets(o.args, [f"{n}={x}" for n, x in (*cfg.env.items(), *o.env.items())])
+    )
 
     def env(m: dict[str, str]) -> dict[str, str]:
-        return {n: (REDACTED if v and is_secret_name(n) else v) for n, v in m.items()}
+        return {
+            n: (REDACTED if v and (is_secret_name(n) or copied_secret(v, secrets)) else v)
+            for n, v in m.items()
+        }
+
+    def arg(tok: str) -> str:
+        flag, eq, value = tok.partition("=")
+        if tok[:1] == "-":
+            return f"{flag}={REDACTED}" if eq and copied_secret(value, secrets) else tok
+        return REDACTED if copied_secret(tok, secrets) else tok
 
     def over(o: Override) -> Override:
-        return msgspec.structs.replace(o, args=redact_args(o.args), env=env(o.env))
+        return msgspec.structs.replace(
+            o, args=tuple(arg(t) for t in redact_args(o.args)), env=env(o.env)
+        )
 
     return msgspec.structs.replace(
         cfg,

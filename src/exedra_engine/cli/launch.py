@@ -47,7 +47,7 @@ def add_parser(sub: Subparsers) -> None:
     )
     s.add_argument(
         "--drain",
-        type=options.seconds,
+        type=options.seconds_or_zero,
         default=0.0,
         metavar="S",
         help="on Ctrl-C or SIGTERM, first wait up to S seconds until the executor answers no "

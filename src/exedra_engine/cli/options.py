@@ -35,6 +35,28 @@ def seconds(text: str) -> float:
     return value
 
 
+def seconds_or_zero(text: str) -> float:
+    """A non-negative, finite number of seconds, where 0 means "not at all" (``--drain``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(
+            f"expected 0 or a positive number of seconds, not {_it(text)}"
+        )
+    return value
+
+
+def env_item(text: str) -> str:
+    """``--env K=V``: a name, ``=``, a value (possibly empty). A mistyped entry is not quoted
+    unless it has a harmless form: it may be a bare secret."""
+    name, sep, _ = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected K=V, not {_it(text)}")
+    return text
+
+
 def count(*, least: int = 0, most: int | None = None, zero: str = "") -> Callable[[str], int]:
     """An integer in [least, most]; `zero` says what 0 means where it is allowed."""
 

@@ -66,6 +66,13 @@ def add_parser(sub: Subparsers) -> None:
 
 def plan(a: argparse.Namespace) -> int:
     if getattr(a, "emit", None):
+        if a.json:
+            # Ignored before: emit writes files and prints text, so a script reading JSON
+            # from `plan --emit ... --json` got "wrote ..." instead.
+            raise EngineError(
+                "--json does not go with --emit: the emitted files are the output "
+                "(plan ... --json > plan.json saves the plan; emit PLAN.json renders it)"
+            )
         return _plan_and_emit(a)
     # An emit option without --emit would be ignored: refused, as config --strict without
     # --check is, so that `plan --out DIR` does not look as if it wrote something.

@@ -94,6 +94,7 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--env",
         action="append",
+        type=options.env_item,
         default=[],
         metavar="K=V",
         help="caller environment, the top layer (repeatable)",

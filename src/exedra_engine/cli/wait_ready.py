@@ -29,8 +29,15 @@ def wait_ready(a: argparse.Namespace) -> int:
     import urllib.parse
 
     u = urllib.parse.urlsplit(a.url)
+    # Credentials in the URL (http://user:KEY@host/) are never echoed: they are not sent
+    # either, the ready path needs no key.
+    url = a.url
+    if "@" in u.netloc:
+        url = urllib.parse.urlunsplit(
+            u._replace(netloc="<redacted>@" + u.netloc.rpartition("@")[2])
+        )
     if u.scheme != "http" or not u.hostname:
-        raise PlanError(f"wait-ready: {a.url!r} is not an http:// URL")
+        raise PlanError(f"wait-ready: {url!r} is not an http:// URL")
     start = time.monotonic()
     deadline = start + a.timeout
     last, attempts = "no answer", 0
@@ -55,7 +62,7 @@ def wait_ready(a: argparse.Namespace) -> int:
         if remaining <= 0:
             waited = time.monotonic() - start
             said = (
-                f"{shown(a.url)} did not answer 200 in {waited:.1f} s ({attempts} attempt"
+                f"{shown(url)} did not answer 200 in {waited:.1f} s ({attempts} attempt"
                 f"{'s' * (attempts != 1)}, --timeout {a.timeout:g}; last: {shown(last)})"
             )
             print(f"{PROG}: error: {said}", file=sys.stderr)
