@@ -80,6 +80,12 @@ def _llama_metadata(
     w.add_rope_dimension_count(n_embd // n_head)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+    _add_tokenizer(w, tokens, scores, types)
+
+
+def _add_tokenizer(w: Any, tokens: Any, scores: Any, types: Any) -> None:
+    """The tiny vocabulary every generated model carries, with the chat template the demo's
+    question is asked through."""
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
     w.add_token_scores(scores)
@@ -277,16 +283,7 @@ def _arch_metadata(
         w.add_sliding_window(sh.sliding_window)
         w.add_sliding_window_pattern(sh.swa_pattern)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-    w.add_chat_template(CHAT_TEMPLATE)
+    _add_tokenizer(w, tokens, scores, types)
 
 
 def _arch_block(w: Any, sh: ArchShape, i: int, f16: Any) -> None:
