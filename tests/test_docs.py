@@ -144,6 +144,17 @@ def _fixture_dir(root: Path) -> None:
     subprocess.run(["git", "init", "-q", str(root)], check=True)
 
 
+def _docs_model_dir() -> Path:
+    """Where the pages' model is put: outside /tmp and /var/tmp, since a systemd unit's
+    DynamicUser= gets a private /tmp where the model would not exist, and the emitter refuses
+    one there. The clone's own cache, unless the clone itself is under /tmp (a CI checkout
+    may be); then the user's cache."""
+    for base in (ROOT / ".cache", Path.home() / ".cache" / "exedra-engine"):
+        if not str(base.resolve()).startswith(("/tmp/", "/var/tmp/")):
+            return base / "docs-models"
+    raise AssertionError(f"no directory outside /tmp for the docs' model ({ROOT}, {Path.home()})")
+
+
 @pytest.mark.parametrize(
     "page", [p for p in PAGES if _shell_script(p)], ids=lambda p: str(p.relative_to(ROOT))
 )
@@ -157,9 +168,7 @@ def test_shell_examples_succeed(
     import sys
 
     script = _shell_script(page)
-    # The model outside /tmp: a systemd unit's DynamicUser= gets a private /tmp, where a
-    # model would not exist, so the emitter refuses one there.
-    model = ROOT / ".cache" / "docs-models" / "tiny.gguf"
+    model = _docs_model_dir() / "tiny.gguf"
     model.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tiny_llama, model)
     for p in MODEL_PATHS:
