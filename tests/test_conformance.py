@@ -16,7 +16,6 @@ cannot be made to show on cue, and the cycles (fast).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
@@ -25,8 +24,6 @@ import sys
 import textwrap
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -40,6 +37,7 @@ import exedra_engine as engine
 from exedra_engine import aio
 from exedra_engine._core.actual import Actual
 from tests.conftest import FAKE
+from tests.http_client import health, http
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
@@ -288,27 +286,6 @@ def adapter(request: pytest.FixtureRequest) -> Adapter:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _http(url: str, body: dict[str, Any] | None = None, key: str = "") -> tuple[int, Any]:
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read() or b"{}")
-    except urllib.error.HTTPError as e:
-        return e.code, None
-
-
-def _health(url: str) -> int:
-    """/health's status, 0 while nothing listens."""
-    try:
-        return _http(url + "/health")[0]
-    except OSError:
-        return 0
-
-
 def _free_port() -> int:
     """A port nobody listens on now (the fake executor binds it explicitly, so a port of the
     planner's scan that another test run holds never costs a failed start)."""
@@ -369,7 +346,7 @@ def test_i23_item4_launch_answer_and_stop(
     def chat(inst: Running) -> tuple[int, Any, engine.ExitReason, bool]:
         assert inst.endpoint.api_key == "k-conformance"
         body = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8}
-        code, out = _http(inst.endpoint.url + "/v1/chat/completions", body, "k-conformance")
+        code, out = http(inst.endpoint.url + "/v1/chat/completions", body, "k-conformance")
         reason = inst.stop()
         # stop returns only once the group is gone: nothing of it is left to see.
         return code, out, reason, alive(inst.pid)
@@ -382,7 +359,7 @@ def test_i23_item4_launch_answer_and_stop(
     # What the executor really runs with was read once it was ready: the planned context.
     assert ended.actual is not None and ended.actual.ctx == 512, ended.actual
     assert ended.actual.peak_rss and ended.actual.peak_rss > 0
-    assert _health(plan.url) == 0
+    assert health(plan.url) == 0
     _no_children()
 
 
@@ -401,7 +378,7 @@ def test_i23_item4_cancel_mid_load(
             break
     assert 503 in seen, f"never saw the load (/health: {sorted(set(seen))})"
     assert cancelled and not entered
-    assert _health(plan.url) == 0
+    assert health(plan.url) == 0
     _no_children()
 
 
@@ -416,7 +393,7 @@ def _cancel_on_loading(adapter: Adapter, plan: engine.LaunchPlan) -> tuple[list[
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                code = _health(plan.url)
+                code = health(plan.url)
                 seen.append(code)
                 if code in (503, 200):
                     return

@@ -7,7 +7,6 @@ absence is a failure, never a skip (tests/conftest.py). Public API only.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -15,41 +14,18 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 import trio
 
 import exedra_engine as engine
+from tests.http_client import health, http
 
 pytestmark = [pytest.mark.executor, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _http(url: str, body: dict[str, Any] | None = None, key: str = "") -> tuple[int, Any]:
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read() or b"{}")
-    except urllib.error.HTTPError as e:
-        return e.code, None
-
-
-def _health(url: str) -> int:
-    """/health's status, 0 while nothing listens."""
-    try:
-        return _http(url + "/health")[0]
-    except OSError:
-        return 0
 
 
 def _spec(model: Path) -> engine.ModelSpec:
@@ -94,10 +70,10 @@ async def test_launch_with_a_key_chat_and_stop(real_hw: engine.Hardware, real_mo
         url, key = inst.endpoint.url, inst.endpoint.api_key
         assert key == "k-270m"
         body = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8}
-        code, _ = await trio.to_thread.run_sync(lambda: _http(url + "/v1/chat/completions", body))
+        code, _ = await trio.to_thread.run_sync(lambda: http(url + "/v1/chat/completions", body))
         assert code == 401
         code, out = await trio.to_thread.run_sync(
-            lambda: _http(url + "/v1/chat/completions", body, key)
+            lambda: http(url + "/v1/chat/completions", body, key)
         )
         assert code == 200, out
         assert out["choices"][0]["message"]["content"].strip()
@@ -118,7 +94,7 @@ async def test_stop_plan_launch_on_the_same_explicit_port_20_times(
         assert r.value_or(None) is not None, f"round {i}: {r.failure()}"
         async with engine.open_instance(r.unwrap(), ready_timeout=120) as inst:
             assert inst.endpoint.url.endswith(f":{port}")
-            code = await trio.to_thread.run_sync(lambda: _health(inst.endpoint.url))
+            code = await trio.to_thread.run_sync(lambda: health(inst.endpoint.url))
             assert code == 200, f"round {i}"
 
 
@@ -131,7 +107,7 @@ async def test_cancel_mid_load_leaves_no_process(
     async def watch(scope: trio.CancelScope) -> None:
         # Cancel the caller's scope while the server says 503 "Loading model".
         while True:
-            code = await trio.to_thread.run_sync(lambda: _health(plan.url))
+            code = await trio.to_thread.run_sync(lambda: health(plan.url))
             seen.append(code)
             if code == 503:
                 scope.cancel()
@@ -150,7 +126,7 @@ async def test_cancel_mid_load_leaves_no_process(
     assert not entered
     assert scope.cancelled_caught
     assert _executors_of(os.getpid()) == []
-    assert _health(plan.url) == 0
+    assert health(plan.url) == 0
 
 
 CHILD = textwrap.dedent(
@@ -187,7 +163,7 @@ def test_sigkill_of_the_parent_mid_load_kills_the_executor(
         url = child.stdout.readline().strip()
         assert url.startswith("http://"), url
         deadline = time.monotonic() + 60
-        while (code := _health(url)) != 503:
+        while (code := health(url)) != 503:
             assert code != 200, "the model loaded before the drill could catch it loading"
             assert time.monotonic() < deadline, "the executor never started loading"
             time.sleep(0.005)
@@ -197,7 +173,7 @@ def test_sigkill_of_the_parent_mid_load_kills_the_executor(
         child.wait(10)
         _gone, alive = psutil.wait_procs(executors, timeout=10)
         assert alive == [], f"{[p.pid for p in alive]} outlived their parent"
-        assert _health(url) == 0
+        assert health(url) == 0
     finally:
         if child.poll() is None:
             child.kill()
