@@ -46,16 +46,18 @@ def shown(text: str) -> str:
 _hidden: dict[str, str] = {}
 
 
+def is_variable_name(value: str) -> bool:
+    """Whether `value` is an environment variable's name in the conventional form (upper
+    case, digits, underscores): a form no API key takes."""
+    return re.fullmatch(r"[A-Z_][A-Z0-9_]*", value) is not None
+
+
 def has_form(value: str) -> bool:
     """Whether a value looks like what the CLI's free-form options take, so that an error may
     quote it: a path, URL, address or file name (a ``/``, ``.`` or ``:``), a number, or a
     variable name in the conventional form. An API key is none of these (its characters are
     letters, digits, ``-`` and ``_``), so a key typed in the wrong place is never echoed."""
-    return (
-        any(c in value for c in "/.:")
-        or value.lstrip("+-").isdigit()
-        or re.fullmatch(r"[A-Z_][A-Z0-9_]*", value) is not None
-    )
+    return any(c in value for c in "/.:") or value.lstrip("+-").isdigit() or is_variable_name(value)
 
 
 HIDDEN_MIN = 8

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 
 import msgspec
 
@@ -21,6 +20,7 @@ from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli import options
+from exedra_engine.cli.render import is_variable_name
 from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE
 
 
@@ -206,14 +206,11 @@ def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
     return msgspec.structs.replace(req, hardware=hw)
 
 
-_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
-
-
 def api_key_env_problem(name: str) -> str:
     """Why ``--api-key-env NAME`` gave no key. The name is shown only in the form variables
     are conventionally named (upper case, digits, underscores): anything else may be the key
     itself, typed where its variable's name belongs."""
-    if not _ENV_NAME.fullmatch(name):
+    if not is_variable_name(name):
         return (
             "--api-key-env takes the name of a variable holding the key, and the value given "
             "is not a variable name (not shown: it may be the key itself); "
