@@ -815,18 +815,24 @@ class _Decider:
         self.fixed_ctx = "ctx" in self.s.explicit and self.s.ctx > 0
         self.fixed_cache = "cache_ram" in self.s.explicit
         self.judge_devices = bool(fitter_off(self.s))
+        # The context search, the cache sizing and the final figure ask for the same argv
+        # more than once; an estimate costs ~0.5 ms.
+        self.seen: dict[tuple[str, ...], MemoryPlan] = {}
 
     def est(self, extra: Sequence[str]) -> MemoryPlan:
-        mmproj, draft = self.sides
-        return estimate_memory(
-            self.inv,
-            (*self.args, *extra),
-            self.hw,
-            self.p,
-            env=self.env,
-            mmproj=mmproj,
-            draft=draft,
-        )
+        key = tuple(extra)
+        if key not in self.seen:
+            mmproj, draft = self.sides
+            self.seen[key] = estimate_memory(
+                self.inv,
+                (*self.args, *key),
+                self.hw,
+                self.p,
+                env=self.env,
+                mmproj=mmproj,
+                draft=draft,
+            )
+        return self.seen[key]
 
     def flags(self, ctx: int | None, cache_mib: int | None) -> tuple[str, ...]:
         out: tuple[str, ...] = ()
