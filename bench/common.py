@@ -55,6 +55,20 @@ class Row:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
+def not_measurable(n: int, what: str, why: str, goal: str) -> Row:
+    """The row of a figure that could not be taken here, saying why (also in its JSON)."""
+    return Row(
+        n=n,
+        what=what,
+        ours="not measurable",
+        ref=why,
+        figure="-",
+        goal=goal,
+        met=False,
+        data={"reason": why},
+    )
+
+
 def med(xs: Sequence[float]) -> float:
     return statistics.median(xs)
 

@@ -6,7 +6,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from bench.common import Row, executor, med, ms, real_model, scored
+from bench.common import Row, executor, med, ms, not_measurable, real_model, scored
 from bench.goals import GOALS
 from bench.procs import child_env, cli_command, interleaved
 
@@ -25,32 +25,10 @@ def run(tmp: Path, quick: bool) -> list[Row]:
         rama = Path(found) if found else rama
     if model is None:
         why = "model missing: run scripts/fetch_model.py"
-        return [
-            Row(
-                n=9,
-                what=what,
-                ours="not measurable",
-                ref=why,
-                figure="-",
-                goal=goal,
-                met=False,
-                data={"reason": why},
-            )
-        ]
+        return [not_measurable(9, what, why, goal)]
     if not rama.exists():
         why = "ramalama not installed: pip install -e '.[bench]'"
-        return [
-            Row(
-                n=9,
-                what=what,
-                ours="not measurable",
-                ref=why,
-                figure="-",
-                goal=goal,
-                met=False,
-                data={"reason": why},
-            )
-        ]
+        return [not_measurable(9, what, why, goal)]
     binary = executor("llama-server")
     cli, label = cli_command()
     ours_cmd = [
@@ -69,18 +47,7 @@ def run(tmp: Path, quick: bool) -> list[Row]:
     n = 20 if quick else 30
     times = interleaved({"exedra-engine": ours_cmd, "ramalama": ref_cmd}, n, env)
     if isinstance(times, str):
-        return [
-            Row(
-                n=9,
-                what=what,
-                ours="not measurable",
-                ref=times,
-                figure="-",
-                goal=goal,
-                met=False,
-                data={"reason": times},
-            )
-        ]
+        return [not_measurable(9, what, times, goal)]
     ours, ref = times["exedra-engine"], times["ramalama"]
     ratio = med(ref) / med(ours)
     return [
