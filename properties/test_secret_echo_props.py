@@ -9,8 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
 from collections.abc import Iterator
 
@@ -18,10 +16,11 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import cli
 
 from exedra_engine import LaunchPlan, PlanError
 from exedra_engine._core.redact import refuse_redacted
-from exedra_engine.cli import build_parser, main
+from exedra_engine.cli import build_parser
 from exedra_engine.testing import write_tiny_llama
 
 from .conftest import scaled
@@ -67,16 +66,6 @@ def _routes() -> Iterator[tuple[str, str | None]]:
 ROUTES = sorted(_routes(), key=lambda r: (r[0], r[1] or ""))
 
 
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_every_value_taking_option_is_covered() -> None:
     # A new option joins the property by existing: the list is read from the parser.
     assert ("plan", "--api-key-env") in ROUTES and ("plan", "--model") in ROUTES
@@ -91,7 +80,7 @@ def test_no_error_echoes_a_key_typed_into_any_option(
 ) -> None:
     base = _BASE[command]
     argv = [command, *base, option, key] if option else [command, key, *base[1:]]
-    _, _, err = _run(argv)
+    _, _, err = cli(*argv)
     assert key not in err, (argv, err)
     assert "Traceback" not in err
 
@@ -120,8 +109,8 @@ def test_a_saved_plan_never_launches_with_the_marker(tiny: str, key: str, route:
     argv = ["plan", "--model", tiny, *_BASE["plan"][2:], *extra, "--json"]
     os.environ.update(env)
     try:
-        code, out, err = _run(argv)
-        shown = _run([*argv, "--show-secrets"])[1]
+        code, out, err = cli(*argv)
+        shown = cli(*argv, "--show-secrets").out
     finally:
         for k in env:
             os.environ.pop(k, None)
