@@ -6,8 +6,72 @@ an edited plan JSON with a misspelt field is an error naming it, not a field sil
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, NoReturn, TypeVar
+
 import msgspec
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 class Value(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Base of the library's immutable values."""
+
+
+class FrozenDict(dict[_K, _V]):
+    """A dict that cannot change, and so can be hashed: the mapping fields of values.
+
+    A `dict` still (msgspec encodes it, ``isinstance(x, dict)`` holds, the API's ``dict``
+    fields keep their type), but every mutator raises `TypeError`: a frozen value stays frozen
+    through its mappings, and a value holding one can be a cache key. A value converts its
+    mapping fields in ``__post_init__`` with `frozen_fields`, so decoding and construction
+    both give one.
+    """
+
+    __slots__ = ("_hash",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._hash: int | None = None
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        if self._hash is None:
+            self._hash = hash(frozenset(self.items()))
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[FrozenDict[_K, _V]], tuple[dict[_K, _V]]]:
+        # pickle and copy would otherwise rebuild it item by item, through __setitem__.
+        return (type(self), (dict(self),))
+
+    def __copy__(self) -> FrozenDict[_K, _V]:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict[_K, _V]:
+        return self
+
+    def _immutable(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(f"{type(self).__name__} is immutable; build a new one")
+
+    __setitem__ = _immutable
+    __delitem__ = _immutable
+    __ior__ = _immutable
+    clear = _immutable
+    pop = _immutable
+    popitem = _immutable
+    setdefault = _immutable
+    update = _immutable
+
+
+def freeze(value: Mapping[_K, _V]) -> FrozenDict[_K, _V]:
+    """`value` as a `FrozenDict` (itself when it is one)."""
+    return value if isinstance(value, FrozenDict) else FrozenDict(value)
+
+
+def frozen_fields(value: msgspec.Struct, *names: str) -> None:
+    """Replace the named mapping fields of a frozen `value` by `FrozenDict`s: call it from
+    ``__post_init__``, which runs on construction and on decoding alike."""
+    for name in names:
+        current = getattr(value, name)
+        if not isinstance(current, FrozenDict):
+            msgspec.structs.force_setattr(value, name, FrozenDict(current))
