@@ -377,7 +377,7 @@ def print_origins(emitted: Emitted, out: TextIO) -> None:
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
     from exedra_engine._core.emit.checks import check_files
 
-    files = dict(emitted.files)
+    files = emitted.files
     drift: list[str] = []
     if a.out:
         files = {}
