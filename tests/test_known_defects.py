@@ -4,16 +4,12 @@ ggml cannot take, a launch from another host's hardware file, a silent drain, an
 from __future__ import annotations
 
 import json
-import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import psutil
 import pytest
-import trio
 from returns.result import Failure
 
 from exedra_engine import (
@@ -24,17 +20,15 @@ from exedra_engine import (
     Kind,
     ModelSpec,
     PlanError,
-    open_instance,
     plan_launch,
 )
 from exedra_engine._core.check import check_file
 from exedra_engine._core.config import located_config_from_yaml
-from exedra_engine._shell import notice
 from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.instance import _drained
 from exedra_engine.cli import render
 from exedra_engine.constants import MAX_THREADS
-from tests.conftest import Run
+from tests.conftest import Ran, Run
 
 # -- 1. a thread count above ggml's cap -------------------------------------------------
 
@@ -47,6 +41,14 @@ def _hw(path: str = "/usr/bin/llama-server") -> Hardware:
             ExecutorInfo(kind=Kind.TRANSCRIBE, path="/usr/bin/whisper-server"),
         ),
     )
+
+
+def _plan(run: Run, model: Path, tmp_path: Path, *args: str, command: str = "plan") -> Ran:
+    """`exedra-engine COMMAND` for `model`, on a host file of `_hw()`, ports unchecked."""
+    hw = tmp_path / "here.json"
+    hw.write_bytes(msgspec.json.encode(_hw()))
+    base = ("--model", str(model), "--kind", "llama", "--hardware", str(hw), "--no-port-check")
+    return run(command, *base, *args)
 
 
 @pytest.mark.parametrize("kind", [Kind.LLAMA, Kind.TRANSCRIBE])
@@ -72,20 +74,7 @@ def hw_file(tmp_path: Path) -> Iterator[Path]:
 def test_threads_100000_is_an_input_error_on_the_command_line(
     command: str, tiny_llama: Path, tmp_path: Path, run: Run
 ) -> None:
-    hw = tmp_path / "here.json"
-    hw.write_bytes(msgspec.json.encode(_hw()))
-    r = run(
-        command,
-        "--model",
-        str(tiny_llama),
-        "--kind",
-        "llama",
-        "--hardware",
-        str(hw),
-        "--threads",
-        "100000",
-        "--no-port-check",
-    )
+    r = _plan(run, tiny_llama, tmp_path, "--threads", "100000", command=command)
     assert r.code == 2, r
     assert "threads 100000 (--threads) is more than 512" in r.err and r.err.count("\n") == 1
     assert psutil.Process().children(recursive=True) == []
@@ -114,10 +103,7 @@ def test_threads_above_ggml_cap_flagged_by_the_config_checker() -> None:
 def test_threads_above_ggml_cap_in_caller_args_fails_strict(
     tiny_llama: Path, tmp_path: Path, run: Run
 ) -> None:
-    hw = tmp_path / "here.json"
-    hw.write_bytes(msgspec.json.encode(_hw()))
-    base = ("plan", "--model", str(tiny_llama), "--kind", "llama", "--hardware", str(hw))
-    r = run(*base, "--arg=--threads", "--arg=9000", "--strict", "--no-port-check")
+    r = _plan(run, tiny_llama, tmp_path, "--arg=--threads", "--arg=9000", "--strict")
     assert r.code == 2 and "--threads 9000 is more than 512" in r.err, r
 
 
@@ -151,13 +137,6 @@ def test_launch_with_another_hosts_hardware_file_is_refused_before_any_process(
 # -- 3. a draining stop says what it waits for -----------------------------------------
 
 
-@pytest.fixture
-def notices(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    heard: list[str] = []
-    monkeypatch.setattr(notice, "hook", heard.append)
-    return heard
-
-
 def test_drain_end_lines() -> None:
     assert _drained([2, 1, 0], True, 3.25, 30) == (
         "drained: idle after 3.2 s (2 slots busy when it began): stopping it"
@@ -171,65 +150,11 @@ def test_drain_end_lines() -> None:
     assert _drained([1, None], True, 1.0, 5).startswith("drain: the executor stopped answering")
 
 
-def _complete(url: str, out: dict[str, Any]) -> None:
-    body = json.dumps({"prompt": "Count to fifty:", "n_predict": 16}).encode()
-    req = urllib.request.Request(url + "/completion", data=body, method="POST")
-    with urllib.request.urlopen(req, timeout=60) as r:
-        out["status"] = r.status
-
-
-def _busy(url: str) -> bool:
-    with urllib.request.urlopen(url + "/slots", timeout=5) as r:
-        return any(s["is_processing"] for s in json.loads(r.read()))
-
-
-@pytest.mark.executor
-async def test_draining_stop_says_how_many_slots_were_busy_and_how_long_it_waited(
-    real_hw: Hardware, real_model: Path, notices: list[str]
-) -> None:
-    spec = ModelSpec(id="gemma", path=str(real_model), kind=Kind.LLAMA)
-    p = plan_launch(spec, real_hw, Constraints(extra_args=("-c", "512"))).unwrap()
-    out: dict[str, Any] = {}
-    async with open_instance(p) as inst:
-        worker = threading.Thread(target=_complete, args=(inst.endpoint.url, out))
-        worker.start()
-        with trio.fail_after(10):
-            while not (await trio.to_thread.run_sync(_busy, inst.endpoint.url)):
-                await trio.sleep(0.01)
-        await inst.stop(drain=60)
-        await trio.to_thread.run_sync(worker.join)
-    assert out["status"] == 200
-    assert notices[0] == "draining: 1 slot busy; waiting up to 60 s", notices
-    assert (
-        notices[1].startswith("drained: idle after ")
-        and "(1 slot busy when it began)" in notices[1]
-    )
-    assert len(notices) == 2
-    async with open_instance(p) as idle:
-        notices.clear()
-        await idle.stop(drain=5)
-    assert notices == ["drain: no request in progress: stopping it now"]
-
-
 # -- 4. wording -----------------------------------------------------------------------
 
 
 def test_one_emitted_file_matches_the_plan(tiny_llama: Path, tmp_path: Path, run: Run) -> None:
-    hw = tmp_path / "here.json"
-    hw.write_bytes(msgspec.json.encode(_hw()))
-    r = run(
-        "plan",
-        "--model",
-        str(tiny_llama),
-        "--kind",
-        "llama",
-        "--hardware",
-        str(hw),
-        "--emit",
-        "k8s",
-        "--check",
-        "--no-port-check",
-    )
+    r = _plan(run, tiny_llama, tmp_path, "--emit", "k8s", "--check")
     assert r.code == 0, r
     assert r.out.rstrip().endswith(".yaml matches the plan (k8s)"), r.out
 
@@ -260,21 +185,7 @@ def test_host_name_given_to_host_is_not_masked() -> None:
 def test_emit_explain_prints_one_host_row(
     target: str, tiny_llama: Path, tmp_path: Path, run: Run
 ) -> None:
-    hw = tmp_path / "here.json"
-    hw.write_bytes(msgspec.json.encode(_hw()))
-    r = run(
-        "plan",
-        "--model",
-        str(tiny_llama),
-        "--kind",
-        "llama",
-        "--hardware",
-        str(hw),
-        "--emit",
-        target,
-        "--explain",
-        "--no-port-check",
-    )
+    r = _plan(run, tiny_llama, tmp_path, "--emit", target, "--explain")
     assert r.code == 0, r
     rows = [line.split() for line in r.err.splitlines() if line.startswith("  host ")]
     assert len(rows) == 1, rows
