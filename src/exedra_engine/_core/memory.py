@@ -333,7 +333,7 @@ class Placement(Value, frozen=True, kw_only=True):
 def device_names(hw: Hardware, kind: str) -> tuple[str, ...]:
     """The backend device names the `kind` executor's llama.cpp would give the host's GPUs
     (``Vulkan0``...); none when its build has no GPU backend."""
-    exe = hw.executor(kind)  # type: ignore[arg-type]
+    exe = hw.executor(kind)
     if exe is None or not exe.has_gpu_backend() or not hw.gpus:
         return ()
     backend = next((b for b in exe.backends if b in _GPU_BACKENDS), "")

@@ -84,6 +84,6 @@ def launch(a: argparse.Namespace) -> int:
             findings_verdict(a, shown_findings(e, a.show_secrets))
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
-        if not (a.quiet or a.log_file) and (note := cpu_note(e.plan)):
+        if not (a.quiet or a.log_file) and (note := cpu_note(e.plan, a.executors)):
             print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
         return run_launch(e.plan, a, sigs, e.sources)

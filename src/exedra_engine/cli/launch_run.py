@@ -86,6 +86,7 @@ async def _main(
                             ready_timeout=a.ready_timeout,
                             stop_timeout=a.stop_timeout,
                             sources=sources,
+                            executors=a.executors,
                         )
                     except EngineError as err:
                         failed = err

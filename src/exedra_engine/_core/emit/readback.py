@@ -41,7 +41,7 @@ def argv_problems(
                 out.append(f"args pass {it.tokens[0]} with a value: a key in plain text")
     envmap = env_dict(env)
     out += env_problems(p, envmap)
-    if plan_is_keyed(plan) and not key_files:
+    if plan_is_keyed(plan, p) and not key_files:
         out.append(f"the plan is keyed but the args give no {p.key_file_flag}: no key is required")
     out += [
         f"{p.key_file_flag} {f} is not in a mounted secret"
