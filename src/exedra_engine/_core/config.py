@@ -34,7 +34,7 @@ import msgspec
 
 from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import Config, Override
 from exedra_engine.errors import ConfigError, EngineError
 
@@ -46,19 +46,21 @@ _STR = "tag:yaml.org,2002:str"
 _NULL = "tag:yaml.org,2002:null"
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
-_TYPE_NAMES = {
-    "tag:yaml.org,2002:int": "a number",
-    "tag:yaml.org,2002:float": "a number",
-    "tag:yaml.org,2002:bool": "a boolean",
-    _NULL: "null",
-    _MAP: "a mapping",
-    _SEQ: "a sequence",
-    "tag:yaml.org,2002:timestamp": "a date",
-    "tag:yaml.org,2002:binary": "binary data",
-    "tag:yaml.org,2002:set": "a set",
-    "tag:yaml.org,2002:omap": "an ordered map",
-    "tag:yaml.org,2002:pairs": "pairs",
-}
+_TYPE_NAMES = freeze(
+    {
+        "tag:yaml.org,2002:int": "a number",
+        "tag:yaml.org,2002:float": "a number",
+        "tag:yaml.org,2002:bool": "a boolean",
+        _NULL: "null",
+        _MAP: "a mapping",
+        _SEQ: "a sequence",
+        "tag:yaml.org,2002:timestamp": "a date",
+        "tag:yaml.org,2002:binary": "binary data",
+        "tag:yaml.org,2002:set": "a set",
+        "tag:yaml.org,2002:omap": "an ordered map",
+        "tag:yaml.org,2002:pairs": "pairs",
+    }
+)
 _MAX_NODES = 100_000
 _MAX_DEPTH = 32
 """The schema nests four levels deep; deeper documents are refused while they are parsed."""
@@ -68,12 +70,14 @@ _SCALAR_TAGS = frozenset(
 )  # fmt: skip
 # By node shape: PyYAML's own name for each node class (`ScalarNode.id` is "scalar"), so the
 # walker needs no yaml import of its own.
-_SHAPE_TAGS: dict[str, frozenset[str]] = {
-    "scalar": _SCALAR_TAGS,
-    "mapping": frozenset({_MAP, "tag:yaml.org,2002:set"}),
-    "sequence": frozenset({_SEQ, "tag:yaml.org,2002:omap", "tag:yaml.org,2002:pairs"}),
-}
-_SHAPE_NAMES = {"scalar": "a scalar", "mapping": "a mapping", "sequence": "a sequence"}
+_SHAPE_TAGS: dict[str, frozenset[str]] = freeze(
+    {
+        "scalar": _SCALAR_TAGS,
+        "mapping": frozenset({_MAP, "tag:yaml.org,2002:set"}),
+        "sequence": frozenset({_SEQ, "tag:yaml.org,2002:omap", "tag:yaml.org,2002:pairs"}),
+    }
+)
+_SHAPE_NAMES = freeze({"scalar": "a scalar", "mapping": "a mapping", "sequence": "a sequence"})
 
 T = TypeVar("T")
 

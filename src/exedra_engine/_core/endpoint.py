@@ -97,7 +97,13 @@ def resolve(
     executors: Executors = BUILTIN,
 ) -> Resolved:
     """`resolve_endpoint`, raising the `EngineError` instead of returning it."""
-    p = executors.profile(kind)
+    return resolve_for(executors.profile(kind), args, env)
+
+
+def resolve_for(
+    p: ExecutorProfile, args: Sequence[str], env: Mapping[str, str] | Sequence[str]
+) -> Resolved:
+    """`resolve` for the executor of `p`."""
     envmap = env if isinstance(env, Mapping) else env_dict(env)
     # The executor reads its environment first, then argv: a flag beats its variable.
     host, port, keys = _from_env(p, envmap)

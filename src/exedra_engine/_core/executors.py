@@ -23,7 +23,7 @@ import msgspec
 from exedra_engine._core import _flagdata
 from exedra_engine._core.flags import FlagTable, Row, ShortRow, table_from_rows
 from exedra_engine._core.kinds import KIND_PATTERN, Kind, KindName, unsupported
-from exedra_engine._core.struct import Value, frozen_fields
+from exedra_engine._core.struct import Value, freeze, frozen_fields
 
 CauseKind = Literal["memory", "argument", "address", "library", "model"]
 """What an executor's failure line says went wrong (`exedra_engine._core.diagnosis`)."""
@@ -251,28 +251,30 @@ def _key_flags(profile: ExecutorProfile) -> frozenset[str]:
     )
 
 
-_LLAMA_MEMORY_FLAGS: Final[Mapping[str, str]] = {
-    "ctx": "--ctx-size",
-    "parallel": "--parallel",
-    "kv_unified": "--kv-unified",
-    "cache_type_k": "--cache-type-k",
-    "cache_type_v": "--cache-type-v",
-    "flash_attn": "--flash-attn",
-    "batch": "--batch-size",
-    "ubatch": "--ubatch-size",
-    "gpu_layers": "--n-gpu-layers",
-    "tensor_split": "--tensor-split",
-    "split_mode": "--split-mode",
-    "override_tensor": "--override-tensor",
-    "cpu_moe": "--cpu-moe",
-    "n_cpu_moe": "--n-cpu-moe",
-    "mmproj": "--mmproj",
-    "draft": "--model-draft",
-    "cache_ram": "--cache-ram",
-    "swa_full": "--swa-full",
-    "kv_offload": "--kv-offload",
-    "embeddings": "--embeddings",
-}
+_LLAMA_MEMORY_FLAGS: Final[Mapping[str, str]] = freeze(
+    {
+        "ctx": "--ctx-size",
+        "parallel": "--parallel",
+        "kv_unified": "--kv-unified",
+        "cache_type_k": "--cache-type-k",
+        "cache_type_v": "--cache-type-v",
+        "flash_attn": "--flash-attn",
+        "batch": "--batch-size",
+        "ubatch": "--ubatch-size",
+        "gpu_layers": "--n-gpu-layers",
+        "tensor_split": "--tensor-split",
+        "split_mode": "--split-mode",
+        "override_tensor": "--override-tensor",
+        "cpu_moe": "--cpu-moe",
+        "n_cpu_moe": "--n-cpu-moe",
+        "mmproj": "--mmproj",
+        "draft": "--model-draft",
+        "cache_ram": "--cache-ram",
+        "swa_full": "--swa-full",
+        "kv_offload": "--kv-offload",
+        "embeddings": "--embeddings",
+    }
+)
 """llama-server's flags the memory estimate reads, by role (see `ExecutorProfile.memory_flags`)."""
 
 LLAMA: Final = ExecutorProfile(

@@ -33,7 +33,7 @@ from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, 
 from exedra_engine._core.load_files import load_files
 from exedra_engine._core.memory import MemoryDecision, decide_memory, read_settings
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE, INSTALL_HINT
 from exedra_engine.errors import (
@@ -376,7 +376,7 @@ def _check_options(p: ExecutorProfile, c: Constraints) -> None:
         )
 
 
-_CHAR_NAMES = {",": "a comma", ";": "a semicolon", " ": "a space"}
+_CHAR_NAMES = freeze({",": "a comma", ";": "a semicolon", " ": "a space"})
 _INT32_MAX = 2**31 - 1  # the executors read these with std::stoi
 
 

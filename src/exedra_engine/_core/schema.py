@@ -21,10 +21,11 @@ from typing import Any
 import msgspec
 
 from exedra_engine._core.executors import BUILTIN, Executors
+from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import Config
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
-_NULL = {"type": "null"}
+_NULL = freeze({"type": "null"})
 _NO_NUL = "^[^\\u0000]*$"
 
 

@@ -33,7 +33,7 @@ from exedra_engine.errors import EmitRefused, EngineError
 if TYPE_CHECKING:
     from returns.result import Result
 
-__all__ = [
+__all__ = (
     "EmitOptions",
     "Emitted",
     "Origin",
@@ -42,7 +42,7 @@ __all__ = [
     "Target",
     "emit",
     "emit_files",
-]
+)
 
 
 class Emitted(Value, frozen=True, kw_only=True):

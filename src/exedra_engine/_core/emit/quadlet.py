@@ -26,6 +26,7 @@ from exedra_engine._core.emit.readback import argv_problems, env_words, url_prob
 from exedra_engine._core.emit.shape import SYSTEM_TOP, EmitOptions, Origin, Shape
 from exedra_engine._core.emit.systemd import RESTART_DELAY, memory_problems
 from exedra_engine._core.executors import ExecutorProfile
+from exedra_engine._core.struct import freeze
 from exedra_engine._core.targets import Selinux
 from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError
@@ -36,12 +37,14 @@ HEALTH_INTERVAL = 5
 HEALTH_RETRIES = 3
 
 # What Podman passes through for each driver: NVIDIA's CDI spec, the DRM and KFD nodes.
-DEVICES = {
-    "nvidia": ("nvidia.com/gpu=all",),
-    "amdgpu": ("/dev/dri", "/dev/kfd"),
-    "i915": ("/dev/dri",),
-    "xe": ("/dev/dri",),
-}
+DEVICES = freeze(
+    {
+        "nvidia": ("nvidia.com/gpu=all",),
+        "amdgpu": ("/dev/dri", "/dev/kfd"),
+        "i915": ("/dev/dri",),
+        "xe": ("/dev/dri",),
+    }
+)
 
 
 def _q(value: str) -> str:

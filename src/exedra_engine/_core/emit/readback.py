@@ -13,7 +13,7 @@ from typing import Any
 
 from exedra_engine._core.emit import ini
 from exedra_engine._core.emit.shape import key_vars, plan_is_keyed
-from exedra_engine._core.endpoint import env_dict, resolve
+from exedra_engine._core.endpoint import env_dict, resolve_for
 from exedra_engine._core.executors import ExecutorProfile
 from exedra_engine._core.redact import is_secret_name
 from exedra_engine._core.values import LaunchPlan
@@ -65,7 +65,7 @@ def endpoint_problems(
     p: ExecutorProfile, plan: LaunchPlan, args: Sequence[str], envmap: Mapping[str, str]
 ) -> list[str]:
     try:
-        r = resolve(p.kind, args, envmap)
+        r = resolve_for(p, args, envmap)
     except EngineError as e:
         return [f"the argv and env do not resolve: {e}"]
     out = []

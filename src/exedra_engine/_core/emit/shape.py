@@ -22,7 +22,7 @@ from exedra_engine._core.flags import Item
 from exedra_engine._core.layers import Source
 from exedra_engine._core.load_files import load_files, normal_path
 from exedra_engine._core.redact import is_secret_name
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan, ModelFile
 from exedra_engine.constants import STOP_TIMEOUT
@@ -143,12 +143,14 @@ KEY_NAME = "api-key"
 
 # The extended resource a device plugin advertises for each kernel driver (NVIDIA's and AMD's
 # plugins, Intel's GPU plugin: one resource per driver). Other drivers have none known.
-GPU_RESOURCES = {
-    "nvidia": "nvidia.com/gpu",
-    "amdgpu": "amd.com/gpu",
-    "i915": "gpu.intel.com/i915",
-    "xe": "gpu.intel.com/xe",
-}
+GPU_RESOURCES = freeze(
+    {
+        "nvidia": "nvidia.com/gpu",
+        "amdgpu": "amd.com/gpu",
+        "i915": "gpu.intel.com/i915",
+        "xe": "gpu.intel.com/xe",
+    }
+)
 # The drivers each GGML GPU backend drives, most specific backend first; vulkan drives any.
 BACKEND_DRIVERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cuda", ("nvidia",)),

@@ -25,6 +25,7 @@ from exedra_engine._core.emit.readback import argv_problems, env_words, url_prob
 from exedra_engine._core.emit.shape import KEY_NAME, EmitOptions, Origin, Shape, plan_is_keyed
 from exedra_engine._core.executors import ExecutorProfile
 from exedra_engine._core.load_files import named_files
+from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError
 
@@ -32,12 +33,14 @@ RESTART_DELAY = 5
 """Seconds between a crash and the restart: a crash loop cannot spin."""
 
 # Device groups (/proc/devices names; globs allowed) each driver's user-space opens.
-DEVICES = {
-    "nvidia": ("char-nvidia*",),
-    "amdgpu": ("char-drm", "char-kfd"),
-    "i915": ("char-drm",),
-    "xe": ("char-drm",),
-}
+DEVICES = freeze(
+    {
+        "nvidia": ("char-nvidia*",),
+        "amdgpu": ("char-drm", "char-kfd"),
+        "i915": ("char-drm",),
+        "xe": ("char-drm",),
+    }
+)
 
 _HARDENING: tuple[tuple[str, str, str], ...] = (
     ("DynamicUser", "yes", "a fresh unprivileged user per start (implies PrivateTmp=yes)"),
@@ -66,16 +69,18 @@ _HARDENING: tuple[tuple[str, str, str], ...] = (
     ("DevicePolicy", "closed", "devices closed but the standard pseudo-devices and DeviceAllow="),
 )
 # What each need (`ExecutorProfile.resource_flags`) is given instead of the default.
-_NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
-    # setpriority(2) below nice 0 and SCHED_FIFO threads: allowed by limits, no capability.
-    "priority": (
-        ("RestrictRealtime", "no"),
-        ("LimitNICE", "-20"),
-        ("LimitRTPRIO", "99"),
-    ),
-    "affinity": (),
-    "memlock": (("LimitMEMLOCK", "infinity"),),
-}
+_NEEDS: dict[str, tuple[tuple[str, str], ...]] = freeze(
+    {
+        # setpriority(2) below nice 0 and SCHED_FIFO threads: allowed by limits, no capability.
+        "priority": (
+            ("RestrictRealtime", "no"),
+            ("LimitNICE", "-20"),
+            ("LimitRTPRIO", "99"),
+        ),
+        "affinity": (),
+        "memlock": (("LimitMEMLOCK", "infinity"),),
+    }
+)
 _TMP = ("/tmp/", "/var/tmp/")
 
 
