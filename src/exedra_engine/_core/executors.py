@@ -212,9 +212,9 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
         )
 
     def __hash__(self) -> int:
-        # Hashing every field costs ~9 us (the flag rows) and the tables below are looked up
-        # per token; equal profiles agree on these, which is all a hash must keep.
-        return hash((self.kind, self.binary, self.table_version))
+        # Hashing every field costs ~9 us (the flag rows), and the tables below are looked up
+        # a dozen times per plan: equal profiles have equal binaries, all a hash must keep.
+        return hash(self.binary)
 
     @property
     def flags(self) -> FlagTable:
