@@ -33,6 +33,7 @@ from exedra_engine._core.redact import REDACTED, redact_plan
 from exedra_engine._core.struct import FrozenDict
 from exedra_engine.cli import main
 from exedra_engine.errors import ConfigError, HardwareFileError
+from tests.conftest import FAKE
 
 SD = ExecutorProfile(
     kind="sd",
@@ -181,11 +182,19 @@ def _raised(ex: Executors) -> str:
     return str(e.value)
 
 
-def test_i20_item4_a_third_executors_secrets_are_redacted_by_its_set() -> None:
+def test_i20_item4_a_third_executors_secrets_are_redacted_by_its_set(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     c = Constraints(port=7860, extra_args=("--token", "s3cret"))
     plan = plan_launch(SD_SPEC, _hw("sd"), c, executors=WITH_SD).unwrap()
     shown = redact_plan(plan, executors=WITH_SD)
     assert "s3cret" not in shown.args and REDACTED in shown.args
+    argv = ["plan", "--model", "/m/flux.gguf", "--kind", "sd", "--executor", str(FAKE)]
+    argv += ["--no-port-check", "--arg=--token", "--arg=s3cret"]
+    for extra in (["--json"], ["--json", "--explain"], ["--explain"]):
+        assert main([*argv, *extra], executors=WITH_SD) == 0
+        out = capsys.readouterr().out
+        assert "--token" in out and "s3cret" not in out, extra
 
 
 def test_i20_item4_a_third_executor_is_emitted_from_its_set() -> None:

@@ -93,14 +93,16 @@ def redact_option(text: str, *, executors: Executors = BUILTIN) -> str:
     return text
 
 
-def redact_said(entry: str, layers: Collection[str]) -> str:
+def redact_said(entry: str, layers: Collection[str], *, executors: Executors = BUILTIN) -> str:
     """An ``overrode`` entry (``layer: --flag value`` or ``layer: NAME=VALUE``) with its
     secret value hidden. `layers` are the layer names that may open it; an entry that opens
     with none of them is hidden whole rather than guessed at."""
     for layer in sorted(layers, key=len, reverse=True):
         if entry.startswith(layer + ": "):
             what = entry[len(layer) + 2 :]
-            shown = redact_option(what) if what[:1] == "-" else redact_env(what)
+            shown = (
+                redact_option(what, executors=executors) if what[:1] == "-" else redact_env(what)
+            )
             return f"{layer}: {shown}"
     return REDACTED
 
@@ -214,7 +216,13 @@ def _redact_arg_copies(args: Sequence[str], copies: Collection[str]) -> tuple[st
     return tuple(out)
 
 
-def redact_source(s: Source, secrets: Collection[str], layers: Collection[str]) -> Source:
+def redact_source(
+    s: Source,
+    secrets: Collection[str],
+    layers: Collection[str],
+    *,
+    executors: Executors = BUILTIN,
+) -> Source:
     """One provenance entry (``plan --explain``) as it may be shown: secrets hidden where
     they stand, and a copied secret's value hidden in any variable and in any flag set above
     the engine layer (as in `redact_plan`)."""
@@ -229,14 +237,18 @@ def redact_source(s: Source, secrets: Collection[str], layers: Collection[str]) 
         else:
             text = f"{first.partition('=')[0]}={REDACTED}"
     else:
-        text = redact_option(s.text)
+        text = redact_option(s.text, executors=executors)
     return msgspec.structs.replace(
-        s, text=text, overrode=tuple(_redact_said_copy(o, secrets, layers) for o in s.overrode)
+        s,
+        text=text,
+        overrode=tuple(_redact_said_copy(o, secrets, layers, executors) for o in s.overrode),
     )
 
 
-def _redact_said_copy(entry: str, secrets: Collection[str], layers: Collection[str]) -> str:
-    shown = redact_said(entry, layers)
+def _redact_said_copy(
+    entry: str, secrets: Collection[str], layers: Collection[str], executors: Executors
+) -> str:
+    shown = redact_said(entry, layers, executors=executors)
     layer, _, what = shown.partition(": ")
     if layer == ENGINE_LAYER or not what:
         return shown

@@ -322,7 +322,7 @@ def run_emit(
     from exedra_engine._core.redact import secret_copies
 
     target = Target(a.emit)
-    copies = secret_copies(plan.args, plan.env)
+    copies = secret_copies(plan.args, plan.env, executors=a.executors)
     if copies:
         raise EmitError(
             f"the plan gives a copy of a secret (its API key, a token) to {', '.join(copies)}, "

@@ -99,7 +99,7 @@ async def _main(
                     body = {
                         "url": started.endpoint.url,
                         "pid": started.pid,
-                        "plan": shown_plan(started.plan, a.show_secrets),
+                        "plan": shown_plan(started.plan, a.show_secrets, executors=a.executors),
                         "actual": started.actual,
                     }
                     sys.stdout.write(json_text(body, indent=False) + "\n")

@@ -83,11 +83,11 @@ def plan(a: argparse.Namespace) -> int:
             "(plan ... --emit k8s|systemd|quadlet); without it nothing is emitted"
         )
     _, e, origin = planned(a)
-    e = shown_findings(e, a.show_secrets)
+    e = shown_findings(e, a.show_secrets, a.executors)
     if a.strict and e.findings and not a.explain:
         return findings_verdict(a, e)
-    plan = shown_plan(e.plan, a.show_secrets, e.sources)
-    sources = _shown_sources(e, a.show_secrets)
+    plan = shown_plan(e.plan, a.show_secrets, e.sources, executors=a.executors)
+    sources = _shown_sources(e, a.show_secrets, a.executors)
     if a.json:
         if a.explain:
             print_json(
@@ -108,21 +108,22 @@ def plan(a: argparse.Namespace) -> int:
     return findings_verdict(a, e)
 
 
-def _shown_sources(e: Explained, show_secrets: bool) -> list[Source]:
+def _shown_sources(e: Explained, show_secrets: bool, executors: Executors) -> list[Source]:
     if show_secrets:
         return list(e.sources)
     names = layer_names(e.plan.spec)
-    secrets = plan_secrets(e.plan.args, e.plan.env)
-    return [redact_source(s, secrets, names) for s in e.sources]
+    secrets = plan_secrets(e.plan.args, e.plan.env, executors=executors)
+    return [redact_source(s, secrets, names, executors=executors) for s in e.sources]
 
 
-def shown_findings(e: Explained, show_secrets: bool) -> Explained:
+def shown_findings(e: Explained, show_secrets: bool, executors: Executors = BUILTIN) -> Explained:
     """`e` with every long key (`SHORT_KEY` characters or more) hidden in its findings,
     which quote the tokens they judge as free text: a caller's ``--arg=--temp=KEY`` is
     worded back. A shorter key stands where the checker says, redacted there."""
     if show_secrets or not e.findings:
         return e
-    hide = TextRedactor(k for k in plan_secrets(e.plan.args, e.plan.env) if len(k) >= SHORT_KEY)
+    secrets = plan_secrets(e.plan.args, e.plan.env, executors=executors)
+    hide = TextRedactor(k for k in secrets if len(k) >= SHORT_KEY)
     findings = tuple(
         msgspec.structs.replace(
             f,
