@@ -74,7 +74,8 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """What one executor reads, accepts and does, as data."""
 
     kind: KindName
-    """The `Kind` value (`ModelSpec.kind`, the ``engines:`` key of override files)."""
+    """Its kind's name (`ModelSpec.kind`, the ``engines:`` key of override files): a `Kind`
+    for the built-in executors, any lower-case name for one added with `Executors.with_`."""
     binary: str
     """The executable's name, as found on PATH."""
     flag_rows: tuple[Row | ShortRow, ...]
