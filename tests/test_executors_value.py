@@ -205,3 +205,17 @@ def test_i20_item4_a_third_executor_is_emitted_from_its_set() -> None:
     files = emit(plan, Target.SYSTEMD, options, executors=WITH_SD).unwrap().files
     (text,) = files.values()
     assert "sd-server" in text or "/x/sd" in text
+
+
+def test_i20_item4_the_launchers_default_port_reader_knows_the_given_kinds() -> None:
+    from exedra_engine._core.readiness import LoadLimits
+    from exedra_engine._shell import drive
+    from exedra_engine._shell.host import LocalHost
+
+    limits = LoadLimits(budget=1.0, stall=1.0)
+    opts = drive.LaunchOptions(None, limits, 1.0, drive.local_ports, LocalHost(), (), WITH_SD)
+    assert isinstance(opts.ports("sd"), frozenset)
+    with pytest.raises(UnsupportedKind):
+        drive.local_ports("sd")
+    mine = drive.LaunchOptions(None, limits, 1.0, lambda kind: frozenset({1}), LocalHost())
+    assert mine.ports("sd") == frozenset({1})  # a caller's reader is left as it is

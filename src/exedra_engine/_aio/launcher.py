@@ -37,7 +37,6 @@ from exedra_engine._core.endpoint import Resolved, resolve
 from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.layers import Source
 from exedra_engine._core.logs import MAX_LINE, LogLines, log_secrets
-from exedra_engine._core.readiness import LoadLimits
 from exedra_engine._core.values import LaunchPlan, connect_host
 from exedra_engine._shell import child, drive
 from exedra_engine._shell.child import ExitReason
@@ -393,27 +392,6 @@ class Instance(InstanceState):
 _Options = drive.LaunchOptions[Logs]
 
 
-def _options(
-    *,
-    logs: Logs,
-    limits: LoadLimits,
-    stop_timeout: float,
-    ports: drive.PortsReader,
-    sockets: ProcessSockets | None,
-    sources: Sequence[Source],
-    executors: Executors,
-) -> _Options:
-    return _Options(
-        logs,
-        limits,
-        stop_timeout,
-        drive.ports_reader(ports, executors),
-        sockets or LocalHost(),
-        tuple(sources),
-        executors,
-    )
-
-
 async def _start(plan: LaunchPlan, opts: _Options) -> Instance:
     """Start `plan`'s executor, wait until it is ready, and leave it to its supervising
     task; raise `NotReady` (the child is dead by then) or the caller's cancellation (the
@@ -496,14 +474,8 @@ async def launch(
     """
     try:
         limits = load_limits(plan, ready_timeout, stall_timeout)
-        opts = _options(
-            logs=logs,
-            limits=limits,
-            stop_timeout=stop_timeout,
-            ports=ports,
-            sockets=sockets,
-            sources=sources,
-            executors=executors,
+        opts = _Options(
+            logs, limits, stop_timeout, ports, sockets or LocalHost(), tuple(sources), executors
         )
         inst = await _start(plan, opts)
     except EngineError as e:
@@ -528,14 +500,8 @@ async def open_instance(
     error or cancellation (`asyncio.timeout`, a `TaskGroup` sibling's failure). Raises the
     launch's `EngineError` if it cannot start. The options are `launch`'s."""
     limits = load_limits(plan, ready_timeout, stall_timeout)
-    opts = _options(
-        logs=logs,
-        limits=limits,
-        stop_timeout=stop_timeout,
-        ports=ports,
-        sockets=sockets,
-        sources=sources,
-        executors=executors,
+    opts = _Options(
+        logs, limits, stop_timeout, ports, sockets or LocalHost(), tuple(sources), executors
     )
     inst = await _start(plan, opts)
     try:

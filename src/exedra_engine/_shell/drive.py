@@ -53,11 +53,6 @@ def local_ports(kind: str, *, executors: Executors = BUILTIN) -> frozenset[int]:
     return read_ports_in_use(LocalHost(), kind, executors=executors)
 
 
-def ports_reader(ports: PortsReader, executors: Executors) -> PortsReader:
-    """`ports`; the default reader (`local_ports`) made to know the kinds of `executors`."""
-    return functools.partial(local_ports, executors=executors) if ports is local_ports else ports
-
-
 @dataclasses.dataclass(frozen=True)
 class LaunchOptions(Generic[L]):
     """What one launch is given besides the plan (kept together through the retries);
@@ -72,6 +67,12 @@ class LaunchOptions(Generic[L]):
     """The plan's provenance (`explain_launch`): which layer set a refused flag."""
     executors: Executors = BUILTIN
     """The executors the plan's kind is looked up in."""
+
+    def __post_init__(self) -> None:
+        if self.ports is local_ports:  # the default reader must know the plan's kind
+            object.__setattr__(
+                self, "ports", functools.partial(local_ports, executors=self.executors)
+            )
 
 
 class Probe(Protocol):

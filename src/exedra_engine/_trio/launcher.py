@@ -32,7 +32,6 @@ from exedra_engine._core.endpoint import resolve
 from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.layers import Source
 from exedra_engine._core.logs import log_secrets
-from exedra_engine._core.readiness import LoadLimits
 from exedra_engine._core.values import LaunchPlan, connect_host
 from exedra_engine._shell import drive
 from exedra_engine._shell.child import ExitReason
@@ -56,29 +55,6 @@ class _Options(drive.LaunchOptions[Logs]):
     """The launch's options, and how a cancelled owner stops the child."""
 
     deliver_cancel: DeliverCancel = graceful
-
-
-def _options(
-    *,
-    logs: Logs,
-    limits: LoadLimits,
-    stop_timeout: float,
-    ports: PortsReader,
-    sockets: ProcessSockets,
-    sources: Sequence[Source],
-    deliver_cancel: DeliverCancel,
-    executors: Executors,
-) -> _Options:
-    return _Options(
-        logs,
-        limits,
-        stop_timeout,
-        drive.ports_reader(ports, executors),
-        sockets,
-        tuple(sources),
-        executors,
-        deliver_cancel,
-    )
 
 
 async def launch(
@@ -148,15 +124,8 @@ async def start_instance(
     `EngineError` instead of returning it."""
     limits = load_limits(plan, ready_timeout, stall_timeout)
     host = sockets or LocalHost()
-    opts = _options(
-        logs=logs,
-        limits=limits,
-        stop_timeout=stop_timeout,
-        ports=ports,
-        sockets=host,
-        sources=sources,
-        deliver_cancel=deliver_cancel,
-        executors=executors,
+    opts = _Options(
+        logs, limits, stop_timeout, ports, host, tuple(sources), executors, deliver_cancel
     )
     inst: Instance = await nursery.start(_supervise, plan, opts)
     return inst
@@ -240,15 +209,8 @@ async def open_instance(
     options are `launch`'s."""
     limits = load_limits(plan, ready_timeout, stall_timeout)
     host = sockets or LocalHost()
-    opts = _options(
-        logs=logs,
-        limits=limits,
-        stop_timeout=stop_timeout,
-        ports=ports,
-        sockets=host,
-        sources=sources,
-        deliver_cancel=deliver_cancel,
-        executors=executors,
+    opts = _Options(
+        logs, limits, stop_timeout, ports, host, tuple(sources), executors, deliver_cancel
     )
     # The body's exception is carried out of the nursery and raised as itself: raised inside
     # it, trio would wrap it in an ExceptionGroup the caller did not ask for.
