@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from exedra_engine._core.executors import ExecutorProfile, foreign_key_flags
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import FlagTable, Item
 from exedra_engine._core.struct import EMPTY, Value, frozen_fields
 from exedra_engine.errors import PlanError
@@ -93,19 +93,20 @@ def merge(
     *,
     explain: bool = True,
     required_key: str = "",
+    executors: Executors = BUILTIN,
 ) -> Merged:
     """Merge `layers` (in any order; ranks decide) for the executor of `profile`, raising
     `PlanError` for what cannot reach it (see the module's rules).
 
     With `explain` off the sources are not built (the planner's fast path). `required_key`
     is the caller's API key, which the merged env keeps in the profile's key variable
-    whatever the layers say.
+    whatever the layers say. `executors` are those whose key flags it refuses.
     """
     table = profile.flags
     ordered = sorted(layers, key=_rank)
     items: list[tuple[Layer, Item]] = []
     for layer in ordered:
-        check_layer(profile, layer)
+        check_layer(profile, layer, executors)
         if layer.args:
             items.extend((layer, it) for it in table.split_items(layer.args, layer.name))
     env = _Env(ordered, explain)
@@ -253,7 +254,7 @@ def _keep_key(profile: ExecutorProfile, key: str, env: _Env) -> None:
         over.remove(kept)
 
 
-def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
+def check_layer(profile: ExecutorProfile, layer: Layer, executors: Executors = BUILTIN) -> None:
     """Raise `PlanError` for what cannot reach the executor as given (see the module's rules).
     Positions count from 1; the offending text itself is not shown (it may be a key)."""
     text = "".join(layer.args) + "".join(n + v for n, v in layer.env)
@@ -261,7 +262,7 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
         text.isascii()
         and "\0" not in text
         and "" not in layer.args
-        and not _foreign_key(layer.args, foreign_key_flags(profile))
+        and not _foreign_key(layer.args, executors.foreign_key_flags(profile))
     ):
         return
     for i, tok in enumerate(layer.args, 1):
@@ -269,7 +270,7 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
         if what:
             raise PlanError(f"{layer.name} args: item {i} {what}")
         name = tok.partition("=")[0]
-        if name in foreign_key_flags(profile):
+        if name in executors.foreign_key_flags(profile):
             raise PlanError(
                 f"{layer.name} args: item {i} is {name}, but {profile.binary} has no API key "
                 "option; put an authenticating proxy in front of it instead"

@@ -26,14 +26,14 @@ import msgspec
 from exedra_engine._core.check import Finding, check_plan_layers
 from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.endpoint import Resolved, resolve, resolve_merged
-from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
 from exedra_engine._core.load_files import load_files
 from exedra_engine._core.memory import MemoryDecision, decide_memory, read_settings
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE, INSTALL_HINT, MAX_THREADS
 from exedra_engine.errors import (
@@ -78,6 +78,7 @@ def plan_launch(
     ports_in_use: Set[int] = frozenset(),
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
+    executors: Executors = BUILTIN,
 ) -> Result[LaunchPlan, EngineError]:
     """Plan a launch from facts alone. Deterministic: equal inputs give equal plans.
 
@@ -86,9 +87,12 @@ def plan_launch(
     an explicit port must not be in. `inventory` is the model's tensor inventory: with it
     the plan carries its `memory`, and a plan that cannot fit is refused (`DoesNotFit`);
     `side_models` are the inventories of the projector and draft model the argv names.
+    `executors` are the executors the spec's kind is looked up in.
     """
     facts = _Facts(model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models)
-    return as_result(_plan, spec, hw, constraints, facts, explain=False).map(lambda e: e.plan)
+    return as_result(_plan, spec, hw, constraints, facts, explain=False, executors=executors).map(
+        lambda e: e.plan
+    )
 
 
 def explain_launch(
@@ -102,6 +106,7 @@ def explain_launch(
     config_files: Sequence[LocatedConfig] = (),
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
+    executors: Executors = BUILTIN,
 ) -> Result[Explained, EngineError]:
     """`plan_launch`, plus which layer set each argv option and env variable, and the
     findings of its layers.
@@ -123,6 +128,7 @@ def explain_launch(
         config_files=config_files,
         inventory=inventory,
         side_models=side_models,
+        executors=executors,
     )
 
 
@@ -137,12 +143,13 @@ def explain_plan(
     config_files: Sequence[LocatedConfig] = (),
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
+    executors: Executors = BUILTIN,
 ) -> Explained:
     """`explain_launch` for the library's own callers (the shells): raises the
     `EngineError` instead of returning it."""
     judge = (flags, tuple(config_files))
     facts = _Facts(model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models)
-    return _plan(spec, hw, constraints, facts, explain=True, judge=judge)
+    return _plan(spec, hw, constraints, facts, explain=True, judge=judge, executors=executors)
 
 
 class _Facts(Value, frozen=True, kw_only=True):
@@ -164,33 +171,38 @@ def _plan(
     *,
     explain: bool,
     judge: tuple[FlagTable | None, tuple[LocatedConfig, ...]] | None = None,
+    executors: Executors = BUILTIN,
 ) -> Explained:
     model, ports_in_use = facts.model, facts.ports_in_use
     if hw is None:
         raise NoHardware("hardware snapshot is None: call probe() first")
-    profile = executor_profile(spec.kind)
+    profile = executors.profile(spec.kind)
     exe = hw.executor(spec.kind)
     if exe is None:
         raise ExecutorNotFound(
-            f"{profile.binary} (kind {spec.kind.value}) is not installed: not on PATH nor in "
+            f"{profile.binary} (kind {spec.kind}) is not installed: not on PATH nor in "
             f"the executor cache; {INSTALL_HINT}, or name the binary (--executor PATH)"
         )
     _check(profile, spec, constraints, model)
     engine_port = _choose_port(constraints, ports_in_use)
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
     layers = _layers(profile, spec, constraints, engine_port, cpu_only)
-    m = merge(profile, layers, explain=explain, required_key=constraints.api_key)
+    m = merge(
+        profile, layers, explain=explain, required_key=constraints.api_key, executors=executors
+    )
     memory = _memory(profile, hw, m, facts)
     if memory is not None and memory.engine_args:
         layers = _layers(
             profile, spec, constraints, engine_port, cpu_only, memory_args=memory.engine_args
         )
-        m = merge(profile, layers, explain=explain, required_key=constraints.api_key)
-    r = resolve_merged(spec.kind, m.args, m.settings, m.env)
+        m = merge(
+            profile, layers, explain=explain, required_key=constraints.api_key, executors=executors
+        )
+    r = resolve_merged(spec.kind, m.args, m.settings, m.env, executors=executors)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
         if not explain:  # the error names the layer that chose the port: explain once more
-            return _plan(spec, hw, constraints, facts, explain=True)
+            return _plan(spec, hw, constraints, facts, explain=True, executors=executors)
         raise PortInUse(f"port {r.port} is already in use ({_port_origin(profile, m, r)})")
     plan = LaunchPlan(
         spec=spec,
@@ -207,7 +219,11 @@ def _plan(
         memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )
-    found = _findings(profile, spec, constraints, *judge) if judge is not None else ()
+    found = (
+        _findings(profile, spec, constraints, *judge, executors=executors)
+        if judge is not None
+        else ()
+    )
     notes = memory.notes if memory is not None else ()
     return Explained(plan=plan, sources=m.sources, findings=found, memory=notes)
 
@@ -238,6 +254,8 @@ def _findings(
     c: Constraints,
     flags: FlagTable | None,
     files: tuple[LocatedConfig, ...],
+    *,
+    executors: Executors,
 ) -> tuple[Finding, ...]:
     if not files and c.overrides is not None:
         files = (LocatedConfig(source="", config=c.overrides),)
@@ -249,6 +267,7 @@ def _findings(
         run_args=spec.run_args,
         caller_args=c.extra_args,
         caller_env=env_items(c.extra_env, "caller env"),
+        executors=executors,
     )
 
 
@@ -327,12 +346,12 @@ def _check_serves(p: ExecutorProfile, spec: ModelSpec, model: ModelInfo | None) 
         if cap not in p.capabilities:
             raise PlanError(
                 f"capability {cap!r} cannot be served by {p.binary} "
-                f"(kind {spec.kind.value} serves: {', '.join(p.capabilities)})"
+                f"(kind {spec.kind} serves: {', '.join(p.capabilities)})"
             )
     if model is not None and not p.serves_architecture(model.architecture):
         raise PlanError(
             f"{spec.path}: a {model.architecture} model cannot be served by {p.binary} "
-            f"(kind {spec.kind.value})" + (f"; {p.format_hint}" if p.format_hint else "")
+            f"(kind {spec.kind})" + (f"; {p.format_hint}" if p.format_hint else "")
         )
 
 
@@ -363,7 +382,7 @@ def _check_options(p: ExecutorProfile, c: Constraints) -> None:
         )
 
 
-_CHAR_NAMES = {",": "a comma", ";": "a semicolon", " ": "a space"}
+_CHAR_NAMES = freeze({",": "a comma", ";": "a semicolon", " ": "a space"})
 _INT32_MAX = 2**31 - 1  # the executors read these with std::stoi
 
 
@@ -416,7 +435,7 @@ def _layers(
         if eng is not None:
             layers.append(
                 Layer(
-                    name=f"config engines.{spec.kind.value}",
+                    name=f"config engines.{spec.kind}",
                     rank=RANK_CONFIG_ENGINE,
                     args=eng.args,
                     env=tuple(eng.env.items()),
@@ -438,7 +457,7 @@ def _layers(
 def layer_names(spec: ModelSpec) -> tuple[str, ...]:
     """The name of every layer `_layers` may build for `spec`, as sources and their
     ``overrode`` entries spell them."""
-    names = ["run_args", "engine", "caller", "config env", f"config engines.{spec.kind.value}"]
+    names = ["run_args", "engine", "caller", "config env", f"config engines.{spec.kind}"]
     if spec.id:
         names.append(f"config models.{spec.id}")
     return tuple(names)
@@ -453,23 +472,23 @@ def _port_origin(p: ExecutorProfile, m: Merged, r: Resolved) -> str:
     return "set by a layer above the engine"
 
 
-def with_port(plan: LaunchPlan, port: int) -> LaunchPlan:
+def with_port(plan: LaunchPlan, port: int, *, executors: Executors = BUILTIN) -> LaunchPlan:
     """The same plan on another port: the winning ``--port`` value is rewritten and the
     endpoint read back again. Only for plans whose port the planner chose by scanning;
     raises `PlanError` for any other."""
     if not plan.port_scanned:
         raise PlanError(f"port {plan.port} was requested explicitly; it is never moved")
-    table = executor_profile(plan.spec.kind).flags
+    table = executors.profile(plan.spec.kind).flags
     args = list(plan.args)
     last = None
     for i, tok in enumerate(args[:-1]):
         hit = table.lookup(tok)
-        if hit is not None and hit[0].key == executor_profile(plan.spec.kind).port_flag:
+        if hit is not None and hit[0].key == executors.profile(plan.spec.kind).port_flag:
             last = i
     if last is None:
         raise PlanError("the plan's args have no port flag to move")
     args[last + 1] = str(port)
-    r = resolve(plan.spec.kind, args, plan.env)
+    r = resolve(plan.spec.kind, args, plan.env, executors=executors)
     return msgspec.structs.replace(
         plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key
     )

@@ -7,7 +7,7 @@ languages. Every struct is frozen: `msgspec.structs.replace` makes a changed cop
 from __future__ import annotations
 
 from exedra_engine._core.fit_params import FitMeasurement
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.kinds import KindName
 from exedra_engine._core.memory_plan import MemoryPlan
 from exedra_engine._core.redact import REDACTED, redact_args, redact_env
 from exedra_engine._core.struct import EMPTY, Value, frozen_fields
@@ -42,7 +42,7 @@ class GPU(Value, frozen=True, kw_only=True):
 class ExecutorInfo(Value, frozen=True, kw_only=True, omit_defaults=True):
     """One installed executor binary and the GGML backends it can load."""
 
-    kind: Kind
+    kind: KindName
     path: str
     backends: tuple[str, ...] = ()
     """Short backend names (``cpu``, ``vulkan``, ``cuda``, ...), sorted."""
@@ -68,7 +68,7 @@ class Hardware(Value, frozen=True, kw_only=True):
     """What llama-fit-params measured on this host (``probe --measure``), so a plan made
     elsewhere from this host's file uses the target's own figures."""
 
-    def executor(self, kind: Kind) -> ExecutorInfo | None:
+    def executor(self, kind: str) -> ExecutorInfo | None:
         """The installed binary for `kind`, or None."""
         return next((e for e in self.executors if e.kind == kind), None)
 
@@ -109,7 +109,7 @@ class ModelSpec(Value, frozen=True, kw_only=True, omit_defaults=True):
     """Served name; "" leaves the executor's default."""
     path: str
     """Model weights (GGUF for llama, ggml .bin for transcribe)."""
-    kind: Kind
+    kind: KindName
     capabilities: tuple[str, ...] = ()
     """``llm``, ``vlm``, ``embeddings``, ``rerank``, ``asr``."""
     run_args: tuple[str, ...] = ()
@@ -132,7 +132,7 @@ class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
     kind, models by model id. Args are executor-specific, so there is no global args layer."""
 
     env: dict[str, str] = EMPTY
-    engines: dict[Kind, Override] = EMPTY
+    engines: dict[KindName, Override] = EMPTY
     models: dict[str, Override] = EMPTY
 
     def __post_init__(self) -> None:
