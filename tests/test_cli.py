@@ -296,4 +296,4 @@ def test_launch_runs_until_sigterm(tiny_llama: Path, tmp_path: Path, name: bytes
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=20)
     assert p.returncode == 0, err
-    assert "stopped   exit 0 after stop()" in err
+    assert "stopped   exit 0 after a stop request" in err

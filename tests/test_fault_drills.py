@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import threading
@@ -38,6 +39,7 @@ from exedra_engine import (
     open_instance,
     plan,
 )
+from exedra_engine._shell import notice
 
 pytestmark = pytest.mark.executor
 
@@ -236,8 +238,16 @@ def _complete(url: str, out: dict[str, Any]) -> None:
         out["body"] = json.loads(r.read())
 
 
+@pytest.fixture
+def notices(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the shells say through `notice` (the command line prints it as ``note:``)."""
+    heard: list[str] = []
+    monkeypatch.setattr(notice, "hook", heard.append)
+    return heard
+
+
 async def test_i21_item4_draining_stop_lets_the_answer_finish(
-    real_hw: Hardware, real_model: Path, leaves_nothing: None
+    real_hw: Hardware, real_model: Path, leaves_nothing: None, notices: list[str]
 ) -> None:
     p = gemma(real_hw, real_model)
     out: dict[str, Any] = {}
@@ -252,6 +262,21 @@ async def test_i21_item4_draining_stop_lets_the_answer_finish(
     assert reason.clean and reason.returncode in (0, -signal.SIGTERM)
     assert out["status"] == 200 and out["body"]["tokens_predicted"] >= 1
     assert out["body"]["stop_type"] in ("limit", "eos", "word")
+    # The drain is not silent: how many slots were busy, and how long it waited.
+    assert notices[0] == "draining: 1 slot busy; waiting up to 60 s", notices
+    assert re.fullmatch(
+        r"drained: idle after \d+\.\d s \(1 slot busy when it began\): stopping it", notices[1]
+    ), notices
+    assert len(notices) == 2
+
+
+async def test_draining_stop_of_an_idle_executor_says_so(
+    real_hw: Hardware, real_model: Path, leaves_nothing: None, notices: list[str]
+) -> None:
+    async with open_instance(gemma(real_hw, real_model)) as inst:
+        reason = await inst.stop(drain=5)
+    assert reason.clean
+    assert notices == ["drain: no request in progress: stopping it now"]
 
 
 def _busy(url: str) -> bool:

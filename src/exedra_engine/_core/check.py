@@ -43,6 +43,7 @@ from exedra_engine._core.config import LocatedConfig, field_path
 from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import Flag, FlagTable
 from exedra_engine._core.struct import Value
+from exedra_engine.constants import MAX_THREADS
 
 # difflib (8 ms to import) is imported where a did-you-mean is made: a plan's cold start,
 # which imports this module through the planner, never pays for it.
@@ -82,6 +83,10 @@ _INT_PREFIX = re.compile(r"\s*[+-]?\d+")
 _FLOAT_PREFIX = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _SIZE = re.compile(r"(\d+)([kKmM])")
 _INT32 = 2**31 - 1
+_GGML_THREADS = frozenset(
+    {"--threads", "--threads-batch", "--threads-draft", "--threads-batch-draft"}
+)
+"""The flags whose value is a count of ggml's compute threads (not ``--threads-http``)."""
 
 
 def value_problem(flag: Flag, value: str, binary: str, name: str = "") -> tuple[str, str] | None:
@@ -90,6 +95,12 @@ def value_problem(flag: Flag, value: str, binary: str, name: str = "") -> tuple[
     spelling as written (default: its key)."""
     t = flag.takes
     name = name or flag.key
+    if flag.key in _GGML_THREADS and _INT.fullmatch(value) and int(value) > MAX_THREADS:
+        return (
+            f"{name} {value} is more than {MAX_THREADS}, the most CPU threads ggml places "
+            f"(GGML_MAX_N_THREADS); far more make {binary} abort (std::bad_alloc) once started",
+            str(MAX_THREADS),
+        )
     if t == "int":
         return _int_problem(name, value, binary)
     if t in ("float", "number"):

@@ -30,11 +30,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-import msgspec
-
 from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.struct import Value, freeze
+from exedra_engine._core.struct import EMPTY, Value, freeze, frozen_fields
 from exedra_engine._core.values import Config, Override
 from exedra_engine.errors import ConfigError, EngineError
 
@@ -326,9 +324,12 @@ class LocatedConfig(Value, frozen=True, kw_only=True):
     source: str
     """The file name, as errors and findings name it."""
     config: Config
-    lines: dict[str, int] = msgspec.field(default_factory=dict)
+    lines: dict[str, int] = EMPTY
     """Line (from 1) by field path: ``$.engines.llama.args[2]`` at its token's line, a mapping
     entry (``$.env.OMP_NUM_THREADS``) at its key's line."""
+
+    def __post_init__(self) -> None:
+        frozen_fields(self, "lines")
 
     def line(self, path: str) -> int:
         """The line of `path`, or of the nearest enclosing path recorded; 0 if none is."""

@@ -27,11 +27,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-import msgspec
-
 from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import FlagTable, Item
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import EMPTY, Value, frozen_fields
 from exedra_engine.errors import PlanError
 
 
@@ -61,8 +59,11 @@ class Merged(Value, frozen=True, kw_only=True):
     args: tuple[str, ...]
     env: tuple[str, ...]
     sources: tuple[Source, ...]
-    settings: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+    settings: dict[str, tuple[str, ...]] = EMPTY
     """The values of the non-repeatable known flags left in `args`, by canonical key."""
+
+    def __post_init__(self) -> None:
+        frozen_fields(self, "settings")
 
 
 class _Env:

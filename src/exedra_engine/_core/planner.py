@@ -35,7 +35,7 @@ from exedra_engine._core.memory import MemoryDecision, decide_memory, read_setti
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
-from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE, INSTALL_HINT
+from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE, INSTALL_HINT, MAX_THREADS
 from exedra_engine.errors import (
     EngineError,
     ExecutorNotFound,
@@ -333,6 +333,12 @@ def _check(p: ExecutorProfile, spec: ModelSpec, c: Constraints, model: ModelInfo
     for what, n in (("ctx", c.ctx), ("threads", c.threads)):
         if not 0 <= n <= _INT32_MAX:
             raise PlanError(f"{what} {n} is outside 0-{_INT32_MAX} (0: the executor's default)")
+    if c.threads > MAX_THREADS:
+        raise PlanError(
+            f"threads {c.threads} ({p.threads_flag}) is more than {MAX_THREADS}, the most CPU "
+            f"threads ggml places (GGML_MAX_N_THREADS); far more make {p.binary} abort "
+            "(std::bad_alloc) once started"
+        )
 
 
 def _check_serves(p: ExecutorProfile, spec: ModelSpec, model: ModelInfo | None) -> None:

@@ -108,9 +108,14 @@ def json_body(buf: bytes, answer: Answer) -> object:
 
 def slots_busy(slots: object, field: str) -> bool:
     """Whether any slot of an executor's slots listing is working on a request."""
-    return isinstance(slots, list) and any(
-        isinstance(s, dict) and bool(s.get(field)) for s in slots
-    )
+    return busy_slots(slots, field) > 0
+
+
+def busy_slots(slots: object, field: str) -> int:
+    """How many slots of an executor's slots listing work on a request (0 if not a list)."""
+    if not isinstance(slots, list):
+        return 0
+    return sum(1 for s in slots if isinstance(s, dict) and bool(s.get(field)))
 
 
 def field_at(value: object, path: Sequence[str]) -> int | None:

@@ -7,7 +7,7 @@ an edited plan JSON with a misspelt field is an error naming it, not a field sil
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 import msgspec
 
@@ -29,16 +29,17 @@ class FrozenDict(dict[_K, _V]):
     both give one.
     """
 
+    # No __init__: dict's own, in C, keeps building one as cheap as copying a dict (a plan
+    # builds one per merge). The hash is computed on first use.
     __slots__ = ("_hash",)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._hash: int | None = None
+    _hash: int
 
     def __hash__(self) -> int:  # type: ignore[override]
-        if self._hash is None:
+        try:
+            return self._hash
+        except AttributeError:
             self._hash = hash(frozenset(self.items()))
-        return self._hash
+            return self._hash
 
     def __reduce__(self) -> tuple[type[FrozenDict[_K, _V]], tuple[dict[_K, _V]]]:
         # pickle and copy would otherwise rebuild it item by item, through __setitem__.
@@ -63,15 +64,26 @@ class FrozenDict(dict[_K, _V]):
     update = _immutable
 
 
+EMPTY: FrozenDict[Any, Any] = FrozenDict()
+"""The one empty `FrozenDict`, and the default of every mapping field: msgspec's
+``omit_defaults`` recognizes a default by identity unless it is a plain empty ``dict`` (or
+list, set, ...) made by its ``default_factory``, so a field is left out of the JSON only while
+it holds this very object. `freeze` gives it for every empty mapping."""
+
+
 def freeze(value: Mapping[_K, _V]) -> FrozenDict[_K, _V]:
-    """`value` as a `FrozenDict` (itself when it is one)."""
+    """`value` as a `FrozenDict` (itself when it is one; `EMPTY` when it is empty)."""
+    if not value:
+        return cast("FrozenDict[_K, _V]", EMPTY)
     return value if isinstance(value, FrozenDict) else FrozenDict(value)
 
 
 def frozen_fields(value: msgspec.Struct, *names: str) -> None:
-    """Replace the named mapping fields of a frozen `value` by `FrozenDict`s: call it from
-    ``__post_init__``, which runs on construction and on decoding alike."""
+    """Replace the named mapping fields of a frozen `value` by `FrozenDict`s (see `freeze`):
+    call it from ``__post_init__``, which runs on construction and on decoding alike. The
+    fields default to `EMPTY`, so that an empty one stays out of the JSON as before."""
     for name in names:
         current = getattr(value, name)
-        if not isinstance(current, FrozenDict):
-            msgspec.structs.force_setattr(value, name, FrozenDict(current))
+        frozen = freeze(current)
+        if frozen is not current:
+            msgspec.structs.force_setattr(value, name, frozen)

@@ -6,13 +6,11 @@ languages. Every struct is frozen: `msgspec.structs.replace` makes a changed cop
 
 from __future__ import annotations
 
-import msgspec
-
 from exedra_engine._core.fit_params import FitMeasurement
 from exedra_engine._core.kinds import KindName
 from exedra_engine._core.memory_plan import MemoryPlan
 from exedra_engine._core.redact import REDACTED, redact_args, redact_env
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import EMPTY, Value, frozen_fields
 
 
 class CPU(Value, frozen=True, kw_only=True):
@@ -122,16 +120,24 @@ class Override(Value, frozen=True, kw_only=True, omit_defaults=True):
     """One launch customization layer."""
 
     args: tuple[str, ...] = ()
-    env: dict[str, str] = msgspec.field(default_factory=dict)
+    env: dict[str, str] = EMPTY
+    """A `FrozenDict`, whatever was given: the layer stays as built, and hashable."""
+
+    def __post_init__(self) -> None:
+        frozen_fields(self, "env")
 
 
 class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
     """Launch overrides, lowest priority first: env for every executor, engines by executor
     kind, models by model id. Args are executor-specific, so there is no global args layer."""
 
-    env: dict[str, str] = msgspec.field(default_factory=dict)
-    engines: dict[KindName, Override] = msgspec.field(default_factory=dict)
-    models: dict[str, Override] = msgspec.field(default_factory=dict)
+    env: dict[str, str] = EMPTY
+    engines: dict[KindName, Override] = EMPTY
+    models: dict[str, Override] = EMPTY
+
+    def __post_init__(self) -> None:
+        # Deeply frozen, so a config can key a cache and no caller can edit a shared one.
+        frozen_fields(self, "env", "engines", "models")
 
 
 class Constraints(Value, frozen=True, kw_only=True):

@@ -53,7 +53,7 @@ class ExitReason(Value, frozen=True, kw_only=True):
         """``exit 1``, ``killed by SIGKILL`` and so on, for people."""
         sig = self.signal
         how = f"killed by {signal_name(sig)}" if sig else f"exit {self.returncode}"
-        return how + (" after stop()" if self.requested else "")
+        return how + (" after a stop request" if self.requested else "")
 
 
 def signal_name(number: int) -> str:

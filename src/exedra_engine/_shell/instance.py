@@ -12,9 +12,9 @@ from exedra_engine._core import stop as policy
 from exedra_engine._core.actual import Actual
 from exedra_engine._core.endpoint import Resolved
 from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
-from exedra_engine._core.readiness import prefix_of, slots_busy
+from exedra_engine._core.readiness import busy_slots, prefix_of
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
-from exedra_engine._shell import drive
+from exedra_engine._shell import drive, notice
 from exedra_engine._shell.child import ExitReason, group_alive, signal_group
 from exedra_engine.constants import STOP_TIMEOUT
 
@@ -127,7 +127,7 @@ class InstanceState:
         `timeout`. `gone_within(s)`: whether the process and its group are gone within ``s``
         seconds."""
         if drain > 0 and not self.has_exited():
-            await loop.within(drain, self.wait_idle(loop))
+            await self._drain(drain, loop)
         settle = policy.settle_left(self.ready_at, loop.now())
         if not self.has_exited() and settle > 0:
             await gone_within(settle)
@@ -136,11 +136,15 @@ class InstanceState:
             steps = policy.stop_steps(timeout, sent=self._sent)
             await drive.run_stop(steps, self.send_signal, gone_within)
 
-    async def wait_idle(self, loop: drive.Loop) -> None:
+    async def wait_idle(
+        self, loop: drive.Loop, polled: Callable[[int | None], None] = lambda busy: None
+    ) -> None:
         """Return once the executor works on no request (llama-server's ``/slots``), or
-        cannot tell: a drain then stops it rather than wait blind."""
+        cannot tell: a drain then stops it rather than wait blind. `polled` hears each
+        answer: the number of busy slots, None when the executor cannot tell."""
         profile = self.profile
         if not profile.slots_path:
+            polled(None)
             return
         path = prefix_of(self._plan.ready, profile.ready_path) + profile.slots_path
         r = self._resolved
@@ -148,9 +152,29 @@ class InstanceState:
             slots = await drive.get_json(
                 loop, connect_host(r.host), r.port, path, key=r.api_key, timeout=1.0
             )
-            if slots is None or not slots_busy(slots, profile.slot_busy_field):
+            busy = None if slots is None else busy_slots(slots, profile.slot_busy_field)
+            polled(busy)
+            if not busy:
                 return
             await loop.sleep(DRAIN_POLL)
+
+    async def _drain(self, seconds: float, loop: drive.Loop) -> None:
+        """`wait_idle` for up to `seconds`, saying (`notice`) how many slots are busy when it
+        begins and how long it waited when it ends: a draining stop is otherwise silent."""
+        start = loop.now()
+        seen: list[int | None] = []
+
+        def polled(busy: int | None) -> None:
+            if not seen and busy:
+                notice.say(f"draining: {_slots(busy)} busy; waiting up to {seconds:g} s")
+            seen.append(busy)
+
+        async def idle() -> bool:
+            await self.wait_idle(loop, polled)
+            return True
+
+        done = await loop.within(seconds, idle())
+        notice.say(_drained(seen, done is not None, loop.now() - start, seconds))
 
     async def kill_sequence(self, gone_within: Callable[[float], Awaitable[bool]]) -> None:
         """SIGKILL now, and wait for the end (a launch that failed or was cancelled: no
@@ -181,3 +205,24 @@ class InstanceState:
     def __repr__(self) -> str:
         state = "running" if self._exit is None else self._exit.describe()
         return f"<Instance pid={self.pid} {self.endpoint.url} {state}>"
+
+
+def _slots(n: int) -> str:
+    return f"{n} slot{'s' if n != 1 else ''}"
+
+
+def _drained(seen: list[int | None], idle: bool, waited: float, seconds: float) -> str:
+    """What a drain ends with, from the busy slots of each poll (None: no answer)."""
+    first, last = (seen[0], seen[-1]) if seen else (None, None)
+    if not idle:
+        what = f"{_slots(last)} still busy" if last else "no answer"
+        return f"drain: {what} after {seconds:g} s: stopping it anyway"
+    if first is None:
+        return "drain: the executor does not say whether it is busy: stopping it now"
+    if first == 0:
+        return "drain: no request in progress: stopping it now"
+    if last == 0:
+        return (
+            f"drained: idle after {waited:.1f} s ({_slots(first)} busy when it began): stopping it"
+        )
+    return f"drain: the executor stopped answering after {waited:.1f} s: stopping it"

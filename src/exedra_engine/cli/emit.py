@@ -339,7 +339,13 @@ def run_emit(
             print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
         return 2
     if host_defaulted and plan.host == "0.0.0.0":
-        emitted = msgspec.structs.replace(emitted, origins=(host_default(), *emitted.origins))
+        # The emitter saw only the plan's host ("set by the engine layer"); this row says
+        # why it is 0.0.0.0, in its place: one host row, not two.
+        chosen = host_default()
+        origins = tuple(chosen if o.field == "host" else o for o in emitted.origins)
+        if chosen not in origins:
+            origins = (chosen, *origins)
+        emitted = msgspec.structs.replace(emitted, origins=origins)
     explain_to = sys.stdout if a.out else sys.stderr
     if a.check:
         return _check(plan, target, emitted, a)
@@ -379,7 +385,7 @@ def print_origins(emitted: Emitted, out: TextIO) -> None:
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
     from exedra_engine._core.emit.checks import check_files
 
-    files = dict(emitted.files)
+    files = emitted.files
     drift: list[str] = []
     if a.out:
         files = {}
@@ -400,7 +406,8 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
     for p in problems:
         print(f"{PROG}: check: {shown(p)}", file=sys.stderr)
     if not problems:
-        print(f"ok: {', '.join(shown(n) for n in files)} match the plan ({target.value})")
+        verb = "matches" if len(files) == 1 else "match"
+        print(f"ok: {', '.join(shown(n) for n in files)} {verb} the plan ({target.value})")
     return 1 if problems else 0
 
 

@@ -81,9 +81,22 @@ def launch(a: argparse.Namespace) -> int:
             from exedra_engine.cli.launch_run import run_launch
 
             _, e, _ = planned(a)
+            if a.hardware and (why := _not_runnable_here(e.plan.command)):
+                raise EngineError(
+                    f"--hardware {a.hardware}: its executor {e.plan.command} {why} on this "
+                    "host; launch starts the executor here (that file describes the host it "
+                    "was probed on): drop --hardware, or name a binary with --executor PATH"
+                )
             findings_verdict(a, shown_findings(e, a.show_secrets, a.executors))
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
         if not (a.quiet or a.log_file) and (note := cpu_note(e.plan, a.executors)):
             print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
         return run_launch(e.plan, a, sigs, e.sources)
+
+
+def _not_runnable_here(command: str) -> str:
+    """Why this host cannot run `command` ("" if it can), said before anything is started."""
+    if not os.path.isfile(command):
+        return "does not exist" if not os.path.exists(command) else "is not a file"
+    return "" if os.access(command, os.X_OK) else "is not executable"

@@ -66,10 +66,23 @@ HIDDEN_MIN = 8
 n``) would mask every word it occurs in."""
 
 
+def is_host_label(value: str) -> bool:
+    """Whether `value` is a one-label host name of lower-case letters and hyphens
+    (``localhost``, ``gpu-box``): what ``--host`` takes, and a form no generated key takes
+    (those mix in digits or capitals)."""
+    return re.fullmatch(r"[a-z]([a-z-]{0,61}[a-z])?", value) is not None
+
+
 def hide_values(given: dict[str, str]) -> None:
     """Name the values (value -> the option that took it) that `fail` masks in errors."""
     _hidden.clear()
-    _hidden.update({v: o for v, o in given.items() if len(v) >= HIDDEN_MIN and not has_form(v)})
+    _hidden.update(
+        {
+            v: o
+            for v, o in given.items()
+            if len(v) >= HIDDEN_MIN and not has_form(v) and not (o == "--host" and is_host_label(v))
+        }
+    )
 
 
 def unechoed(text: str) -> str:

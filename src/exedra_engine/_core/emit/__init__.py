@@ -25,7 +25,7 @@ from exedra_engine._core.emit.shape import (
 from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.layers import Source
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, frozen_fields
 from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.errors import EmitRefused, EngineError
@@ -50,6 +50,9 @@ class Emitted(Value, frozen=True, kw_only=True):
 
     files: dict[str, str]
     origins: tuple[Origin, ...]
+
+    def __post_init__(self) -> None:
+        frozen_fields(self, "files")
 
 
 def emit(
