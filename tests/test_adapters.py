@@ -9,7 +9,6 @@ import asyncio
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,17 +24,10 @@ import pytest
 
 import exedra_engine as engine
 from exedra_engine import aio
+from exedra_engine.testing import free_port
 from tests.conftest import FAKE
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    """A port nobody listens on now (the fake executor binds it explicitly, so a port of the
-    planner's scan that another test run holds never costs a failed start)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _alive(pid: int) -> bool:
@@ -55,7 +47,7 @@ def plan(monkeypatch: pytest.MonkeyPatch) -> Iterator[engine.LaunchPlan]:
     )
     spec = engine.ModelSpec(id="fake", path="/nonexistent/fake.gguf", kind=engine.Kind.LLAMA)
     yield engine.plan_launch(
-        spec, hw, engine.Constraints(api_key="k-adapters", port=_free_port())
+        spec, hw, engine.Constraints(api_key="k-adapters", port=free_port())
     ).unwrap()
     assert psutil.Process().children(recursive=True) == []
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -36,6 +35,7 @@ import trio
 import exedra_engine as engine
 from exedra_engine import aio
 from exedra_engine._core.actual import Actual
+from exedra_engine.testing import free_port
 from tests.conftest import FAKE
 from tests.http_client import health, http
 
@@ -286,14 +286,6 @@ def adapter(request: pytest.FixtureRequest) -> Adapter:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    """A port nobody listens on now (the fake executor binds it explicitly, so a port of the
-    planner's scan that another test run holds never costs a failed start)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -322,7 +314,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., engine.Launc
         for k, v in env.items():
             monkeypatch.setenv(k, v)
         spec = engine.ModelSpec(id="fake", path="/nonexistent/fake.gguf", kind=engine.Kind.LLAMA)
-        return engine.plan_launch(spec, hw, engine.Constraints(port=_free_port())).unwrap()
+        return engine.plan_launch(spec, hw, engine.Constraints(port=free_port())).unwrap()
 
     yield make
     _no_children()

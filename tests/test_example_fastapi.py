@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,15 +15,11 @@ import httpx
 import psutil
 import pytest
 
+from exedra_engine.testing import free_port
+
 pytestmark = [pytest.mark.executor, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _executors(pid: int) -> list[psutil.Process]:
@@ -39,7 +34,7 @@ def _executors(pid: int) -> list[psutil.Process]:
 def test_i23_item5_fastapi_app_answers_and_leaves_nothing(
     llama_server: str, real_model: Path, stop_with: signal.Signals
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "EXEDRA_MODEL": str(real_model),

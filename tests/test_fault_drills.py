@@ -40,6 +40,7 @@ from exedra_engine import (
     plan,
 )
 from exedra_engine._shell import notice
+from exedra_engine.testing import free_port
 
 pytestmark = pytest.mark.executor
 
@@ -128,13 +129,14 @@ async def test_i21_item5_out_of_memory(
 async def test_i21_item5_port_taken_between_plan_and_launch(
     real_hw: Hardware, real_model: Path, leaves_nothing: None
 ) -> None:
-    p = gemma(real_hw, real_model, port=21300)
+    port = free_port()
+    p = gemma(real_hw, real_model, port=port)
     with socket.socket() as thief:
-        thief.bind(("127.0.0.1", 21300))
+        thief.bind(("127.0.0.1", port))
         thief.listen()
         err, took = await _fails(p)
     assert isinstance(err, AddressUnavailable)
-    assert "could not bind 127.0.0.1:21300" in err.cause
+    assert f"could not bind 127.0.0.1:{port}" in err.cause
     assert took < 2
 
 
@@ -216,13 +218,16 @@ async def test_i21_item5_caller_cancelled_mid_load(
 async def test_i21_item5_20_stop_start_cycles_on_one_port(
     real_hw: Hardware, real_model: Path
 ) -> None:
-    p = gemma(real_hw, real_model, port=21310)
+    # A port of the kernel's choosing: a fixed one keeps the last run's TIME_WAIT sockets for
+    # a minute, which the planner counts as in use for an explicitly requested port.
+    port = free_port()
+    p = gemma(real_hw, real_model, port=port)
     async with open_instance(p):
         pass  # warm up trio's lazily created resources before counting
     fds = _fds()
     for _ in range(20):
         async with open_instance(p) as inst:
-            assert inst.endpoint.url.endswith(":21310")
+            assert inst.endpoint.url.endswith(f":{port}")
         assert inst.exit_reason is not None and inst.exit_reason.clean, inst.exit_reason
         # Exactly one SIGTERM: llama-server exits 1 at once on a second one.
         assert inst.exit_reason.returncode in (0, -signal.SIGTERM)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -21,6 +20,7 @@ import pytest
 import trio
 
 import exedra_engine as engine
+from exedra_engine.testing import free_port
 from tests.http_client import health, http
 
 pytestmark = [pytest.mark.executor, pytest.mark.slow]
@@ -30,12 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _spec(model: Path) -> engine.ModelSpec:
     return engine.ModelSpec(id="gemma", path=str(model), kind=engine.Kind.LLAMA)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _executors_of(pid: int) -> list[psutil.Process]:
@@ -88,7 +82,7 @@ async def test_stop_plan_launch_on_the_same_explicit_port_20_times(
     """A supervisor's restart loop: each clean stop is followed at once by plan + launch on the
     same port. The poller's TIME_WAIT sockets must not make the port count as in use
     (llama-server binds with SO_REUSEADDR)."""
-    port = _free_port()
+    port = free_port()
     for i in range(20):
         r = engine.plan(_spec(real_model), real_hw, engine.Constraints(port=port, ctx=512))
         assert r.value_or(None) is not None, f"round {i}: {r.failure()}"
