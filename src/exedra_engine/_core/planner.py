@@ -453,16 +453,20 @@ def with_port(plan: LaunchPlan, port: int) -> LaunchPlan:
     raises `PlanError` for any other."""
     if not plan.port_scanned:
         raise PlanError(f"port {plan.port} was requested explicitly; it is never moved")
-    table = executor_profile(plan.spec.kind).flags
+    profile = executor_profile(plan.spec.kind)
     args = list(plan.args)
-    last = None
-    for i, tok in enumerate(args[:-1]):
-        hit = table.lookup(tok)
-        if hit is not None and hit[0].key == executor_profile(plan.spec.kind).port_flag:
-            last = i
+    # The executor reads the last port flag; its value stands where the reader says.
+    last = next(
+        (
+            it.value_at[0]
+            for it in reversed(profile.flags.read_items(args))
+            if it.key == profile.port_flag and it.values and it.problem is None
+        ),
+        None,
+    )
     if last is None:
         raise PlanError("the plan's args have no port flag to move")
-    args[last + 1] = str(port)
+    args[last] = str(port)
     r = resolve(plan.spec.kind, args, plan.env)
     return msgspec.structs.replace(
         plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key
