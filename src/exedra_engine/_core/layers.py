@@ -45,7 +45,8 @@ class Layer(Value, frozen=True, kw_only=True):
 
 
 class Source(Value, frozen=True, kw_only=True):
-    """Where one final argv option or env variable came from, and what it replaced."""
+    """Where one final argv option or env variable came from, and what it replaced, as
+    ``plan --explain`` shows it (rendered from an `Origin`)."""
 
     what: Literal["arg", "env"]
     text: str
@@ -55,29 +56,99 @@ class Source(Value, frozen=True, kw_only=True):
     """``layer: text`` of every contribution it replaced."""
 
 
+class Said(Value, frozen=True, kw_only=True):
+    """One contribution of a layer: an argv item or a variable."""
+
+    layer: str
+    what: Literal["arg", "env"]
+    tokens: tuple[str, ...]
+    """An item's tokens (``--ctx-size``, ``8192``), or a variable's (name, value)."""
+    at: int = -1
+    """Where the item's first token stands in its layer's args (-1 for a variable)."""
+
+    @property
+    def text(self) -> str:
+        """As `Source.text` spells it."""
+        return " ".join(self.tokens) if self.what == "arg" else "=".join(self.tokens)
+
+
+class Origin(Value, frozen=True, kw_only=True):
+    """Provenance as data: which layer set one final argv item or variable, and what it
+    replaced."""
+
+    said: Said
+    key: str | None = None
+    """The flag's canonical key, or the variable's name; None for a token the table does not
+    know."""
+    replaced: tuple[Said, ...] = ()
+
+    def source(self) -> Source:
+        """The entry ``plan --explain`` shows."""
+        s = self.said
+        over = tuple(f"{r.layer}: {r.text}" for r in self.replaced)
+        return Source(what=s.what, text=s.text, layer=s.layer, overrode=over)
+
+
 class Merged(Value, frozen=True, kw_only=True):
-    """The merged argv and env (``NAME=VALUE``, sorted by name) with their sources."""
+    """The merged argv and env (``NAME=VALUE``, sorted by name) and, as data, who set what."""
 
     args: tuple[str, ...]
     env: tuple[str, ...]
-    sources: tuple[Source, ...]
     settings: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     """The values of the non-repeatable known flags left in `args`, by canonical key."""
+    kept: tuple[tuple[Layer, Item], ...] = ()
+    """Each item of `args`, in order, with the layer that put it there."""
+    env_layers: dict[str, str] = msgspec.field(default_factory=dict)
+    """The layer that set each variable of `env`, by name."""
+    replaced: dict[str, tuple[Said, ...]] = msgspec.field(default_factory=dict)
+    """What each winning flag (by key) or variable (by name) replaced."""
+
+    @property
+    def origins(self) -> tuple[Origin, ...]:
+        """Who set each item of `args`, then each variable of `env`."""
+        over = self.replaced
+        args = [
+            Origin(
+                said=Said(layer=layer.name, what="arg", tokens=it.tokens, at=it.at),
+                key=it.key,
+                replaced=over.get(it.key, ()) if it.key is not None else (),
+            )
+            for layer, it in self.kept
+        ]
+        env = [
+            Origin(
+                said=Said(layer=self.env_layers[name], what="env", tokens=(name, value)),
+                key=name,
+                replaced=over.get(name, ()),
+            )
+            for name, _, value in (e.partition("=") for e in self.env)
+        ]
+        return (*args, *env)
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        """`origins` as ``plan --explain`` shows them."""
+        return tuple(o.source() for o in self.origins)
+
+
+def _said(entry: tuple[Layer, Item]) -> Said:
+    layer, it = entry
+    return Said(layer=layer.name, what="arg", tokens=it.tokens, at=it.at)
 
 
 class _Env:
     """The env layers folded by name: each variable's winning value and layer, and what it
-    replaced (only when explaining)."""
+    replaced."""
 
-    def __init__(self, ordered: Sequence[Layer], explain: bool) -> None:
+    def __init__(self, ordered: Sequence[Layer]) -> None:
         self.val: dict[str, str] = {}
         self.layer: dict[str, Layer] = {}
-        self.over: dict[str, list[str]] = {}
+        self.over: dict[str, list[Said]] = {}
         for layer in ordered:
             for name, value in layer.env:
-                if explain and name in self.layer:
+                if name in self.layer:
                     self.over.setdefault(name, []).append(
-                        f"{self.layer[name].name}: {name}={self.val[name]}"
+                        Said(layer=self.layer[name].name, what="env", tokens=(name, self.val[name]))
                     )
                 self.val[name], self.layer[name] = value, layer
 
@@ -86,54 +157,48 @@ class _Env:
         del self.val[name], self.layer[name]
 
 
-def merge(
-    profile: ExecutorProfile,
-    layers: Sequence[Layer],
-    *,
-    explain: bool = True,
-    required_key: str = "",
-) -> Merged:
+def merge(profile: ExecutorProfile, layers: Sequence[Layer], *, required_key: str = "") -> Merged:
     """Merge `layers` (in any order; ranks decide) for the executor of `profile`, raising
     `PlanError` for what cannot reach it (see the module's rules).
 
-    With `explain` off the sources are not built (the planner's fast path). `required_key`
-    is the caller's API key, which the merged env keeps in the profile's key variable
-    whatever the layers say.
+    `required_key` is the caller's API key, which the merged env keeps in the profile's key
+    variable whatever the layers say. Provenance is kept as data (`Merged.origins`); its
+    text is made only for ``--explain`` (`Merged.sources`).
     """
     table = profile.flags
     ordered = sorted(layers, key=_rank)
     items: list[tuple[Layer, Item]] = []
+    foreign = foreign_key_flags(profile)
     for layer in ordered:
         check_layer(profile, layer)
         if layer.args:
-            items.extend((layer, it) for it in table.split_items(layer.args, layer.name))
-    env = _Env(ordered, explain)
+            read = table.split_items(layer.args, layer.name)
+            if foreign:
+                _refuse_foreign_key(profile, layer, read, foreign)
+            items.extend((layer, it) for it in read)
+    env = _Env(ordered)
     seen: dict[str, list[int]] = {}
     for i, (_, it) in enumerate(items):
         if it.key is not None:
             seen.setdefault(it.key, []).append(i)
-    dropped, arg_over = _flag_or_variable(table, items, seen, env, explain)
-    args = _Args(profile, items, seen=seen, dropped=dropped, arg_over=arg_over, explain=explain)
+    dropped, arg_over = _flag_or_variable(table, items, seen, env)
+    args = _Args(profile, items, seen=seen, dropped=dropped, arg_over=arg_over)
     if required_key and profile.key_env:
         _keep_key(profile, required_key, env)
     if args.keys:
         _move_keys(profile, args, env)
     names = sorted(env.val)
-    if explain:
-        args.sources.extend(
-            Source(
-                what="env",
-                text=f"{name}={env.val[name]}",
-                layer=env.layer[name].name,
-                overrode=tuple(env.over.get(name, ())),
-            )
-            for name in names
-        )
+    replaced = args.over
+    for name, over in env.over.items():
+        if over and name in env.val:
+            replaced[name] = tuple(over)
     return Merged(
         args=tuple(args.out),
         env=tuple(f"{n}={env.val[n]}" for n in names),
-        sources=tuple(args.sources),
         settings=args.settings,
+        kept=tuple(args.kept),
+        env_layers={n: env.layer[n].name for n in names},
+        replaced=replaced,
     )
 
 
@@ -142,12 +207,13 @@ def _flag_or_variable(
     items: Sequence[tuple[Layer, Item]],
     seen: dict[str, list[int]],
     env: _Env,
-    explain: bool,
-) -> tuple[set[str], dict[str, list[str]]]:
+) -> tuple[set[str], dict[str, list[Said]]]:
     """A flag and the variable the executor reads for it are one setting: the higher layer's
     form stays. Returns the flags whose variable won, and what each winning flag replaced."""
     dropped: set[str] = set()
-    arg_over: dict[str, list[str]] = {}
+    arg_over: dict[str, list[Said]] = {}
+    if not env.layer:
+        return dropped, arg_over
     for key, where in seen.items():
         flag = table.flags[key]
         if flag.repeatable or not flag.env:
@@ -158,12 +224,12 @@ def _flag_or_variable(
         top = max(names, key=lambda e: env.layer[e].rank)
         if env.layer[top].rank > items[where[-1]][0].rank:
             dropped.add(key)
-            if explain:
-                env.over.setdefault(top, []).extend(_said(items[j]) for j in where)
+            env.over.setdefault(top, []).extend(_said(items[j]) for j in where)
             continue
         for e in names:
-            if explain:
-                arg_over.setdefault(key, []).append(f"{env.layer[e].name}: {e}={env.val[e]}")
+            arg_over.setdefault(key, []).append(
+                Said(layer=env.layer[e].name, what="env", tokens=(e, env.val[e]))
+            )
             env.drop(e)
     return dropped, arg_over
 
@@ -179,39 +245,35 @@ class _Args:
         *,
         seen: dict[str, list[int]],
         dropped: set[str],
-        arg_over: dict[str, list[str]],
-        explain: bool,
+        arg_over: dict[str, list[Said]],
     ) -> None:
         self.out: list[str] = []
         self.settings: dict[str, tuple[str, ...]] = {}
-        self.sources: list[Source] = []
+        self.kept: list[tuple[Layer, Item]] = []
+        self.over: dict[str, tuple[Said, ...]] = {}
         self.keys: list[str] = []
         self.key_layers: list[str] = []
         flags = profile.flags.flags
-        moves_keys = bool(profile.key_env)
-        for i, (layer, it) in enumerate(items):
-            k = it.key
-            overrode: tuple[str, ...] = ()
+        key_flag = profile.key_flag if profile.key_env else None
+        for i, entry in enumerate(items):
+            k = entry[1].key
             if k is not None:
-                if k == profile.key_flag and moves_keys:
-                    self.keys.extend(_split_keys(profile, it.values[0]))
-                    self.key_layers.append(layer.name)
+                if k == key_flag:
+                    self.keys.extend(_split_keys(profile, entry[1].values[0]))
+                    self.key_layers.append(entry[0].name)
                     continue
                 if not flags[k].repeatable:
                     where = seen[k]
                     if where[-1] != i or k in dropped:
                         continue
-                    self.settings[k] = it.values
-                    if explain:
-                        overrode = tuple(_said(items[j]) for j in where[:-1])
-                        overrode += tuple(arg_over.get(k, ()))
-            self.out.extend(it.tokens)
-            if explain:
-                self.sources.append(
-                    Source(
-                        what="arg", text=" ".join(it.tokens), layer=layer.name, overrode=overrode
-                    )
-                )
+                    self.settings[k] = entry[1].values
+                    if len(where) > 1 or k in arg_over:
+                        self.over[k] = (
+                            *(_said(items[j]) for j in where[:-1]),
+                            *arg_over.get(k, ()),
+                        )
+            self.out.extend(entry[1].tokens)
+            self.kept.append(entry)
 
 
 def _split_keys(profile: ExecutorProfile, value: str) -> list[str]:
@@ -247,7 +309,7 @@ def _keep_key(profile: ExecutorProfile, key: str, env: _Env) -> None:
     env.val[name] = profile.key_separator.join([key, *theirs])
     env.layer[name] = Layer(name=f"caller key + {top.name}", rank=top.rank)
     over = env.over.get(name, [])
-    kept = next((o for o in over if o.endswith(f": {name}={key}")), None)
+    kept = next((o for o in over if o.tokens == (name, key)), None)
     if kept is not None:  # the caller's key was kept, not replaced
         over.remove(kept)
 
@@ -256,23 +318,12 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
     """Raise `PlanError` for what cannot reach the executor as given (see the module's rules).
     Positions count from 1; the offending text itself is not shown (it may be a key)."""
     text = "".join(layer.args) + "".join(n + v for n, v in layer.env)
-    if (
-        text.isascii()
-        and "\0" not in text
-        and "" not in layer.args
-        and not _foreign_key(layer.args, foreign_key_flags(profile))
-    ):
+    if text.isascii() and "\0" not in text and "" not in layer.args:
         return
     for i, tok in enumerate(layer.args, 1):
         what = unfit(tok) or ("is empty" if tok == "" else None)
         if what:
             raise PlanError(f"{layer.name} args: item {i} {what}")
-        name = tok.partition("=")[0]
-        if name in foreign_key_flags(profile):
-            raise PlanError(
-                f"{layer.name} args: item {i} is {name}, but {profile.binary} has no API key "
-                "option; put an authenticating proxy in front of it instead"
-            )
     for i, (n, v) in enumerate(layer.env, 1):
         what = unfit(n) or unfit(v)
         if what:
@@ -281,8 +332,17 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
             )
 
 
-def _foreign_key(args: Sequence[str], foreign: frozenset[str]) -> bool:
-    return bool(foreign) and any(t.partition("=")[0] in foreign for t in args if t[:1] == "-")
+def _refuse_foreign_key(
+    profile: ExecutorProfile, layer: Layer, items: Sequence[Item], foreign: frozenset[str]
+) -> None:
+    """A key flag of another executor (``--api-key`` for whisper-server), which this one's
+    table does not know, so the reader leaves it a token of its own."""
+    for it in items:
+        if it.key is None and it.name in foreign:
+            raise PlanError(
+                f"{layer.name} args: item {it.at + 1} is {it.name}, but {profile.binary} has "
+                "no API key option; put an authenticating proxy in front of it instead"
+            )
 
 
 def unfit(text: str) -> str | None:
@@ -299,10 +359,6 @@ def unfit(text: str) -> str | None:
 
 def _rank(layer: Layer) -> int:
     return layer.rank
-
-
-def _said(entry: tuple[Layer, Item]) -> str:
-    return f"{entry[0].name}: {' '.join(entry[1].tokens)}"
 
 
 def env_items(items: Sequence[str], where: str) -> tuple[tuple[str, str], ...]:

@@ -25,7 +25,7 @@ import msgspec
 
 from exedra_engine._core.check import Finding, check_plan_layers
 from exedra_engine._core.config import LocatedConfig
-from exedra_engine._core.endpoint import Resolved, resolve, resolve_merged
+from exedra_engine._core.endpoint import resolve, resolve_merged
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.inventory import ModelInventory
@@ -54,6 +54,14 @@ RANK_CONFIG_ENV = 2
 RANK_CONFIG_ENGINE = 3
 RANK_CONFIG_MODEL = 4
 RANK_CALLER = 5
+_NAMES = {
+    RANK_RUN_ARGS: "run_args",
+    RANK_ENGINE: "engine",
+    RANK_CALLER: "caller",
+    RANK_CONFIG_ENV: "config env",
+}
+"""The names of the layers every plan has (`_layers`); the config sections' names say which
+section (`_config_names`)."""
 
 
 class Explained(Value, frozen=True, kw_only=True):
@@ -179,19 +187,17 @@ def _plan(
     engine_port = _choose_port(constraints, ports_in_use)
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
     layers = _layers(profile, spec, constraints, engine_port, cpu_only)
-    m = merge(profile, layers, explain=explain, required_key=constraints.api_key)
+    m = merge(profile, layers, required_key=constraints.api_key)
     memory = _memory(profile, hw, m, facts)
     if memory is not None and memory.engine_args:
         layers = _layers(
             profile, spec, constraints, engine_port, cpu_only, memory_args=memory.engine_args
         )
-        m = merge(profile, layers, explain=explain, required_key=constraints.api_key)
+        m = merge(profile, layers, required_key=constraints.api_key)
     r = resolve_merged(spec.kind, m.args, m.settings, m.env)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
-        if not explain:  # the error names the layer that chose the port: explain once more
-            return _plan(spec, hw, constraints, facts, explain=True)
-        raise PortInUse(f"port {r.port} is already in use ({_port_origin(profile, m, r)})")
+        raise PortInUse(f"port {r.port} is already in use ({_port_origin(profile, m)})")
     plan = LaunchPlan(
         spec=spec,
         model=model,
@@ -209,7 +215,8 @@ def _plan(
     )
     found = _findings(profile, spec, constraints, *judge) if judge is not None else ()
     notes = memory.notes if memory is not None else ()
-    return Explained(plan=plan, sources=m.sources, findings=found, memory=notes)
+    sources = m.sources if explain else ()  # text only for --explain
+    return Explained(plan=plan, sources=sources, findings=found, memory=notes)
 
 
 def _memory(
@@ -395,22 +402,24 @@ def _layers(
     extra_env = env_items(c.extra_env, "caller env")
     engine_env = ((profile.key_env, c.api_key),) if c.api_key else ()
     layers = [
-        Layer(name="run_args", rank=RANK_RUN_ARGS, args=spec.run_args),
+        Layer(name=_NAMES[RANK_RUN_ARGS], rank=RANK_RUN_ARGS, args=spec.run_args),
         Layer(
-            name="engine",
+            name=_NAMES[RANK_ENGINE],
             rank=RANK_ENGINE,
             args=engine_args(profile, spec, c, port, cpu_only, memory_args=memory_args),
             env=engine_env,
         ),
-        Layer(name="caller", rank=RANK_CALLER, args=c.extra_args, env=extra_env),
+        Layer(name=_NAMES[RANK_CALLER], rank=RANK_CALLER, args=c.extra_args, env=extra_env),
     ]
     if o is not None:
-        layers.append(Layer(name="config env", rank=RANK_CONFIG_ENV, env=tuple(o.env.items())))
+        layers.append(
+            Layer(name=_NAMES[RANK_CONFIG_ENV], rank=RANK_CONFIG_ENV, env=tuple(o.env.items()))
+        )
         eng = o.engines.get(spec.kind)
         if eng is not None:
             layers.append(
                 Layer(
-                    name=f"config engines.{spec.kind.value}",
+                    name=_config_names(spec)[0],
                     rank=RANK_CONFIG_ENGINE,
                     args=eng.args,
                     env=tuple(eng.env.items()),
@@ -420,7 +429,7 @@ def _layers(
         if mod is not None:
             layers.append(
                 Layer(
-                    name=f"config models.{spec.id}",
+                    name=_config_names(spec)[1],
                     rank=RANK_CONFIG_MODEL,
                     args=mod.args,
                     env=tuple(mod.env.items()),
@@ -429,21 +438,25 @@ def _layers(
     return layers
 
 
+def _config_names(spec: ModelSpec) -> tuple[str, str]:
+    """The names of the override layers of `spec`: its kind's section, its model's section."""
+    return f"config engines.{spec.kind.value}", f"config models.{spec.id}"
+
+
 def layer_names(spec: ModelSpec) -> tuple[str, ...]:
     """The name of every layer `_layers` may build for `spec`, as sources and their
     ``overrode`` entries spell them."""
-    names = ["run_args", "engine", "caller", "config env", f"config engines.{spec.kind.value}"]
-    if spec.id:
-        names.append(f"config models.{spec.id}")
-    return tuple(names)
+    engines, models = _config_names(spec)
+    return (*_NAMES.values(), engines, *((models,) if spec.id else ()))
 
 
-def _port_origin(p: ExecutorProfile, m: Merged, r: Resolved) -> str:
-    for s in m.sources:
-        if s.what == "arg" and s.text.split()[-1:] == [str(r.port)] and "port" in s.text:
-            return f"set by {s.layer}"
-        if p.port_env and s.what == "env" and s.text.startswith(p.port_env + "="):
-            return f"set by {s.layer} via {p.port_env}"
+def _port_origin(p: ExecutorProfile, m: Merged) -> str:
+    # The port comes from the winning port flag, else from the port variable (the merge keeps
+    # one form of a setting).
+    for o in m.origins:
+        if o.key == p.port_flag or (p.port_env and o.key == p.port_env):
+            via = f" via {p.port_env}" if o.said.what == "env" else ""
+            return f"set by {o.said.layer}{via}"
     return "set by a layer above the engine"
 
 
