@@ -71,6 +71,9 @@ should be (checker reading only); ``--flag=value`` for a flag that takes no sing
 token written as an option that the table does not know; a value that follows no flag
 (the executor takes no positional arguments)."""
 
+_MEMO_MAX = 512
+"""Readings one table remembers (a few argvs per model served)."""
+
 _NUMBER = re.compile(r"-\d*\.?\d+([eE][+-]?\d+)?")
 
 
@@ -95,6 +98,12 @@ class FlagTable:
             for e in f.env:
                 self._by_env.setdefault(e, f)
         self._env_names = frozenset(self._by_env)
+        self.repeatable_keys = frozenset(f.key for f in flags if f.repeatable)
+        """The flags whose every occurrence counts (``--lora``), not only the last."""
+        self._memo: dict[tuple[str, ...], tuple[tuple[Item, ...], Item | None]] = {}
+        """Readings of argvs already read: a plan reads the same run_args, override and
+        caller args every time. Items are immutable and a table's reading of an argv never
+        changes, so a memo is invisible to callers."""
 
     def lookup(self, token: str) -> tuple[Flag, bool] | None:
         """The flag a token names and whether it is a negation, or None."""
@@ -117,7 +126,13 @@ class FlagTable:
 
         `where` names the argv in errors ("caller args", "config models.qwen.args").
         """
-        items, bad = self._read(argv, False)
+        key = argv if type(argv) is tuple else tuple(argv)
+        hit = self._memo.get(key)
+        if hit is None:
+            if len(self._memo) >= _MEMO_MAX:
+                self._memo.clear()
+            hit = self._memo[key] = self._read(key, False)
+        items, bad = hit
         if bad is not None:
             raise PlanError(self._said(bad, where))
         return items

@@ -104,6 +104,11 @@ class Merged(Value, frozen=True, kw_only=True):
     """What each winning flag (by key) or variable (by name) replaced."""
 
     @property
+    def items(self) -> tuple[Item, ...]:
+        """`args` as the flag table reads it (each item's `Item.at` is in its layer's args)."""
+        return tuple(it for _, it in self.kept)
+
+    @property
     def origins(self) -> tuple[Origin, ...]:
         """Who set each item of `args`, then each variable of `env`."""
         over = self.replaced
@@ -175,14 +180,20 @@ def merge(profile: ExecutorProfile, layers: Sequence[Layer], *, required_key: st
             read = table.split_items(layer.args, layer.name)
             if foreign:
                 _refuse_foreign_key(profile, layer, read, foreign)
-            items.extend((layer, it) for it in read)
+            items += [(layer, it) for it in read]
     env = _Env(ordered)
-    seen: dict[str, list[int]] = {}
+    # Where each flag last stands (the winner of a non-repeatable one), and which flags
+    # stand more than once (the only ones that replace anything).
+    last: dict[str, int] = {}
+    again: set[str] = set()
     for i, (_, it) in enumerate(items):
-        if it.key is not None:
-            seen.setdefault(it.key, []).append(i)
-    dropped, arg_over = _flag_or_variable(table, items, seen, env)
-    args = _Args(profile, items, seen=seen, dropped=dropped, arg_over=arg_over)
+        k = it.key
+        if k is not None:
+            if k in last:
+                again.add(k)
+            last[k] = i
+    dropped, arg_over = _flag_or_variable(table, items, last, env)
+    args = _Args(profile, items, last=last, again=again, dropped=dropped, arg_over=arg_over)
     if required_key and profile.key_env:
         _keep_key(profile, required_key, env)
     if args.keys:
@@ -205,26 +216,28 @@ def merge(profile: ExecutorProfile, layers: Sequence[Layer], *, required_key: st
 def _flag_or_variable(
     table: FlagTable,
     items: Sequence[tuple[Layer, Item]],
-    seen: dict[str, list[int]],
+    last: dict[str, int],
     env: _Env,
 ) -> tuple[set[str], dict[str, list[Said]]]:
     """A flag and the variable the executor reads for it are one setting: the higher layer's
     form stays. Returns the flags whose variable won, and what each winning flag replaced."""
     dropped: set[str] = set()
     arg_over: dict[str, list[Said]] = {}
-    if not env.layer:
-        return dropped, arg_over
-    for key, where in seen.items():
+    # Only the flags whose variable some layer sets: far fewer than the flags in argv.
+    both = {
+        f.key
+        for name in env.layer
+        if (f := table.flag_for_env(name)) is not None and f.key in last and not f.repeatable
+    }
+    for key in sorted(both, key=last.__getitem__):
         flag = table.flags[key]
-        if flag.repeatable or not flag.env:
-            continue
         names = [e for e in flag.env if e in env.layer]
-        if not names:
-            continue
         top = max(names, key=lambda e: env.layer[e].rank)
-        if env.layer[top].rank > items[where[-1]][0].rank:
+        if env.layer[top].rank > items[last[key]][0].rank:
             dropped.add(key)
-            env.over.setdefault(top, []).extend(_said(items[j]) for j in where)
+            env.over.setdefault(top, []).extend(
+                _said(e) for e in items[: last[key] + 1] if e[1].key == key
+            )
             continue
         for e in names:
             arg_over.setdefault(key, []).append(
@@ -243,37 +256,40 @@ class _Args:
         profile: ExecutorProfile,
         items: Sequence[tuple[Layer, Item]],
         *,
-        seen: dict[str, list[int]],
+        last: dict[str, int],
+        again: set[str],
         dropped: set[str],
         arg_over: dict[str, list[Said]],
     ) -> None:
-        self.out: list[str] = []
+        out: list[str] = []
+        self.out = out
         self.settings: dict[str, tuple[str, ...]] = {}
         self.kept: list[tuple[Layer, Item]] = []
         self.over: dict[str, tuple[Said, ...]] = {}
         self.keys: list[str] = []
         self.key_layers: list[str] = []
-        flags = profile.flags.flags
+        repeatable = profile.flags.repeatable_keys
         key_flag = profile.key_flag if profile.key_env else None
+        keep = self.kept.append
         for i, entry in enumerate(items):
-            k = entry[1].key
+            it = entry[1]
+            k = it.key
             if k is not None:
                 if k == key_flag:
-                    self.keys.extend(_split_keys(profile, entry[1].values[0]))
+                    self.keys += _split_keys(profile, it.values[0])
                     self.key_layers.append(entry[0].name)
                     continue
-                if not flags[k].repeatable:
-                    where = seen[k]
-                    if where[-1] != i or k in dropped:
+                if k not in repeatable:
+                    if last[k] != i or k in dropped:
                         continue
-                    self.settings[k] = entry[1].values
-                    if len(where) > 1 or k in arg_over:
+                    self.settings[k] = it.values
+                    if k in again or k in arg_over:
                         self.over[k] = (
-                            *(_said(items[j]) for j in where[:-1]),
+                            *(_said(e) for e in items[:i] if e[1].key == k),
                             *arg_over.get(k, ()),
                         )
-            self.out.extend(entry[1].tokens)
-            self.kept.append(entry)
+            out += it.tokens
+            keep(entry)
 
 
 def _split_keys(profile: ExecutorProfile, value: str) -> list[str]:
@@ -317,8 +333,7 @@ def _keep_key(profile: ExecutorProfile, key: str, env: _Env) -> None:
 def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
     """Raise `PlanError` for what cannot reach the executor as given (see the module's rules).
     Positions count from 1; the offending text itself is not shown (it may be a key)."""
-    text = "".join(layer.args) + "".join(n + v for n, v in layer.env)
-    if text.isascii() and "\0" not in text and "" not in layer.args:
+    if _fits(layer):
         return
     for i, tok in enumerate(layer.args, 1):
         what = unfit(tok) or ("is empty" if tok == "" else None)
@@ -330,6 +345,19 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
             raise PlanError(
                 f"{layer.name} env: entry {i} ({'name' if unfit(n) else 'value'}) {what}"
             )
+
+
+def _fits(layer: Layer) -> bool:
+    # The common case, cheaply: every token and variable ASCII, without NUL, not empty.
+    args = layer.args
+    if args:
+        text = "".join(args)
+        if not text.isascii() or "\0" in text or "" in args:
+            return False
+    for n, v in layer.env:
+        if not (n.isascii() and v.isascii()) or "\0" in n or "\0" in v:
+            return False
+    return True
 
 
 def _refuse_foreign_key(

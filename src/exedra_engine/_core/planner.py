@@ -209,7 +209,7 @@ def _plan(
         api_key=r.api_key,
         key_env=constraints.api_key_env if r.api_key else "",
         ready=ready_path(profile, m),
-        files=load_files(profile, m.args, m.env, model),
+        files=load_files(profile, m.args, m.env, model, items=m.items),
         memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )
