@@ -46,7 +46,7 @@ class Layer(Value, frozen=True, kw_only=True):
 
 class Source(Value, frozen=True, kw_only=True):
     """Where one final argv option or env variable came from, and what it replaced, as
-    ``plan --explain`` shows it (rendered from an `Origin`)."""
+    ``plan --explain`` shows it (rendered from a `Provenance`)."""
 
     what: Literal["arg", "env"]
     text: str
@@ -54,6 +54,9 @@ class Source(Value, frozen=True, kw_only=True):
     layer: str
     overrode: tuple[str, ...] = ()
     """``layer: text`` of every contribution it replaced."""
+    key: str = ""
+    """The flag's canonical key (``--ctx-size`` for ``-c 8``) or the variable's name; "" for
+    a token the flag table does not know."""
 
 
 class Said(Value, frozen=True, kw_only=True):
@@ -72,7 +75,7 @@ class Said(Value, frozen=True, kw_only=True):
         return " ".join(self.tokens) if self.what == "arg" else "=".join(self.tokens)
 
 
-class Origin(Value, frozen=True, kw_only=True):
+class Provenance(Value, frozen=True, kw_only=True):
     """Provenance as data: which layer set one final argv item or variable, and what it
     replaced."""
 
@@ -86,7 +89,7 @@ class Origin(Value, frozen=True, kw_only=True):
         """The entry ``plan --explain`` shows."""
         s = self.said
         over = tuple(f"{r.layer}: {r.text}" for r in self.replaced)
-        return Source(what=s.what, text=s.text, layer=s.layer, overrode=over)
+        return Source(what=s.what, text=s.text, layer=s.layer, overrode=over, key=self.key or "")
 
 
 class Merged(Value, frozen=True, kw_only=True):
@@ -109,11 +112,11 @@ class Merged(Value, frozen=True, kw_only=True):
         return tuple(it for _, it in self.kept)
 
     @property
-    def origins(self) -> tuple[Origin, ...]:
+    def provenance(self) -> tuple[Provenance, ...]:
         """Who set each item of `args`, then each variable of `env`."""
         over = self.replaced
         args = [
-            Origin(
+            Provenance(
                 said=Said(layer=layer.name, what="arg", tokens=it.tokens, at=it.at),
                 key=it.key,
                 replaced=over.get(it.key, ()) if it.key is not None else (),
@@ -121,7 +124,7 @@ class Merged(Value, frozen=True, kw_only=True):
             for layer, it in self.kept
         ]
         env = [
-            Origin(
+            Provenance(
                 said=Said(layer=self.env_layers[name], what="env", tokens=(name, value)),
                 key=name,
                 replaced=over.get(name, ()),
@@ -132,8 +135,8 @@ class Merged(Value, frozen=True, kw_only=True):
 
     @property
     def sources(self) -> tuple[Source, ...]:
-        """`origins` as ``plan --explain`` shows them."""
-        return tuple(o.source() for o in self.origins)
+        """`provenance` as ``plan --explain`` shows it."""
+        return tuple(o.source() for o in self.provenance)
 
 
 def _said(entry: tuple[Layer, Item]) -> Said:
@@ -167,7 +170,7 @@ def merge(profile: ExecutorProfile, layers: Sequence[Layer], *, required_key: st
     `PlanError` for what cannot reach it (see the module's rules).
 
     `required_key` is the caller's API key, which the merged env keeps in the profile's key
-    variable whatever the layers say. Provenance is kept as data (`Merged.origins`); its
+    variable whatever the layers say. Provenance is kept as data (`Merged.provenance`); its
     text is made only for ``--explain`` (`Merged.sources`).
     """
     table = profile.flags

@@ -29,7 +29,15 @@ from exedra_engine._core.endpoint import resolve, resolve_merged
 from exedra_engine._core.executors import ExecutorProfile, executor_profile
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.inventory import ModelInventory
-from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
+from exedra_engine._core.layers import (
+    Layer,
+    Merged,
+    Provenance,
+    Source,
+    env_items,
+    merge,
+    unfit,
+)
 from exedra_engine._core.load_files import load_files
 from exedra_engine._core.memory import MemoryDecision, decide_memory, read_settings
 from exedra_engine._core.outcome import as_result
@@ -70,11 +78,14 @@ class Explained(Value, frozen=True, kw_only=True):
 
     plan: LaunchPlan
     sources: tuple[Source, ...]
+    """`provenance` as ``plan --explain`` shows it."""
     findings: tuple[Finding, ...] = ()
     """Warnings about the layers (`exedra_engine._core.check`), judged by the flag table given
     to `explain_launch`: the plan is made as it would be without them."""
     memory: tuple[str, ...] = ()
     """The memory arithmetic and what the planner decided from it (``plan --explain``)."""
+    provenance: tuple[Provenance, ...] = ()
+    """Which layer set each argv item and env variable, and what it replaced, as data."""
 
 
 def plan_launch(
@@ -215,8 +226,11 @@ def _plan(
     )
     found = _findings(profile, spec, constraints, *judge) if judge is not None else ()
     notes = memory.notes if memory is not None else ()
-    sources = m.sources if explain else ()  # text only for --explain
-    return Explained(plan=plan, sources=sources, findings=found, memory=notes)
+    if not explain:  # provenance is data in `m`; its text is made only for --explain
+        return Explained(plan=plan, sources=(), findings=found, memory=notes)
+    prov = m.provenance
+    sources = tuple(o.source() for o in prov)
+    return Explained(plan=plan, sources=sources, findings=found, memory=notes, provenance=prov)
 
 
 def _memory(
@@ -443,17 +457,10 @@ def _config_names(spec: ModelSpec) -> tuple[str, str]:
     return f"config engines.{spec.kind.value}", f"config models.{spec.id}"
 
 
-def layer_names(spec: ModelSpec) -> tuple[str, ...]:
-    """The name of every layer `_layers` may build for `spec`, as sources and their
-    ``overrode`` entries spell them."""
-    engines, models = _config_names(spec)
-    return (*_NAMES.values(), engines, *((models,) if spec.id else ()))
-
-
 def _port_origin(p: ExecutorProfile, m: Merged) -> str:
     # The port comes from the winning port flag, else from the port variable (the merge keeps
     # one form of a setting).
-    for o in m.origins:
+    for o in m.provenance:
         if o.key == p.port_flag or (p.port_env and o.key == p.port_env):
             via = f" via {p.port_env}" if o.said.what == "env" else ""
             return f"set by {o.said.layer}{via}"
