@@ -12,9 +12,11 @@ and the caller's thread only waits. Why this shape:
   a thread of an asyncio application, where a signal handler could not be set.
 - A second Ctrl-C while the stop is under way sends SIGKILL at once, instead of abandoning
   the executor; the `KeyboardInterrupt` is raised once the group is gone.
-- The thread, its loop and the loop's descriptors end with the block: nothing is left
-  behind, and the fork itself happens on the one spawner thread of `_shell.child`, so the
-  parent-death signal does not depend on this short-lived thread.
+- The thread, its loop and the loop's descriptors end with the block. The fork itself
+  happens on the one spawner thread of `_shell.child`, so the parent-death signal does not
+  depend on this short-lived thread: that daemon thread, started by the first launch of any
+  adapter, stays for the life of the process (one thread, idle between launches), as trio's
+  own worker threads do.
 """
 
 from __future__ import annotations

@@ -251,36 +251,36 @@ class _Judge:
                 f"{p.kind}) reads no such variable, so this does nothing",
             )
             return
-        for p in mine:
-            table = self.table(p)
-            flag = table.flag_for_env(name)
-            if flag is None and name not in _profile_env(p):
-                envs = sorted(table.env_names | _profile_env(p))
-                self.add(
-                    "error",
-                    "unknown-env",
-                    path,
-                    name,
-                    f"{p.binary} reads no variable {name}: it is ignored",
-                    suggestion=_close_env(name, envs, p.env_prefix),
-                )
-                return
-            self._setting(p, flag, name, path, scope, is_env=True)
-            if flag is not None:
-                self.memory(
-                    p,
-                    flag,
-                    token=name,
-                    values=(value,) if flag.nargs == 1 else (),
-                    path=path,
-                    scope=scope,
-                )
-            if flag is not None and flag.nargs == 1:
-                problem = value_problem(flag, value, p.binary)
-                if problem:
-                    message = f"{name}={value}: {problem[0]}"
-                    self.add("error", "bad-value", path, name, message, suggestion=problem[1])
+        # The first executor of the section that reads it judges it.
+        self._read_variable(mine[0], name, value, path, scope=scope)
+
+    def _read_variable(
+        self, p: ExecutorProfile, name: str, value: str, path: str, *, scope: str
+    ) -> None:
+        table = self.table(p)
+        flag = table.flag_for_env(name)
+        if flag is None and name not in _profile_env(p):
+            envs = sorted(table.env_names | _profile_env(p))
+            self.add(
+                "error",
+                "unknown-env",
+                path,
+                name,
+                f"{p.binary} reads no variable {name}: it is ignored",
+                suggestion=_close_env(name, envs, p.env_prefix),
+            )
             return
+        self._setting(p, flag, name, path, scope, is_env=True)
+        if flag is None:
+            return
+        self.memory(
+            p, flag, token=name, values=(value,) if flag.nargs == 1 else (), path=path, scope=scope
+        )
+        if flag.nargs == 1:
+            problem = value_problem(flag, value, p.binary)
+            if problem:
+                message = f"{name}={value}: {problem[0]}"
+                self.add("error", "bad-value", path, name, message, suggestion=problem[1])
 
     def _setting(
         self,

@@ -184,13 +184,21 @@ def memory_settings(
         elif not it.negated:  # not unified is the default: no token
             out.append(it.key)
     if profile.slots_flag:
-        if (slots is None or slots.strip() == "-1") and profile.auto_slots:
-            slots = str(profile.auto_slots)
-            if profile.unified_flag and profile.unified_flag not in out:
-                out.append(profile.unified_flag)
-        if slots is not None:
-            out.extend((profile.slots_flag, slots))
+        out.extend(_slot_tokens(profile, slots, unified=profile.unified_flag in out))
     return tuple(out)
+
+
+def _slot_tokens(profile: ExecutorProfile, slots: str | None, *, unified: bool) -> list[str]:
+    """The slot count made explicit, last: where the executor chooses it (unset or -1), its
+    automatic count, which shares one unified cache."""
+    out: list[str] = []
+    if (slots is None or slots.strip() == "-1") and profile.auto_slots:
+        slots = str(profile.auto_slots)
+        if profile.unified_flag and not unified:
+            out.append(profile.unified_flag)
+    if slots is not None:
+        out.extend((profile.slots_flag, slots))
+    return out
 
 
 def _env_flags(profile: ExecutorProfile, env: Sequence[str], in_args: set[str | None]) -> list[str]:
@@ -240,10 +248,18 @@ def companion_args(
             out.extend((it.tokens[0], "1"))
         else:
             out.extend(it.tokens)
-    over = profile.window_override
-    if one_slot and slots > 1 and window > 0 and arch and over and accepts(over[0]):
-        out.extend(t.format(arch=arch, window=window * slots) for t in over)
+    if one_slot and slots > 1:
+        out.extend(_wider_window(profile, accepts, arch, window * slots))
     return tuple(out)
+
+
+def _wider_window(
+    profile: ExecutorProfile, accepts: Callable[[str], bool], arch: str, window: int
+) -> tuple[str, ...]:
+    over = profile.window_override
+    if window > 0 and arch and over and accepts(over[0]):
+        return tuple(t.format(arch=arch, window=window) for t in over)
+    return ()
 
 
 def _int_or(text: str, default: int) -> int:

@@ -500,17 +500,22 @@ def _walk_all(cur: _Cursor, kv_count: int) -> tuple[dict[str, str], _Kept, int]:
                 kept[key] = _int_array(cur, key)
                 continue
         if key == _TOKENS and vtype == _ARRAY:
-            etype = cur.u32(f"the element type of {key!r}")
-            count = cur.u64(f"the length of {key!r}")
-            if etype != _STRING:
-                raise _Malformed(f"{key} has element type {etype}, expected strings")
-            if count > cur.remaining() // 8 or count > MAX_ARRAY_STRINGS:
-                raise _Malformed(f"array {key!r} of {count} strings cannot be a vocabulary")
-            cur.skip_strings(count, key)
-            vocab_tokens = count
+            vocab_tokens = _skip_vocabulary(cur, key)
             continue
         _skip_value(cur, vtype, key)
     return strings, kept, vocab_tokens
+
+
+def _skip_vocabulary(cur: _Cursor, key: str) -> int:
+    """Skip the vocabulary's strings, unread: their count."""
+    etype = cur.u32(f"the element type of {key!r}")
+    count = cur.u64(f"the length of {key!r}")
+    if etype != _STRING:
+        raise _Malformed(f"{key} has element type {etype}, expected strings")
+    if count > cur.remaining() // 8 or count > MAX_ARRAY_STRINGS:
+        raise _Malformed(f"array {key!r} of {count} strings cannot be a vocabulary")
+    cur.skip_strings(count, key)
+    return count
 
 
 def _arch_key(key: str, arch: str | None) -> bool:
@@ -568,20 +573,10 @@ def _tensor_infos(cur: _Cursor, count: int, alignment: int) -> tuple[TensorInfo,
         *dims, ttype, offset = tail.unpack_from(buf, pos + 12 + n)
         cur.pos = pos + 12 + n + tail.size
         shape = tuple(dims)
-        elements = 1
-        for d in shape:
-            if d > _INT64_MAX or (d and elements > _INT64_MAX // d):
-                raise _Malformed(f"tensor {name!r} of shape {shape} overflows an int64")
-            elements *= d
-        traits = GGML_TYPES.get(ttype)
-        if traits is None:
-            raise _Malformed(f"tensor {name!r} has unknown ggml type {ttype}")
-        tname, blk, bsize = traits
-        if shape[0] % blk:
-            raise _Malformed(f"tensor {name!r}: row of {shape[0]} is not whole {tname} blocks")
+        nbytes = _tensor_bytes(name, shape, ttype)
         if offset % alignment:
             raise _Malformed(f"tensor {name!r}: offset {offset} is not {alignment}-aligned")
-        raw.append((name, ttype, shape, elements // blk * bsize, offset))
+        raw.append((name, ttype, shape, nbytes, offset))
     data = -(-cur.offset // alignment) * alignment
     room = cur.size - data
     out = []
@@ -592,6 +587,23 @@ def _tensor_infos(cur: _Cursor, count: int, alignment: int) -> tuple[TensorInfo,
             )
         out.append(TensorInfo(name=name, type=ttype, shape=shape, size=nbytes))
     return tuple(out)
+
+
+def _tensor_bytes(name: str, shape: tuple[int, ...], ttype: int) -> int:
+    """The bytes of a tensor of `shape` and ggml type `ttype`, raising `_Malformed` for a
+    shape that overflows or is not whole blocks, or an unknown type."""
+    elements = 1
+    for d in shape:
+        if d > _INT64_MAX or (d and elements > _INT64_MAX // d):
+            raise _Malformed(f"tensor {name!r} of shape {shape} overflows an int64")
+        elements *= d
+    traits = GGML_TYPES.get(ttype)
+    if traits is None:
+        raise _Malformed(f"tensor {name!r} has unknown ggml type {ttype}")
+    tname, blk, bsize = traits
+    if shape[0] % blk:
+        raise _Malformed(f"tensor {name!r}: row of {shape[0]} is not whole {tname} blocks")
+    return elements // blk * bsize
 
 
 def _scalar(kept: _Kept, key: str, default: int) -> int:

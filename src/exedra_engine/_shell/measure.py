@@ -18,6 +18,7 @@ import os
 import posixpath
 import shutil
 from collections.abc import Sequence
+from typing import IO
 
 from returns.result import Result
 
@@ -195,10 +196,8 @@ def run_bounded(argv: Sequence[str], env: dict[str, str], timeout: float) -> tup
     `MAX_STDOUT` bytes) and the lines of its log (stderr) that matter: those that say the
     context and free memory, and the last few. Its process group is killed at `timeout` or
     when stdout overflows. Raises `MeasureError` when it cannot run or does not succeed."""
-    import selectors
     import signal
     import subprocess
-    import time
 
     try:
         proc = subprocess.Popen(
@@ -216,26 +215,7 @@ def run_bounded(argv: Sequence[str], env: dict[str, str], timeout: float) -> tup
     assert proc.stdout is not None and proc.stderr is not None
     out = bytearray()
     log = _LogLines()
-    problem = ""
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        sel.register(proc.stderr, selectors.EVENT_READ)
-        while sel.get_map() and not problem:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                problem = f"did not finish within {timeout:g} s"
-                break
-            for key, _ in sel.select(left):
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                elif key.fileobj is proc.stdout:
-                    out += chunk
-                    if len(out) > MAX_STDOUT:
-                        problem = f"printed more than {MAX_STDOUT} bytes"
-                else:
-                    log.feed(chunk)
+    problem = _read_until_done(proc.stdout, proc.stderr, out, log, timeout)
     if problem:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -251,6 +231,35 @@ def run_bounded(argv: Sequence[str], env: dict[str, str], timeout: float) -> tup
         said = _last_error(text)
         raise MeasureError(f"{argv[0]} failed (exit status {code})" + (f": {said}" if said else ""))
     return out.decode("utf-8", errors="replace"), text
+
+
+def _read_until_done(
+    stdout: IO[bytes], stderr: IO[bytes], out: bytearray, log: _LogLines, timeout: float
+) -> str:
+    """Read both pipes until they close, stdout into `out` and stderr into `log`; what went
+    wrong ("" if nothing): the deadline passed, or stdout overflowed."""
+    import selectors
+    import time
+
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(stdout, selectors.EVENT_READ)
+        sel.register(stderr, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return f"did not finish within {timeout:g} s"
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                elif key.fileobj is stdout:
+                    out += chunk
+                    if len(out) > MAX_STDOUT:
+                        return f"printed more than {MAX_STDOUT} bytes"
+                else:
+                    log.feed(chunk)
+    return ""
 
 
 class _LogLines:
