@@ -25,7 +25,9 @@ Rules, per flag table (`exedra_engine._core.flags`):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from itertools import chain, filterfalse
+from operator import attrgetter
+from typing import Literal, NamedTuple
 
 import msgspec
 
@@ -99,17 +101,16 @@ class Merged(Value, frozen=True, kw_only=True):
     env: tuple[str, ...]
     settings: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     """The values of the non-repeatable known flags left in `args`, by canonical key."""
-    kept: tuple[tuple[Layer, Item], ...] = ()
-    """Each item of `args`, in order, with the layer that put it there."""
+    items: tuple[Item, ...] = ()
+    """`args` as the flag table reads it (each item's `Item.at` is in its layer's args)."""
+    item_layers: tuple[str, ...] = ()
+    """The layer that put each of `items` there."""
     env_layers: dict[str, str] = msgspec.field(default_factory=dict)
     """The layer that set each variable of `env`, by name."""
     replaced: dict[str, tuple[Said, ...]] = msgspec.field(default_factory=dict)
     """What each winning flag (by key) or variable (by name) replaced."""
-
-    @property
-    def items(self) -> tuple[Item, ...]:
-        """`args` as the flag table reads it (each item's `Item.at` is in its layer's args)."""
-        return tuple(it for _, it in self.kept)
+    env_map: dict[str, str] = msgspec.field(default_factory=dict)
+    """`env` by name, for its readers."""
 
     @property
     def provenance(self) -> tuple[Provenance, ...]:
@@ -117,11 +118,11 @@ class Merged(Value, frozen=True, kw_only=True):
         over = self.replaced
         args = [
             Provenance(
-                said=Said(layer=layer.name, what="arg", tokens=it.tokens, at=it.at),
+                said=Said(layer=layer, what="arg", tokens=it.tokens, at=it.at),
                 key=it.key,
                 replaced=over.get(it.key, ()) if it.key is not None else (),
             )
-            for layer, it in self.kept
+            for layer, it in zip(self.item_layers, self.items, strict=True)
         ]
         env = [
             Provenance(
@@ -139,8 +140,7 @@ class Merged(Value, frozen=True, kw_only=True):
         return tuple(o.source() for o in self.provenance)
 
 
-def _said(entry: tuple[Layer, Item]) -> Said:
-    layer, it = entry
+def _said(layer: Layer, it: Item) -> Said:
     return Said(layer=layer.name, what="arg", tokens=it.tokens, at=it.at)
 
 
@@ -175,28 +175,32 @@ def merge(profile: ExecutorProfile, layers: Sequence[Layer], *, required_key: st
     """
     table = profile.flags
     ordered = sorted(layers, key=_rank)
-    items: list[tuple[Layer, Item]] = []
+    # Every layer's items in rank order, and beside each the layer it came from.
+    its: list[Item] = []
+    lays: list[Layer] = []
     foreign = foreign_key_flags(profile)
+    fits = _all_fit(ordered)  # else each layer is judged, in order, to name the culprit
     for layer in ordered:
-        check_layer(profile, layer)
+        if not fits:
+            check_layer(profile, layer)
         if layer.args:
             read = table.split_items(layer.args, layer.name)
             if foreign:
                 _refuse_foreign_key(profile, layer, read, foreign)
-            items += [(layer, it) for it in read]
+            its += read
+            lays += [layer] * len(read)
     env = _Env(ordered)
     # Where each flag last stands (the winner of a non-repeatable one), and which flags
     # stand more than once (the only ones that replace anything).
-    last: dict[str, int] = {}
-    again: set[str] = set()
-    for i, (_, it) in enumerate(items):
-        k = it.key
-        if k is not None:
-            if k in last:
-                again.add(k)
-            last[k] = i
-    dropped, arg_over = _flag_or_variable(table, items, last, env)
-    args = _Args(profile, items, last=last, again=again, dropped=dropped, arg_over=arg_over)
+    # (In C, by map and zip: a plan's merge is a hot path; see bench row 2.)
+    keys: list[str | None] = list(map(_KEY, its))
+    last = dict(zip(keys, range(len(keys)), strict=True))
+    first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
+    last.pop(None, None)
+    again = {k for k, _ in last.items() - first.items() if k is not None}
+    read_ = _Read(its, lays, keys, last, first)
+    dropped, arg_over = _flag_or_variable(table, read_, env)
+    args = _Args(profile, read_, again=again, dropped=dropped, arg_over=arg_over)
     if required_key and profile.key_env:
         _keep_key(profile, required_key, env)
     if args.keys:
@@ -210,22 +214,41 @@ def merge(profile: ExecutorProfile, layers: Sequence[Layer], *, required_key: st
         args=tuple(args.out),
         env=tuple(f"{n}={env.val[n]}" for n in names),
         settings=args.settings,
-        kept=tuple(args.kept),
+        items=args.items,
+        item_layers=args.item_layers,
         env_layers={n: env.layer[n].name for n in names},
+        env_map=env.val,
         replaced=replaced,
     )
 
 
+class _Read(NamedTuple):
+    """Every layer's items in rank order, as parallel lists."""
+
+    items: list[Item]
+    layers: list[Layer]
+    """The layer of each item."""
+    keys: list[str | None]
+    """The key of each item."""
+    last: dict[str | None, int]
+    """Where each key last stands."""
+    first: dict[str | None, int]
+    """Where each key first stands."""
+
+    def said(self, key: str, upto: int) -> list[Said]:
+        """Every occurrence of `key` before index `upto`, as data."""
+        keys, items, layers = self.keys, self.items, self.layers
+        return [_said(layers[j], items[j]) for j in range(upto) if keys[j] == key]
+
+
 def _flag_or_variable(
-    table: FlagTable,
-    items: Sequence[tuple[Layer, Item]],
-    last: dict[str, int],
-    env: _Env,
+    table: FlagTable, read: _Read, env: _Env
 ) -> tuple[set[str], dict[str, list[Said]]]:
     """A flag and the variable the executor reads for it are one setting: the higher layer's
     form stays. Returns the flags whose variable won, and what each winning flag replaced."""
     dropped: set[str] = set()
     arg_over: dict[str, list[Said]] = {}
+    last = read.last
     # Only the flags whose variable some layer sets: far fewer than the flags in argv.
     both = {
         f.key
@@ -236,11 +259,9 @@ def _flag_or_variable(
         flag = table.flags[key]
         names = [e for e in flag.env if e in env.layer]
         top = max(names, key=lambda e: env.layer[e].rank)
-        if env.layer[top].rank > items[last[key]][0].rank:
+        if env.layer[top].rank > read.layers[last[key]].rank:
             dropped.add(key)
-            env.over.setdefault(top, []).extend(
-                _said(e) for e in items[: last[key] + 1] if e[1].key == key
-            )
+            env.over.setdefault(top, []).extend(read.said(key, last[key] + 1))
             continue
         for e in names:
             arg_over.setdefault(key, []).append(
@@ -257,42 +278,51 @@ class _Args:
     def __init__(
         self,
         profile: ExecutorProfile,
-        items: Sequence[tuple[Layer, Item]],
+        read: _Read,
         *,
-        last: dict[str, int],
         again: set[str],
         dropped: set[str],
         arg_over: dict[str, list[Said]],
     ) -> None:
-        out: list[str] = []
-        self.out = out
-        self.settings: dict[str, tuple[str, ...]] = {}
-        self.kept: list[tuple[Layer, Item]] = []
         self.over: dict[str, tuple[Said, ...]] = {}
         self.keys: list[str] = []
         self.key_layers: list[str] = []
+        its, keys, last = read.items, read.keys, read.last
         repeatable = profile.flags.repeatable_keys
         key_flag = profile.key_flag if profile.key_env else None
-        keep = self.kept.append
-        for i, entry in enumerate(items):
-            it = entry[1]
-            k = it.key
-            if k is not None:
+        if key_flag in last:
+            for j, k in enumerate(keys):
                 if k == key_flag:
-                    self.keys += _split_keys(profile, it.values[0])
-                    self.key_layers.append(entry[0].name)
-                    continue
-                if k not in repeatable:
-                    if last[k] != i or k in dropped:
-                        continue
-                    self.settings[k] = it.values
-                    if k in again or k in arg_over:
-                        self.over[k] = (
-                            *(_said(e) for e in items[:i] if e[1].key == k),
-                            *arg_over.get(k, ()),
-                        )
-            out += it.tokens
-            keep(entry)
+                    self.keys += _split_keys(profile, its[j].values[0])
+                    self.key_layers.append(read.layers[j].name)
+        # Kept: tokens the table does not know, every occurrence of a repeatable flag, and
+        # the last of any other unless its variable won; key flags go to the key variable.
+        gone = {
+            j for k in again - repeatable for j in range(read.first[k], last[k]) if keys[j] == k
+        }
+        gone.update(last[k] for k in dropped)
+        if key_flag in last:
+            gone.update(j for j, k in enumerate(keys) if k == key_flag)
+        kept = list(filterfalse(gone.__contains__, range(len(keys))))
+        self.items = items = tuple(map(its.__getitem__, kept))
+        self.item_layers = tuple(map(_NAME, map(read.layers.__getitem__, kept)))
+        self.out = list(chain.from_iterable(map(_TOKENS, items)))
+        settings = dict(zip(map(_KEY, items), map(_VALUES, items), strict=True))
+        settings.pop(None, None)
+        for k in repeatable & settings.keys():
+            del settings[k]
+        self.settings: dict[str, tuple[str, ...]] = settings
+        for k in again | arg_over.keys():
+            if k in self.settings:
+                self.over[k] = (*read.said(k, last[k]), *arg_over.get(k, ()))
+
+
+_KEY = attrgetter("key")
+_VALUES = attrgetter("values")
+_TOKENS = attrgetter("tokens")
+_NAME = attrgetter("name")
+_ARGS = attrgetter("args")
+_ENV = attrgetter("env")
 
 
 def _split_keys(profile: ExecutorProfile, value: str) -> list[str]:
@@ -348,6 +378,19 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
             raise PlanError(
                 f"{layer.name} env: entry {i} ({'name' if unfit(n) else 'value'}) {what}"
             )
+
+
+def _all_fit(layers: Sequence[Layer]) -> bool:
+    # `_fits` for every layer at once: one string to test, the common case.
+    args = "".join(map("".join, map(_ARGS, layers)))
+    env = "".join(map("".join, chain.from_iterable(map(_ENV, layers))))
+    return (
+        args.isascii()
+        and env.isascii()
+        and "\0" not in args
+        and "\0" not in env
+        and "" not in chain.from_iterable(map(_ARGS, layers))
+    )
 
 
 def _fits(layer: Layer) -> bool:

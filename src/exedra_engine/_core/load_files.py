@@ -42,7 +42,7 @@ def normal_path(path: str) -> str:
 def named_files(
     p: ExecutorProfile,
     args: Sequence[str],
-    env: Sequence[str],
+    env: Mapping[str, str] | Sequence[str],
     items: Sequence[Item] | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """(path, role) of each file a model-file flag (or its variable) names, in argv order,
@@ -55,13 +55,15 @@ def named_files(
             items = p.flags.split_items(args, "plan args")
         except EngineError:
             items = ()
+    files = p.model_file_flags
     for it in items:
-        if it.key in p.model_file_flags and it.values:
+        if it.key in files and it.values:
             seen.add(it.key)
             found.setdefault(normal_path(it.values[0]), _role(p, it.key))
-    for name, value in env_dict(env).items():
-        f = p.flags.flag_for_env(name)
-        if f is not None and f.key in p.model_file_flags and value and f.key not in seen:
+    for_env = p.flags.flag_for_env
+    for name, value in (env if isinstance(env, Mapping) else env_dict(env)).items():
+        f = for_env(name)
+        if f is not None and f.key in files and value and f.key not in seen:
             found.setdefault(normal_path(value), _role(p, f.key))
     return tuple(found.items())
 
@@ -85,7 +87,7 @@ def shards(path: str) -> tuple[str, ...]:
 def load_files(
     p: ExecutorProfile,
     args: Sequence[str],
-    env: Sequence[str],
+    env: Mapping[str, str] | Sequence[str],
     model: ModelInfo | None = None,
     sizes: Mapping[str, int] | None = None,
     *,

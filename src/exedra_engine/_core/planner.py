@@ -18,6 +18,7 @@ warnings; they never change the plan.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING
 
@@ -205,7 +206,7 @@ def _plan(
             profile, spec, constraints, engine_port, cpu_only, memory_args=memory.engine_args
         )
         m = merge(profile, layers, required_key=constraints.api_key)
-    r = resolve_merged(spec.kind, m.args, m.settings, m.env)
+    r = resolve_merged(spec.kind, m.args, m.settings, m.env_map)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
         raise PortInUse(f"port {r.port} is already in use ({_port_origin(profile, m)})")
@@ -220,7 +221,7 @@ def _plan(
         api_key=r.api_key,
         key_env=constraints.api_key_env if r.api_key else "",
         ready=ready_path(profile, m),
-        files=load_files(profile, m.args, m.env, model, items=m.items),
+        files=load_files(profile, m.args, m.env_map, model, items=m.items),
         memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )
@@ -359,7 +360,7 @@ def _check_options(p: ExecutorProfile, c: Constraints) -> None:
         )
     if c.ctx and not p.ctx_flag:
         raise PlanError(f"{p.binary} has no context-size option (ctx)")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in c.api_key):
+    if _CONTROL.search(c.api_key):
         # Not sendable: an HTTP header cannot carry it, so no client could authenticate.
         raise PlanError(
             "the API key contains a control character (a newline, a tab, ...), which no "
@@ -378,6 +379,7 @@ def _check_options(p: ExecutorProfile, c: Constraints) -> None:
         )
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 _CHAR_NAMES = {",": "a comma", ";": "a semicolon", " ": "a space"}
 _INT32_MAX = 2**31 - 1  # the executors read these with std::stoi
 
