@@ -71,6 +71,7 @@ should be (checker reading only); ``--flag=value`` for a flag that takes no sing
 token written as an option that the table does not know; a value that follows no flag
 (the executor takes no positional arguments)."""
 
+_Memo = dict[tuple[str, ...], tuple[tuple["Item", ...], "Item | None"]]
 _MEMO_MAX = 512
 """Readings one table remembers (a few argvs per model served)."""
 
@@ -100,7 +101,7 @@ class FlagTable:
         self._env_names = frozenset(self._by_env)
         self.repeatable_keys = frozenset(f.key for f in flags if f.repeatable)
         """The flags whose every occurrence counts (``--lora``), not only the last."""
-        self._memo: dict[tuple[str, ...], tuple[tuple[Item, ...], Item | None]] = {}
+        self._memo: tuple[_Memo, _Memo] = ({}, {})
         """Readings of argvs already read: a plan reads the same run_args, override and
         caller args every time. Items are immutable and a table's reading of an argv never
         changes, so a memo is invisible to callers."""
@@ -126,13 +127,7 @@ class FlagTable:
 
         `where` names the argv in errors ("caller args", "config models.qwen.args").
         """
-        key = argv if type(argv) is tuple else tuple(argv)
-        hit = self._memo.get(key)
-        if hit is None:
-            if len(self._memo) >= _MEMO_MAX:
-                self._memo.clear()
-            hit = self._memo[key] = self._read(key, False)
-        items, bad = hit
+        items, bad = self._reading(argv, False)
         if bad is not None:
             raise PlanError(self._said(bad, where))
         return items
@@ -147,7 +142,17 @@ class FlagTable:
         (``value-is-flag``); an unknown option takes the non-option tokens after it as its
         values (``unknown-flag``); a value that follows no flag is a ``stray-value``.
         """
-        return self._read(argv, checking)[0]
+        return self._reading(argv, checking)[0]
+
+    def _reading(self, argv: Sequence[str], checking: bool) -> tuple[tuple[Item, ...], Item | None]:
+        memo = self._memo[checking]
+        key = argv if type(argv) is tuple else tuple(argv)
+        hit = memo.get(key)
+        if hit is None:
+            if len(memo) >= _MEMO_MAX:
+                memo.clear()
+            hit = memo[key] = self._read(key, checking)
+        return hit
 
     def _read(self, argv: Sequence[str], checking: bool) -> tuple[tuple[Item, ...], Item | None]:
         # The one place that decides which token of an argv is a flag and which a value.
