@@ -194,10 +194,14 @@ def merge(profile: ExecutorProfile, layers: Sequence[Layer], *, required_key: st
     # stand more than once (the only ones that replace anything).
     # (In C, by map and zip: a plan's merge is a hot path; see bench row 2.)
     keys: list[str | None] = list(map(_KEY, its))
-    last = dict(zip(keys, range(len(keys)), strict=True))
-    first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
+    n = len(keys)
+    last = dict(zip(keys, range(n), strict=True))
     last.pop(None, None)
-    again = {k for k, _ in last.items() - first.items() if k is not None}
+    again: set[str] = set()
+    first = last
+    if len(last) + keys.count(None) != n:  # some flag stands twice: it replaces something
+        first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
+        again = {k for k, i in last.items() if k is not None and first[k] != i}
     read_ = _Read(its, lays, keys, last, first)
     dropped, arg_over = _flag_or_variable(table, read_, env)
     args = _Args(profile, read_, again=again, dropped=dropped, arg_over=arg_over)
