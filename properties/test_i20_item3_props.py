@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from exedra_engine._core.check import check_plan_layers
 from exedra_engine._core.endpoint import _keys, _port, resolve
-from exedra_engine._core.executors import ExecutorProfile, executor_profile, is_secret_flag
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, executor_profile
 from exedra_engine._core.flags import Item
 from exedra_engine._core.kinds import Kind
 from exedra_engine._core.planner import with_port
@@ -181,7 +181,9 @@ def test_i20_item3_redaction_is_never_weaker_than_the_table(kind: str, data: st.
     args = data.draw(argvs(kind))
     shown = redact_args(args)
     for it in p.flags.read_items(args):
-        if it.key is None or not any(is_secret_flag(n) for n in p.flags.flags[it.key].names):
+        if it.key is None or not any(
+            BUILTIN.is_secret_flag(n) for n in p.flags.flags[it.key].names
+        ):
             continue
         for i in it.value_at:
             value = args[i].partition("=")[2] if it.inline else args[i]

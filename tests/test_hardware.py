@@ -180,7 +180,7 @@ def test_i19_item7_probe_text_says_free_or_unknown(
     tree: str, gpu_free: str, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hw = probe(host(tree)).unwrap()
-    monkeypatch.setattr("exedra_engine.cli.probe.host_hardware", lambda: hw)
+    monkeypatch.setattr("exedra_engine.cli.probe.host_hardware", lambda **_: hw)
     r = run("probe")
     assert r.code == 0
     cpu, gpu = r.out.splitlines()[:2]

@@ -104,7 +104,7 @@ def test_what_probe_json_prints_decodes_unchanged() -> None:
         ),
         (
             '{"cpu": {"threads": 8}, "executors": [{"kind": "llamas", "path": "/x"}]}',
-            "host.json: $.executors[0].kind: Invalid enum value 'llamas'",
+            "host.json: $.executors[0].kind: unknown kind 'llamas' (known: llama, transcribe)",
         ),
         ('{"cpu": {"threads": 0}}', "host.json: $.cpu.threads: 0 is not a thread count"),
         (

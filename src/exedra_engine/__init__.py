@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 
 from exedra_engine._core.config import config_from_yaml, merge_configs
 from exedra_engine._core.endpoint import Resolved, resolve_endpoint
-from exedra_engine._core.executors import ExecutorProfile, executor_profile, register_executor
+from exedra_engine._core.executors import BUILTIN as BUILTIN_EXECUTORS
+from exedra_engine._core.executors import ExecutorProfile, Executors, executor_profile
 from exedra_engine._core.hardware import HostSnapshot, hardware_from
-from exedra_engine._core.kinds import Kind, parse_kind, supported_kinds
+from exedra_engine._core.kinds import Kind, KindName, parse_kind, supported_kinds
 from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.planner import Explained, explain_launch, plan_launch
 from exedra_engine._core.values import (
@@ -99,7 +100,6 @@ __all__ = [
     "load_hardware",
     "ExecutorProfile",
     "executor_profile",
-    "register_executor",
     "CPU",
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_HOST",
@@ -166,6 +166,9 @@ __all__ = [
     "ReadyTimeout",
     "EmitError",
     "HardwareFileError",
+    "Executors",
+    "BUILTIN_EXECUTORS",
+    "KindName",
 ]
 
 # Loaded on first use, so that planning-only users never pay for them: the launcher needs trio

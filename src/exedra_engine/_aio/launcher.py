@@ -34,6 +34,7 @@ from returns.result import Failure, Result, Success
 from exedra_engine._core.budget import load_limits
 from exedra_engine._core.child import child_spec
 from exedra_engine._core.endpoint import Resolved, resolve
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.layers import Source
 from exedra_engine._core.logs import MAX_LINE, LogLines, log_secrets
 from exedra_engine._core.values import LaunchPlan, connect_host
@@ -309,8 +310,11 @@ class Instance(InstanceState):
         *,
         stop_timeout: float,
         on_exit: Callable[[], None],
+        executors: Executors = BUILTIN,
     ) -> None:
-        super().__init__(plan, resolved, process.pid, pump, stop_timeout=stop_timeout)
+        super().__init__(
+            plan, resolved, process.pid, pump, stop_timeout=stop_timeout, executors=executors
+        )
         self._process = process
         self._pump = pump
         self._loop = asyncio.get_running_loop()
@@ -399,24 +403,31 @@ async def _start(plan: LaunchPlan, opts: _Options) -> Instance:
         ready.append(inst)
         return failed
 
-    await drive.with_port_retries(plan, attempt, opts.ports)
+    await drive.with_port_retries(plan, attempt, opts.ports, opts.executors)
     return ready[-1]
 
 
 async def _attempt(plan: LaunchPlan, opts: _Options) -> tuple[Instance, NotReady | None]:
-    drive.before_start(plan)
+    ex = opts.executors
+    drive.before_start(plan, ex)
     loop = asyncio.get_running_loop()
-    r = resolve(plan.spec.kind, plan.args, plan.env)
+    r = resolve(plan.spec.kind, plan.args, plan.env, executors=ex)
     news = _News(loop)
     # The fork must not be abandoned half-way by a cancellation: the child would be nobody's.
-    spawn = asyncio.to_thread(child.spawn, child_spec(plan, os.environ))
+    spawn = asyncio.to_thread(child.spawn, child_spec(plan, os.environ, executors=ex))
     try:
         (popen, out), cancelled = await _finish(spawn)
     except OSError as e:
         raise drive.cannot_start(plan, e) from None
-    pump = _Pump(loop, out, opts.logs, log_secrets(plan, r), news.output)
+    pump = _Pump(loop, out, opts.logs, log_secrets(plan, r, executors=ex), news.output)
     inst = Instance(
-        plan, r, _Child(popen, loop), pump, stop_timeout=opts.stop_timeout, on_exit=news.set
+        plan,
+        r,
+        _Child(popen, loop),
+        pump,
+        stop_timeout=opts.stop_timeout,
+        on_exit=news.set,
+        executors=ex,
     )
     task = loop.create_task(inst.supervise(), name=f"exedra-engine executor {inst.pid}")
     _OWNED.add(task)
@@ -444,6 +455,7 @@ async def launch(
     ports: drive.PortsReader = drive.local_ports,
     sockets: ProcessSockets | None = None,
     sources: Sequence[Source] = (),
+    executors: Executors = BUILTIN,
 ) -> Result[Instance, EngineError]:
     """Start the plan's executor and wait until its ready path answers 200.
 
@@ -457,11 +469,14 @@ async def launch(
     flag). The running instance is owned by a task on the running loop: call
     `Instance.stop`, or the loop's shutdown stops it (`stop_timeout` of grace). `ports`
     says which ports are taken when a scanned port was lost between planning and binding;
-    `sockets` which process listens on a port (default: the local kernel).
+    `sockets` which process listens on a port (default: the local kernel). `executors` are
+    those the plan's kind is looked up in (the ones it was planned with).
     """
     try:
         limits = load_limits(plan, ready_timeout, stall_timeout)
-        opts = _Options(logs, limits, stop_timeout, ports, sockets or LocalHost(), tuple(sources))
+        opts = _Options(
+            logs, limits, stop_timeout, ports, sockets or LocalHost(), tuple(sources), executors
+        )
         inst = await _start(plan, opts)
     except EngineError as e:
         return Failure(e)
@@ -479,12 +494,15 @@ async def open_instance(
     ports: drive.PortsReader = drive.local_ports,
     sockets: ProcessSockets | None = None,
     sources: Sequence[Source] = (),
+    executors: Executors = BUILTIN,
 ) -> AsyncIterator[Instance]:
     """``async with open_instance(plan) as inst:`` — ready on entry, stopped on exit, also on
     error or cancellation (`asyncio.timeout`, a `TaskGroup` sibling's failure). Raises the
     launch's `EngineError` if it cannot start. The options are `launch`'s."""
     limits = load_limits(plan, ready_timeout, stall_timeout)
-    opts = _Options(logs, limits, stop_timeout, ports, sockets or LocalHost(), tuple(sources))
+    opts = _Options(
+        logs, limits, stop_timeout, ports, sockets or LocalHost(), tuple(sources), executors
+    )
     inst = await _start(plan, opts)
     try:
         yield inst

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from exedra_engine._aio import launcher as aio
 from exedra_engine._core.actual import Actual
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.layers import Source
 from exedra_engine._core.values import Endpoint, LaunchPlan
 from exedra_engine._shell.child import ExitReason
@@ -120,8 +121,10 @@ class Running:
         stall_timeout: float | None = None,
         stop_timeout: float = STOP_TIMEOUT,
         sources: Sequence[Source] = (),
+        executors: Executors = BUILTIN,
     ) -> None:
         self._plan = plan
+        self._executors = executors
         self._logs = logs
         self._ready_timeout = ready_timeout
         self._stall_timeout = stall_timeout
@@ -154,6 +157,7 @@ class Running:
                 stall_timeout=self._stall_timeout,
                 stop_timeout=self._stop_timeout,
                 sources=self._sources,
+                executors=self._executors,
             ) as inst:
                 self._inner = inst
                 self._ready.set_result(inst)
@@ -219,6 +223,7 @@ def run(
     stall_timeout: float | None = None,
     stop_timeout: float = STOP_TIMEOUT,
     sources: Sequence[Source] = (),
+    executors: Executors = BUILTIN,
 ) -> Running:
     """``with run(plan) as inst:`` — start the plan's executor and block until it is ready;
     the block's end stops it (one SIGTERM, SIGKILL after `stop_timeout`), also on an
@@ -233,4 +238,5 @@ def run(
         stall_timeout=stall_timeout,
         stop_timeout=stop_timeout,
         sources=sources,
+        executors=executors,
     )

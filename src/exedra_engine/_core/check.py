@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from exedra_engine._core.config import LocatedConfig, field_path
-from exedra_engine._core.executors import ExecutorProfile, executor_profile, profiles
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import Flag, FlagTable, Item, flagish
 from exedra_engine._core.struct import Value
 
@@ -147,9 +147,15 @@ def _int_problem(name: str, value: str, binary: str) -> tuple[str, str] | None:
 class _Judge:
     """Collects the findings of one file or one plan."""
 
-    def __init__(self, tables: Mapping[str, FlagTable], file: LocatedConfig | None) -> None:
+    def __init__(
+        self,
+        tables: Mapping[str, FlagTable],
+        file: LocatedConfig | None,
+        executors: Executors = BUILTIN,
+    ) -> None:
         self.tables = tables
         self.file = file
+        self.executors = executors
         self.out: list[Finding] = []
 
     def table(self, p: ExecutorProfile) -> FlagTable:
@@ -233,7 +239,7 @@ class _Judge:
         scope: str,
         every_kind: bool,
     ) -> None:
-        owners = [p for p in profiles() if _reads_prefix(p, name)]
+        owners = [p for p in self.executors if _reads_prefix(p, name)]
         if not owners:
             return
         mine = [p for p in kinds if p in owners]
@@ -360,19 +366,19 @@ class _Judge:
     # -- models: keys ---------------------------------------------------------------------
 
     def model_id(self, model_id: str, path: str) -> None:
-        why = _bad_id(model_id)
+        why = _bad_id(model_id, self.executors)
         if why:
             self.add("error", "bad-model-id", path, model_id, f"model id {model_id!r} {why}")
 
 
-def _bad_id(model_id: str) -> str:
+def _bad_id(model_id: str, executors: Executors) -> str:
     if not model_id:
         return "is empty: no model has an empty id, so this entry never applies"
     if model_id != model_id.strip():
         return "begins or ends with a space: no model's id does, so this never applies"
     if not model_id.isprintable():
         return "contains a control character"
-    for p in profiles():
+    for p in executors:
         if p.alias_flag and p.alias_separator and p.alias_separator in model_id:
             return (
                 f"contains {p.alias_separator!r}: {p.binary} splits {p.alias_flag} at it, so "
@@ -462,7 +468,9 @@ class _Args:
     def unknown(self, name: str, at: int) -> None:
         p = self.p
         others = [
-            o for o in profiles() if o.kind != p.kind and self.j.table(o).lookup(name) is not None
+            o
+            for o in self.j.executors
+            if o.kind != p.kind and self.j.table(o).lookup(name) is not None
         ]
         if others:
             o = others[0]
@@ -568,11 +576,14 @@ class _Args:
 
 
 def check_file(
-    located: LocatedConfig, tables: Mapping[str, FlagTable] | None = None
+    located: LocatedConfig,
+    tables: Mapping[str, FlagTable] | None = None,
+    *,
+    executors: Executors = BUILTIN,
 ) -> tuple[Finding, ...]:
     """The findings of one override file, judged by `tables` (by kind; a kind not in it by
     its profile's bundled table), in the order of the file's lines."""
-    judge = _Judge(tables or {}, located)
+    judge = _Judge(tables or {}, located, executors)
     _judge_config(judge, located, kind=None, model_id=None)
     return _ordered(judge.out)
 
@@ -586,15 +597,16 @@ def check_plan_layers(
     run_args: Sequence[str] = (),
     caller_args: Sequence[str] = (),
     caller_env: Sequence[tuple[str, str]] = (),
+    executors: Executors = BUILTIN,
 ) -> tuple[Finding, ...]:
     """The findings of what a plan for a model of `kind` (and id `model_id`) takes from each
     layer, judged by `table`: the override files' sections that reach it, its run_args, and
     the caller's args and env."""
-    p = executor_profile(kind)
-    judge = _Judge({kind: table}, None)
+    p = executors.profile(kind)
+    judge = _Judge({kind: table}, None, executors)
     judge.args([p], run_args, "run_args", scope="")
     for f in files:
-        fj = _Judge({kind: table}, f)
+        fj = _Judge({kind: table}, f, executors)
         _judge_config(fj, f, kind=kind, model_id=model_id)
         judge.out.extend(fj.out)
     judge.args([p], caller_args, "caller args", scope="")
@@ -608,12 +620,13 @@ def _judge_config(
     judge: _Judge, located: LocatedConfig, *, kind: str | None, model_id: str | None
 ) -> None:
     c = located.config
-    every = profiles() if kind is None else (executor_profile(kind),)
+    ex = judge.executors
+    every = ex.profiles if kind is None else (ex.profile(kind),)
     judge.env(every, c.env, "$.env", scope="every model", every_kind=True)
     for k, o in c.engines.items():
         if kind is not None and k != kind:
             continue
-        p = executor_profile(k)
+        p = ex.profile(k)
         base = field_path("$.engines", k)
         scope = f"every model of kind {k}"
         judge.args([p], o.args, field_path(base, "args"), scope=scope)
@@ -661,9 +674,8 @@ class TableOrigin(Value, frozen=True, kw_only=True, omit_defaults=True):
         return f"{self.binary}: the bundled table{made}{note}"
 
 
-def bundled_origin(kind: str, note: str = "") -> TableOrigin:
-    """The origin of `kind`'s bundled table."""
-    p = executor_profile(kind)
+def bundled_origin(p: ExecutorProfile, note: str = "") -> TableOrigin:
+    """The origin of `p`'s bundled table."""
     return TableOrigin(
         kind=p.kind, binary=p.binary, source="bundled", version=p.table_version, note=note
     )

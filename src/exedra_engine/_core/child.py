@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from exedra_engine._core.environ import child_environment
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan
 
@@ -31,7 +32,9 @@ class ChildSpec(Value, frozen=True, kw_only=True):
     """Sent by the kernel when the starting thread dies ("": none)."""
 
 
-def child_spec(plan: LaunchPlan, base_env: Mapping[str, str]) -> ChildSpec:
+def child_spec(
+    plan: LaunchPlan, base_env: Mapping[str, str], *, executors: Executors = BUILTIN
+) -> ChildSpec:
     """The set-up of `plan`'s executor, its environment built on `base_env`."""
-    env = child_environment(plan, base_env)
+    env = child_environment(plan, base_env, executors=executors)
     return ChildSpec(argv=(plan.command, *plan.args), env=tuple(env.items()))

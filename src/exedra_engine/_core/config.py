@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import msgspec
 
-from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import Config, Override
 from exedra_engine.errors import ConfigError, EngineError
 
@@ -46,19 +46,21 @@ _STR = "tag:yaml.org,2002:str"
 _NULL = "tag:yaml.org,2002:null"
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
-_TYPE_NAMES = {
-    "tag:yaml.org,2002:int": "a number",
-    "tag:yaml.org,2002:float": "a number",
-    "tag:yaml.org,2002:bool": "a boolean",
-    _NULL: "null",
-    _MAP: "a mapping",
-    _SEQ: "a sequence",
-    "tag:yaml.org,2002:timestamp": "a date",
-    "tag:yaml.org,2002:binary": "binary data",
-    "tag:yaml.org,2002:set": "a set",
-    "tag:yaml.org,2002:omap": "an ordered map",
-    "tag:yaml.org,2002:pairs": "pairs",
-}
+_TYPE_NAMES = freeze(
+    {
+        "tag:yaml.org,2002:int": "a number",
+        "tag:yaml.org,2002:float": "a number",
+        "tag:yaml.org,2002:bool": "a boolean",
+        _NULL: "null",
+        _MAP: "a mapping",
+        _SEQ: "a sequence",
+        "tag:yaml.org,2002:timestamp": "a date",
+        "tag:yaml.org,2002:binary": "binary data",
+        "tag:yaml.org,2002:set": "a set",
+        "tag:yaml.org,2002:omap": "an ordered map",
+        "tag:yaml.org,2002:pairs": "pairs",
+    }
+)
 _MAX_NODES = 100_000
 _MAX_DEPTH = 32
 """The schema nests four levels deep; deeper documents are refused while they are parsed."""
@@ -68,12 +70,14 @@ _SCALAR_TAGS = frozenset(
 )  # fmt: skip
 # By node shape: PyYAML's own name for each node class (`ScalarNode.id` is "scalar"), so the
 # walker needs no yaml import of its own.
-_SHAPE_TAGS: dict[str, frozenset[str]] = {
-    "scalar": _SCALAR_TAGS,
-    "mapping": frozenset({_MAP, "tag:yaml.org,2002:set"}),
-    "sequence": frozenset({_SEQ, "tag:yaml.org,2002:omap", "tag:yaml.org,2002:pairs"}),
-}
-_SHAPE_NAMES = {"scalar": "a scalar", "mapping": "a mapping", "sequence": "a sequence"}
+_SHAPE_TAGS: dict[str, frozenset[str]] = freeze(
+    {
+        "scalar": _SCALAR_TAGS,
+        "mapping": frozenset({_MAP, "tag:yaml.org,2002:set"}),
+        "sequence": frozenset({_SEQ, "tag:yaml.org,2002:omap", "tag:yaml.org,2002:pairs"}),
+    }
+)
+_SHAPE_NAMES = freeze({"scalar": "a scalar", "mapping": "a mapping", "sequence": "a sequence"})
 
 T = TypeVar("T")
 
@@ -101,9 +105,10 @@ class _Walk:
     With `lines`, records the line of every field path it visits (a mapping entry's path at
     its key's line), so later checks can name the line of each token."""
 
-    def __init__(self, lines: dict[str, int] | None = None) -> None:
+    def __init__(self, lines: dict[str, int] | None = None, kinds: Sequence[str] = ()) -> None:
         self.nodes = 0
         self.lines = lines
+        self.kinds = kinds
 
     def _visit(self, node: yaml.Node, path: str) -> None:
         self.nodes += 1
@@ -192,8 +197,8 @@ class _Walk:
         )
 
     def engine(self, node: yaml.Node, path: str, key: str) -> Override:
-        if key not in {k.value for k in supported_kinds()}:
-            known = ", ".join(k.value for k in supported_kinds())
+        if key not in self.kinds:
+            known = ", ".join(self.kinds)
             raise _Bad(node, path, f"unknown engine kind {key!r} (known: {known})")
         return self.override(node, path)
 
@@ -208,7 +213,7 @@ class _Walk:
         )
         return Config(
             env=self.env(*top["env"]) if "env" in top else {},
-            engines={Kind(k): v for k, v in engines.items()},
+            engines=engines,
             models=self.mapping(*top["models"], self.override, "a model id")
             if "models" in top
             else {},
@@ -339,27 +344,34 @@ def _parent(path: str) -> str:
     return path[:cut] if cut > 0 else ""
 
 
-def config_from_yaml(text: str, source: str) -> Result[Config, EngineError]:
-    """Parse one override document; `source` (a file name) prefixes every error."""
-    return as_result(parse_config, text, source)
+def config_from_yaml(
+    text: str, source: str, *, executors: Executors = BUILTIN
+) -> Result[Config, EngineError]:
+    """Parse one override document; `source` (a file name) prefixes every error. The
+    ``engines:`` keys are the kinds of `executors`."""
+    return as_result(parse_config, text, source, executors=executors)
 
 
-def located_config_from_yaml(text: str, source: str) -> Result[LocatedConfig, EngineError]:
+def located_config_from_yaml(
+    text: str, source: str, *, executors: Executors = BUILTIN
+) -> Result[LocatedConfig, EngineError]:
     """`config_from_yaml`, keeping the line of every field path (for `config --check`)."""
-    return as_result(located_config, text, source)
+    return as_result(located_config, text, source, executors=executors)
 
 
-def parse_config(text: str, source: str) -> Config:
+def parse_config(text: str, source: str, *, executors: Executors = BUILTIN) -> Config:
     """`config_from_yaml` for the library's own callers: raises `ConfigError`."""
-    return _from_yaml(text, source, None).config
+    return _from_yaml(text, source, None, executors).config
 
 
-def located_config(text: str, source: str) -> LocatedConfig:
+def located_config(text: str, source: str, *, executors: Executors = BUILTIN) -> LocatedConfig:
     """`located_config_from_yaml` for the library's own callers: raises `ConfigError`."""
-    return _from_yaml(text, source, {})
+    return _from_yaml(text, source, {}, executors)
 
 
-def _from_yaml(text: str, source: str, lines: dict[str, int] | None) -> LocatedConfig:
+def _from_yaml(
+    text: str, source: str, lines: dict[str, int] | None, executors: Executors
+) -> LocatedConfig:
     import yaml
 
     try:
@@ -379,7 +391,7 @@ def _from_yaml(text: str, source: str, lines: dict[str, int] | None) -> LocatedC
     if node is None:
         return LocatedConfig(source=source, config=Config())
     try:
-        config = _Walk(lines).config(node)
+        config = _Walk(lines, executors.kinds).config(node)
     except _Bad as e:
         raise _error(source, e) from None
     return LocatedConfig(source=source, config=config, lines=lines or {})
@@ -397,13 +409,13 @@ def merge_all(configs: Sequence[Config]) -> Config:
     """`merge_configs` over `configs` in order, in time linear in their total size (a
     pairwise fold copies the growing env maps once per file)."""
     env: dict[str, str] = {}
-    engines: dict[Kind, tuple[list[str], dict[str, str]]] = {}
+    engines: dict[str, tuple[list[str], dict[str, str]]] = {}
     models: dict[str, tuple[list[str], dict[str, str]]] = {}
     for c in configs:
         env.update(c.env)
         for into, part in ((engines, c.engines), (models, c.models)):
             for k, o in part.items():
-                args, e = into.setdefault(k, ([], {}))  # type: ignore[arg-type]
+                args, e = into.setdefault(k, ([], {}))
                 args.extend(o.args)
                 e.update(o.env)
     return Config(

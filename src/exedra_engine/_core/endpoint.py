@@ -20,8 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.executors import ExecutorProfile, executor_profile
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import base_url
@@ -74,20 +73,37 @@ def env_dict(env: Sequence[str]) -> dict[str, str]:
 
 
 def resolve_endpoint(
-    kind: Kind, args: Sequence[str], env: Mapping[str, str] | Sequence[str]
+    kind: str,
+    args: Sequence[str],
+    env: Mapping[str, str] | Sequence[str],
+    *,
+    executors: Executors = BUILTIN,
 ) -> Result[Resolved, EngineError]:
     """Resolve host, port and API keys from an executor's argv and added environment.
 
     `env` is what the plan adds to the executor's environment (a mapping or KEY=VALUE
     strings). Failures: `NoEndpoint` when nothing names a port or the host is a Unix
-    socket; `PlanError` for a value the executor would refuse (naming the flag or variable).
+    socket; `PlanError` for a value the executor would refuse (naming the flag or variable);
+    `UnsupportedKind` for a kind `executors` does not have.
     """
-    return as_result(resolve, kind, args, env)
+    return as_result(resolve, kind, args, env, executors=executors)
 
 
-def resolve(kind: str, args: Sequence[str], env: Mapping[str, str] | Sequence[str]) -> Resolved:
+def resolve(
+    kind: str,
+    args: Sequence[str],
+    env: Mapping[str, str] | Sequence[str],
+    *,
+    executors: Executors = BUILTIN,
+) -> Resolved:
     """`resolve_endpoint`, raising the `EngineError` instead of returning it."""
-    p = executor_profile(kind)
+    return resolve_for(executors.profile(kind), args, env)
+
+
+def resolve_for(
+    p: ExecutorProfile, args: Sequence[str], env: Mapping[str, str] | Sequence[str]
+) -> Resolved:
+    """`resolve` for the executor of `p`."""
     envmap = env if isinstance(env, Mapping) else env_dict(env)
     # The executor reads its environment first, then argv: a flag beats its variable.
     host, port, keys = _from_env(p, envmap)
@@ -102,13 +118,15 @@ def resolve_merged(
     args: Sequence[str],
     settings: Mapping[str, tuple[str, ...]],
     env: Mapping[str, str] | Sequence[str],
+    *,
+    executors: Executors = BUILTIN,
 ) -> Resolved:
     """`resolve` for an argv the merge produced, from its `settings` (the winning value of
     each non-repeatable known flag): the merge has already cut the argv as the executor does,
     so walking it again would find the same values."""
-    p = executor_profile(kind)
+    p = executors.profile(kind)
     if p.key_flag and not p.key_env:  # its keys stay in argv, repeated: walk it
-        return resolve(kind, args, env)
+        return resolve(kind, args, env, executors=executors)
     envmap = env if isinstance(env, Mapping) else env_dict(env)
     host, port, keys = _from_env(p, envmap)
     if p.host_flag in settings:

@@ -5,18 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from exedra_engine._core.endpoint import env_dict
-from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.values import LaunchPlan
 
 
-def child_environment(plan: LaunchPlan, base: Mapping[str, str]) -> dict[str, str]:
+def child_environment(
+    plan: LaunchPlan, base: Mapping[str, str], *, executors: Executors = BUILTIN
+) -> dict[str, str]:
     """`base` without the variables the executor reads that the plan does not set, plus the
     plan's env: only the plan decides the endpoint (a stray ``LLAMA_ARG_PORT`` in `base`
     cannot move the server; the profile's ``env_prefix`` and flag table say which variables
     the executor reads)."""
     env = dict(base)
     planned = env_dict(plan.env)
-    profile = executor_profile(plan.spec.kind)
+    profile = executors.profile(plan.spec.kind)
     read = profile.flags.env_names | {profile.key_env} - {""}
     prefix = profile.env_prefix
     for name in list(env):

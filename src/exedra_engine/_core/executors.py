@@ -3,8 +3,9 @@
 h11 keeps everything that affects its state machine in one file, as tables; this module does
 the same for executors. The planner, the endpoint reader, the layering, the launcher and the
 prober hold no executor knowledge of their own: they read the profile of the spec's kind. A
-new executor is a new profile (and its flag table), registered with `register_executor`, with
-no change to library code.
+new executor is a new profile (and its flag table), added to an `Executors` value
+(`BUILTIN.with_(profile)`) that is passed to the functions that look profiles up, with no
+change to library code and nothing registered in the process.
 
 The built-in profiles were checked against the real binaries (llama-server build 0.10434,
 whisper-server 1.8.5); each field's docstring says what it decides.
@@ -13,16 +14,16 @@ whisper-server 1.8.5); each field's docstring says what it decides.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Final, Literal
 
 import msgspec
 
 from exedra_engine._core import _flagdata
 from exedra_engine._core.flags import FlagTable, Row, ShortRow, table_from_rows
-from exedra_engine._core.kinds import Kind, _add_kind
-from exedra_engine._core.struct import Value
-from exedra_engine.errors import UnsupportedKind
+from exedra_engine._core.kinds import KIND_PATTERN, Kind, KindName, unsupported
+from exedra_engine._core.struct import Value, freeze, frozen_fields
 
 CauseKind = Literal["memory", "argument", "address", "library", "model"]
 """What an executor's failure line says went wrong (`exedra_engine._core.diagnosis`)."""
@@ -72,8 +73,9 @@ GGML_EXIT_CAUSES: Final = (
 class ExecutorProfile(Value, frozen=True, kw_only=True):
     """What one executor reads, accepts and does, as data."""
 
-    kind: str
-    """The `Kind` value (`ModelSpec.kind`, the ``engines:`` key of override files)."""
+    kind: KindName
+    """Its kind's name (`ModelSpec.kind`, the ``engines:`` key of override files): a `Kind`
+    for the built-in executors, any lower-case name for one added with `Executors.with_`."""
     binary: str
     """The executable's name, as found on PATH."""
     flag_rows: tuple[Row | ShortRow, ...]
@@ -205,14 +207,20 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     made to size sliding-window layers as the shared cache does (one window per slot): the
     flag and value, formatted with the model's ``arch`` and the ``window`` to set."""
 
+    def __post_init__(self) -> None:
+        frozen_fields(
+            self, "help_corrections", "capabilities", "images", "resource_flags", "memory_flags"
+        )
+
+    def __hash__(self) -> int:
+        # Hashing every field costs ~9 us (the flag rows), and the tables below are looked up
+        # a dozen times per plan: equal profiles have equal binaries, all a hash must keep.
+        return hash(self.binary)
+
     @property
     def flags(self) -> FlagTable:
         """The flag table, built on first use (building both tables at import costs ~8 ms)."""
-        table = _TABLES.get(self.kind)
-        if table is None or table.binary != self.binary:
-            table = table_from_rows(self.binary, self.flag_rows, self.repeatable)
-            _TABLES[self.kind] = table
-        return table
+        return _flag_table(self)
 
     @property
     def has_api_key(self) -> bool:
@@ -222,7 +230,7 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     @property
     def key_flags(self) -> frozenset[str]:
         """Every flag that configures authentication."""
-        return _key_flags(self.key_flag, self.key_file_flag, self.secret_flags)
+        return _key_flags(self)
 
     def serves_architecture(self, arch: str) -> bool:
         """Whether a GGUF model of `arch` is one this executor loads."""
@@ -232,36 +240,42 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
 
 
 @functools.cache
-def _key_flags(key_flag: str, key_file_flag: str, secret: frozenset[str]) -> frozenset[str]:
+def _flag_table(profile: ExecutorProfile) -> FlagTable:
+    return table_from_rows(profile.binary, profile.flag_rows, profile.repeatable)
+
+
+@functools.cache
+def _key_flags(profile: ExecutorProfile) -> frozenset[str]:
     # Asked per token by the checker: built once per profile, not per call.
-    return frozenset(f for f in (key_flag, key_file_flag) if f) | secret
+    return frozenset(f for f in (profile.key_flag, profile.key_file_flag) if f) | (
+        profile.secret_flags
+    )
 
 
-_TABLES: dict[str, FlagTable] = {}
-_FOREIGN: dict[str, frozenset[str]] = {}
-
-_LLAMA_MEMORY_FLAGS: Final[Mapping[str, str]] = {
-    "ctx": "--ctx-size",
-    "parallel": "--parallel",
-    "kv_unified": "--kv-unified",
-    "cache_type_k": "--cache-type-k",
-    "cache_type_v": "--cache-type-v",
-    "flash_attn": "--flash-attn",
-    "batch": "--batch-size",
-    "ubatch": "--ubatch-size",
-    "gpu_layers": "--n-gpu-layers",
-    "tensor_split": "--tensor-split",
-    "split_mode": "--split-mode",
-    "override_tensor": "--override-tensor",
-    "cpu_moe": "--cpu-moe",
-    "n_cpu_moe": "--n-cpu-moe",
-    "mmproj": "--mmproj",
-    "draft": "--model-draft",
-    "cache_ram": "--cache-ram",
-    "swa_full": "--swa-full",
-    "kv_offload": "--kv-offload",
-    "embeddings": "--embeddings",
-}
+_LLAMA_MEMORY_FLAGS: Final[Mapping[str, str]] = freeze(
+    {
+        "ctx": "--ctx-size",
+        "parallel": "--parallel",
+        "kv_unified": "--kv-unified",
+        "cache_type_k": "--cache-type-k",
+        "cache_type_v": "--cache-type-v",
+        "flash_attn": "--flash-attn",
+        "batch": "--batch-size",
+        "ubatch": "--ubatch-size",
+        "gpu_layers": "--n-gpu-layers",
+        "tensor_split": "--tensor-split",
+        "split_mode": "--split-mode",
+        "override_tensor": "--override-tensor",
+        "cpu_moe": "--cpu-moe",
+        "n_cpu_moe": "--n-cpu-moe",
+        "mmproj": "--mmproj",
+        "draft": "--model-draft",
+        "cache_ram": "--cache-ram",
+        "swa_full": "--swa-full",
+        "kv_offload": "--kv-offload",
+        "embeddings": "--embeddings",
+    }
+)
 """llama-server's flags the memory estimate reads, by role (see `ExecutorProfile.memory_flags`)."""
 
 LLAMA: Final = ExecutorProfile(
@@ -469,71 +483,107 @@ WHISPER: Final = ExecutorProfile(
 )
 """whisper.cpp's ``whisper-server``: no variables, no API key."""
 
-_PROFILES: dict[str, ExecutorProfile] = {LLAMA.kind: LLAMA, WHISPER.kind: WHISPER}
-_SECRET_FLAGS: set[str] = set(LLAMA.secret_flags | WHISPER.secret_flags)
-_KEY_FLAGS: set[str] = set(LLAMA.key_flags | WHISPER.key_flags)
+_KIND_NAME: Final = re.compile(KIND_PATTERN)
 
 
-def executor_profile(kind: str) -> ExecutorProfile:
-    """The profile of `kind`, raising `UnsupportedKind` for one nobody registered."""
-    p = _PROFILES.get(kind)
-    if p is None:
-        raise UnsupportedKind(f"no executor profile for kind {kind!r}")
-    return p
+class Executors:
+    """The executors a function knows: an immutable set of profiles, one per kind.
 
-
-def profiles() -> tuple[ExecutorProfile, ...]:
-    """Every registered profile: the built-in ones first, then in registration order."""
-    return tuple(_PROFILES.values())
-
-
-def register_executor(profile: ExecutorProfile) -> Kind:
-    """Teach the library a new executor. Returns its `Kind`, which `ModelSpec`, `parse_kind`,
-    override files and `probe` then accept like the built-in ones.
-
-    Registering the same kind again replaces its profile (tests re-register freely).
+    Passed to whatever looks a profile up (planning, `resolve_endpoint`, the checker, emit,
+    redaction, probing, the launchers), which default to `BUILTIN`. A new executor is
+    ``BUILTIN.with_(profile)``: a new value, so two sets coexist in one process and neither
+    sees the other's kinds.
     """
-    kind = _add_kind(profile.kind)
-    _PROFILES[kind] = msgspec.structs.replace(profile, kind=kind)
-    _TABLES.pop(kind, None)
-    _FOREIGN.clear()
-    _SECRET_FLAGS.update(profile.secret_flags)
-    _KEY_FLAGS.update(profile.key_flags)
-    return kind
+
+    __slots__ = ("_by_kind", "key_flags", "profiles", "secret_flags")
+
+    profiles: tuple[ExecutorProfile, ...]
+    """In a stable order: the built-in ones first, then as added."""
+    secret_flags: frozenset[str]
+    """The flags of any of them whose value is a secret (redacted wherever argv is shown)."""
+    key_flags: frozenset[str]
+    """The flags of any of them that configure authentication."""
+    _by_kind: Mapping[str, ExecutorProfile]
+
+    def __init__(self, profiles: Iterable[ExecutorProfile]) -> None:
+        ps = tuple(profiles)
+        by_kind = {p.kind: p for p in ps}
+        if len(by_kind) != len(ps):
+            raise ValueError("two profiles of one kind: replace one with `with_`")
+        for k in by_kind:
+            if not _KIND_NAME.match(k):
+                raise ValueError(f"not a usable kind name: {k!r} (lower case: {KIND_PATTERN})")
+        object.__setattr__(self, "profiles", ps)
+        object.__setattr__(self, "_by_kind", by_kind)
+        object.__setattr__(self, "secret_flags", frozenset().union(*(p.secret_flags for p in ps)))
+        object.__setattr__(self, "key_flags", frozenset().union(*(p.key_flags for p in ps)))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Executors is immutable; build a new one ({name})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Executors is immutable ({name})")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Executors) and other.profiles == self.profiles
+
+    def __hash__(self) -> int:
+        return hash(self.profiles)
+
+    def __repr__(self) -> str:
+        return f"Executors(kinds={self.kinds!r})"
+
+    def __iter__(self) -> Iterator[ExecutorProfile]:
+        return iter(self.profiles)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._by_kind
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Every kind, in the order of `profiles`."""
+        return tuple(self._by_kind)
+
+    def with_(self, profile: ExecutorProfile) -> Executors:
+        """A new set with `profile` added, or replacing the profile of its kind in place."""
+        if profile.kind in self._by_kind:
+            return Executors(profile if p.kind == profile.kind else p for p in self.profiles)
+        return Executors((*self.profiles, profile))
+
+    def profile(self, kind: str) -> ExecutorProfile:
+        """The profile of `kind`, raising `UnsupportedKind` (naming the known ones)."""
+        p = self._by_kind.get(kind)
+        if p is None:
+            raise unsupported(kind, self.kinds)
+        return p
+
+    def kind_of(self, s: str) -> str:
+        """`s` as a kind of this set (the `Kind` member for a built-in one), raising
+        `UnsupportedKind` naming the known ones."""
+        p = self.profile(s)
+        return Kind(p.kind) if p.kind in Kind.__members__.values() else p.kind
+
+    def is_secret_flag(self, name: str) -> bool:
+        """Whether `name` is a flag of any of these executors whose value is a secret."""
+        return name in self.secret_flags
+
+    def foreign_key_flags(self, profile: ExecutorProfile) -> frozenset[str]:
+        """The key flags of the other executors that `profile`'s executor does not have:
+        given to it, they would sit in its argv (visible in /proc) and do nothing, so they
+        are refused."""
+        return _foreign_key_flags(self.key_flags, profile)
 
 
-def _forget_executor(kind: str) -> None:
-    """Undo `register_executor` (for tests): the profile and its `Kind` member go."""
-    from exedra_engine._core.kinds import _drop_kind
-
-    if kind in (LLAMA.kind, WHISPER.kind):
-        raise ValueError("the built-in executors cannot be forgotten")
-    _PROFILES.pop(kind, None)
-    _TABLES.pop(kind, None)
-    _drop_kind(kind)
-    _FOREIGN.clear()
-    _SECRET_FLAGS.clear()
-    _KEY_FLAGS.clear()
-    for p in _PROFILES.values():
-        _SECRET_FLAGS.update(p.secret_flags)
-        _KEY_FLAGS.update(p.key_flags)
+@functools.cache
+def _foreign_key_flags(key_flags: frozenset[str], profile: ExecutorProfile) -> frozenset[str]:
+    table = profile.flags
+    return frozenset(f for f in key_flags if table.lookup(f) is None)
 
 
-def foreign_key_flags(profile: ExecutorProfile) -> frozenset[str]:
-    """The key flags of other executors that `profile`'s executor does not have: given to
-    it, they would sit in its argv (visible in /proc) and do nothing, so they are refused."""
-    known = _FOREIGN.get(profile.kind)
-    if known is None:  # registering an executor clears these
-        table = profile.flags
-        known = _FOREIGN[profile.kind] = frozenset(f for f in _KEY_FLAGS if table.lookup(f) is None)
-    return known
+BUILTIN: Final = Executors((LLAMA, WHISPER))
+"""The built-in executors: llama-server and whisper-server (the default everywhere)."""
 
 
-def secret_flags() -> frozenset[str]:
-    """The flags of any executor whose value is a secret (redacted wherever argv is shown)."""
-    return frozenset(_SECRET_FLAGS)
-
-
-def is_secret_flag(name: str) -> bool:
-    """Whether `name` is a flag of any executor whose value is a secret."""
-    return name in _SECRET_FLAGS
+def executor_profile(kind: str, *, executors: Executors = BUILTIN) -> ExecutorProfile:
+    """The profile of `kind` in `executors`, raising `UnsupportedKind` for an unknown one."""
+    return executors.profile(kind)

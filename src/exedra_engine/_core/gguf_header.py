@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 
 from exedra_engine._core.inventory import GGML_TYPES, ModelInventory, TensorInfo
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 from exedra_engine.errors import EngineError, NotGGUF
 
 if TYPE_CHECKING:
@@ -43,20 +43,22 @@ MAX_ARRAY_STRINGS: Final = 1 << 24
 # GGUF value types (gguf.constants.GGUFValueType)
 _STRING: Final = 8
 _ARRAY: Final = 9
-_FIXED: Final[dict[int, str]] = {
-    0: "<B",
-    1: "<b",
-    2: "<H",
-    3: "<h",
-    4: "<I",
-    5: "<i",
-    6: "<f",
-    7: "<?",
-    10: "<Q",
-    11: "<q",
-    12: "<d",
-}
-_SIZES: Final[dict[int, int]] = {t: struct.calcsize(f) for t, f in _FIXED.items()}
+_FIXED: Final[dict[int, str]] = freeze(
+    {
+        0: "<B",
+        1: "<b",
+        2: "<H",
+        3: "<h",
+        4: "<I",
+        5: "<i",
+        6: "<f",
+        7: "<?",
+        10: "<Q",
+        11: "<q",
+        12: "<d",
+    }
+)
+_SIZES: Final[dict[int, int]] = freeze({t: struct.calcsize(f) for t, f in _FIXED.items()})
 _INT_TYPES: Final = frozenset({0, 1, 2, 3, 4, 5, 10, 11})
 
 _U32 = struct.Struct("<I")
@@ -408,24 +410,26 @@ _TOKENS: Final = "tokenizer.ggml.tokens"
 # llama.cpp's default SWA pattern per architecture (src/models/*.cpp, load_swa_pattern):
 # (n_pattern, dense_first). Architectures not named here do not use a sliding window
 # unless their header gives a per-layer pattern.
-SWA_PATTERNS: Final[dict[str, tuple[int, bool]]] = {
-    "gemma2": (2, False),
-    "gemma3": (6, False),
-    "gemma-embedding": (6, False),
-    "gemma3n": (5, False),
-    "cohere2": (4, False),
-    "cohere2moe": (4, True),
-    "exaone4": (4, False),
-    "exaone-moe": (4, False),
-    "llama4": (4, False),
-    "olmo2": (4, False),
-    "gpt-oss": (2, False),
-    "afmoe": (4, False),
-    "plamo3": (8, False),
-    "smallthinker": (4, True),
-    "modern-bert": (3, True),
-    "phi3": (1, False),
-}
+SWA_PATTERNS: Final[dict[str, tuple[int, bool]]] = freeze(
+    {
+        "gemma2": (2, False),
+        "gemma3": (6, False),
+        "gemma-embedding": (6, False),
+        "gemma3n": (5, False),
+        "cohere2": (4, False),
+        "cohere2moe": (4, True),
+        "exaone4": (4, False),
+        "exaone-moe": (4, False),
+        "llama4": (4, False),
+        "olmo2": (4, False),
+        "gpt-oss": (2, False),
+        "afmoe": (4, False),
+        "plamo3": (8, False),
+        "smallthinker": (4, True),
+        "modern-bert": (3, True),
+        "phi3": (1, False),
+    }
+)
 
 
 def parse_gguf_inventory(
@@ -543,7 +547,7 @@ def _int_array(cur: _Cursor, key: str) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-_DIMS_TAIL: Final = {n: struct.Struct(f"<{n}QIQ") for n in range(1, MAX_DIMS + 1)}
+_DIMS_TAIL: Final = freeze({n: struct.Struct(f"<{n}QIQ") for n in range(1, MAX_DIMS + 1)})
 
 
 def _tensor_infos(cur: _Cursor, count: int, alignment: int) -> tuple[TensorInfo, ...]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.kinds import KindName
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
 
@@ -45,7 +45,7 @@ class DrmNode(Value, frozen=True, kw_only=True):
 class ExecutorFile(Value, frozen=True, kw_only=True):
     """One executor binary found on PATH and the library files beside it."""
 
-    kind: Kind
+    kind: KindName
     path: str
     libs: tuple[str, ...] = ()
     """File names in the binary's directory and its lib directories."""

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import msgspec
 
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.values import Hardware
 from exedra_engine.errors import HardwareFileError
 
 
-def hardware_from_json(data: bytes | str, where: str) -> Hardware:
-    """The `Hardware` that `data` describes, raising `HardwareFileError` naming `where`."""
+def hardware_from_json(
+    data: bytes | str, where: str, *, executors: Executors = BUILTIN
+) -> Hardware:
+    """The `Hardware` that `data` describes, raising `HardwareFileError` naming `where`; its
+    executors' kinds are those of `executors`."""
     try:
         hw = msgspec.json.decode(data, type=Hardware)
     except msgspec.ValidationError as e:
         raise HardwareFileError(f"{where}: {_with_path_first(str(e))}") from None
     except msgspec.DecodeError as e:
         raise HardwareFileError(f"{where}: not JSON ({e})") from None
-    _check(hw, where)
+    _check(hw, where, executors)
     return hw
 
 
@@ -32,7 +36,7 @@ def _with_path_first(message: str) -> str:
     return f"{path.strip('`')}: {what}" if sep else f"$: {message}"
 
 
-def _check(hw: Hardware, where: str) -> None:
+def _check(hw: Hardware, where: str, executors: Executors) -> None:
     """What the types cannot say: counts and sizes a probe can print."""
     problems: list[tuple[str, str]] = []
     if hw.cpu.threads < 1:
@@ -50,8 +54,11 @@ def _check(hw: Hardware, where: str) -> None:
     for i, e in enumerate(hw.executors):
         if not e.path:
             problems.append((f"$.executors[{i}].path", "is empty"))
-        if e.kind in seen:
-            problems.append((f"$.executors[{i}].kind", f"{e.kind.value} is listed twice"))
+        if e.kind not in executors:
+            known = ", ".join(executors.kinds)
+            problems.append((f"$.executors[{i}].kind", f"unknown kind {e.kind!r} (known: {known})"))
+        elif e.kind in seen:
+            problems.append((f"$.executors[{i}].kind", f"{e.kind} is listed twice"))
         seen.add(e.kind)
     problems.extend(_measurement_problems(hw))
     if problems:

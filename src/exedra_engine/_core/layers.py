@@ -31,7 +31,7 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
-from exedra_engine._core.executors import ExecutorProfile, foreign_key_flags
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import FlagTable, Item
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import PlanError
@@ -165,20 +165,27 @@ class _Env:
         del self.val[name], self.layer[name]
 
 
-def merge(profile: ExecutorProfile, layers: Sequence[Layer], *, required_key: str = "") -> Merged:
+def merge(
+    profile: ExecutorProfile,
+    layers: Sequence[Layer],
+    *,
+    required_key: str = "",
+    executors: Executors = BUILTIN,
+) -> Merged:
     """Merge `layers` (in any order; ranks decide) for the executor of `profile`, raising
     `PlanError` for what cannot reach it (see the module's rules).
 
     `required_key` is the caller's API key, which the merged env keeps in the profile's key
-    variable whatever the layers say. Provenance is kept as data (`Merged.provenance`); its
-    text is made only for ``--explain`` (`Merged.sources`).
+    variable whatever the layers say. `executors` are those whose key flags it refuses.
+    Provenance is kept as data (`Merged.provenance`); its text is made only for
+    ``--explain`` (`Merged.sources`).
     """
     table = profile.flags
     ordered = sorted(layers, key=_rank)
     # Every layer's items in rank order, and beside each the layer it came from.
     its: list[Item] = []
     lays: list[Layer] = []
-    foreign = foreign_key_flags(profile)
+    foreign = executors.foreign_key_flags(profile)
     fits = _all_fit(ordered)  # else each layer is judged, in order, to name the culprit
     for layer in ordered:
         if not fits:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from exedra_engine._core.endpoint import env_dict
 from exedra_engine._core.executors import ExecutorProfile
 from exedra_engine._core.flags import Item
+from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import ModelFile, ModelInfo
 from exedra_engine.errors import EngineError
 
@@ -22,7 +23,7 @@ SPLIT = re.compile(r"(?P<prefix>.*)-(?P<i>[0-9]{5})-of-(?P<n>[0-9]{5})\.gguf")
 SPLIT_MAX = 9999
 """More shards than anyone writes: a hostile name cannot make the list huge."""
 
-_ROLES = {"--model-draft": "draft", "--mmproj": "mmproj"}
+_ROLES = freeze({"--model-draft": "draft", "--mmproj": "mmproj"})
 
 
 def normal_path(path: str) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from exedra_engine._core.endpoint import Resolved
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.redact import TextRedactor, plan_secrets
 from exedra_engine._core.values import LaunchPlan
 
@@ -54,7 +55,9 @@ class LogLines:
         return line
 
 
-def log_secrets(plan: LaunchPlan, resolved: Resolved) -> tuple[str, ...]:
+def log_secrets(
+    plan: LaunchPlan, resolved: Resolved, *, executors: Executors = BUILTIN
+) -> tuple[str, ...]:
     """Every secret `plan` hands its executor, which its log lines may quote: the API keys
     it will accept, and any key flag's or secret variable's value (HF_TOKEN, --hf-token)."""
-    return (*resolved.api_keys, *plan_secrets(plan.args, plan.env))
+    return (*resolved.api_keys, *plan_secrets(plan.args, plan.env, executors=executors))

@@ -25,7 +25,7 @@ from exedra_engine._core.executors import ExecutorProfile
 from exedra_engine._core.fit_params import FitMeasurement, FitRow, measurement_for
 from exedra_engine._core.inventory import CACHE_TYPES, ModelInventory, TensorInfo
 from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import GPU, Hardware
 from exedra_engine.errors import DoesNotFit
 
@@ -82,16 +82,18 @@ ACTIVATION_BYTES: Final = 2
 """The compute graph's live activations: bytes per element of the widest layer (feed-forward
 or four embeddings) per ubatch token (half an f32 row: the allocator reuses the rest)."""
 
-_GPU_BACKENDS: Final = {
-    "cuda": "CUDA",
-    "hip": "ROCm",
-    "vulkan": "Vulkan",
-    "sycl": "SYCL",
-    "metal": "MTL",
-    "musa": "MUSA",
-    "opencl": "OpenCL",
-    "cann": "CANN",
-}
+_GPU_BACKENDS: Final = freeze(
+    {
+        "cuda": "CUDA",
+        "hip": "ROCm",
+        "vulkan": "Vulkan",
+        "sycl": "SYCL",
+        "metal": "MTL",
+        "musa": "MUSA",
+        "opencl": "OpenCL",
+        "cann": "CANN",
+    }
+)
 _EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch)?exps")
 
 
@@ -333,7 +335,7 @@ class Placement(Value, frozen=True, kw_only=True):
 def device_names(hw: Hardware, kind: str) -> tuple[str, ...]:
     """The backend device names the `kind` executor's llama.cpp would give the host's GPUs
     (``Vulkan0``...); none when its build has no GPU backend."""
-    exe = hw.executor(kind)  # type: ignore[arg-type]
+    exe = hw.executor(kind)
     if exe is None or not exe.has_gpu_backend() or not hw.gpus:
         return ()
     backend = next((b for b in exe.backends if b in _GPU_BACKENDS), "")

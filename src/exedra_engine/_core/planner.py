@@ -27,7 +27,7 @@ import msgspec
 from exedra_engine._core.check import Finding, check_plan_layers
 from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.endpoint import resolve, resolve_merged
-from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.inventory import ModelInventory
 from exedra_engine._core.layers import (
@@ -42,7 +42,7 @@ from exedra_engine._core.layers import (
 from exedra_engine._core.load_files import load_files
 from exedra_engine._core.memory import MemoryDecision, decide_memory, read_settings
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE, INSTALL_HINT
 from exedra_engine.errors import (
@@ -63,12 +63,14 @@ RANK_CONFIG_ENV = 2
 RANK_CONFIG_ENGINE = 3
 RANK_CONFIG_MODEL = 4
 RANK_CALLER = 5
-_NAMES = {
-    RANK_RUN_ARGS: "run_args",
-    RANK_ENGINE: "engine",
-    RANK_CALLER: "caller",
-    RANK_CONFIG_ENV: "config env",
-}
+_NAMES = freeze(
+    {
+        RANK_RUN_ARGS: "run_args",
+        RANK_ENGINE: "engine",
+        RANK_CALLER: "caller",
+        RANK_CONFIG_ENV: "config env",
+    }
+)
 """The names of the layers every plan has (`_layers`); the config sections' names say which
 section (`_config_names`)."""
 
@@ -98,6 +100,7 @@ def plan_launch(
     ports_in_use: Set[int] = frozenset(),
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
+    executors: Executors = BUILTIN,
 ) -> Result[LaunchPlan, EngineError]:
     """Plan a launch from facts alone. Deterministic: equal inputs give equal plans.
 
@@ -106,9 +109,12 @@ def plan_launch(
     an explicit port must not be in. `inventory` is the model's tensor inventory: with it
     the plan carries its `memory`, and a plan that cannot fit is refused (`DoesNotFit`);
     `side_models` are the inventories of the projector and draft model the argv names.
+    `executors` are the executors the spec's kind is looked up in.
     """
     facts = _Facts(model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models)
-    return as_result(_plan, spec, hw, constraints, facts, explain=False).map(lambda e: e.plan)
+    return as_result(_plan, spec, hw, constraints, facts, explain=False, executors=executors).map(
+        lambda e: e.plan
+    )
 
 
 def explain_launch(
@@ -122,6 +128,7 @@ def explain_launch(
     config_files: Sequence[LocatedConfig] = (),
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
+    executors: Executors = BUILTIN,
 ) -> Result[Explained, EngineError]:
     """`plan_launch`, plus which layer set each argv option and env variable, and the
     findings of its layers.
@@ -143,6 +150,7 @@ def explain_launch(
         config_files=config_files,
         inventory=inventory,
         side_models=side_models,
+        executors=executors,
     )
 
 
@@ -157,12 +165,13 @@ def explain_plan(
     config_files: Sequence[LocatedConfig] = (),
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
+    executors: Executors = BUILTIN,
 ) -> Explained:
     """`explain_launch` for the library's own callers (the shells): raises the
     `EngineError` instead of returning it."""
     judge = (flags, tuple(config_files))
     facts = _Facts(model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models)
-    return _plan(spec, hw, constraints, facts, explain=True, judge=judge)
+    return _plan(spec, hw, constraints, facts, explain=True, judge=judge, executors=executors)
 
 
 class _Facts(Value, frozen=True, kw_only=True):
@@ -184,29 +193,30 @@ def _plan(
     *,
     explain: bool,
     judge: tuple[FlagTable | None, tuple[LocatedConfig, ...]] | None = None,
+    executors: Executors = BUILTIN,
 ) -> Explained:
     model, ports_in_use = facts.model, facts.ports_in_use
     if hw is None:
         raise NoHardware("hardware snapshot is None: call probe() first")
-    profile = executor_profile(spec.kind)
+    profile = executors.profile(spec.kind)
     exe = hw.executor(spec.kind)
     if exe is None:
         raise ExecutorNotFound(
-            f"{profile.binary} (kind {spec.kind.value}) is not installed: not on PATH nor in "
+            f"{profile.binary} (kind {spec.kind}) is not installed: not on PATH nor in "
             f"the executor cache; {INSTALL_HINT}, or name the binary (--executor PATH)"
         )
     _check(profile, spec, constraints, model)
     engine_port = _choose_port(constraints, ports_in_use)
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
     layers = _layers(profile, spec, constraints, engine_port, cpu_only)
-    m = merge(profile, layers, required_key=constraints.api_key)
+    m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
     memory = _memory(profile, hw, m, facts)
     if memory is not None and memory.engine_args:
         layers = _layers(
             profile, spec, constraints, engine_port, cpu_only, memory_args=memory.engine_args
         )
-        m = merge(profile, layers, required_key=constraints.api_key)
-    r = resolve_merged(spec.kind, m.args, m.settings, m.env_map)
+        m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
+    r = resolve_merged(spec.kind, m.args, m.settings, m.env_map, executors=executors)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
         raise PortInUse(f"port {r.port} is already in use ({_port_origin(profile, m)})")
@@ -225,7 +235,11 @@ def _plan(
         memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )
-    found = _findings(profile, spec, constraints, *judge) if judge is not None else ()
+    found = (
+        _findings(profile, spec, constraints, *judge, executors=executors)
+        if judge is not None
+        else ()
+    )
     notes = memory.notes if memory is not None else ()
     if not explain:  # provenance is data in `m`; its text is made only for --explain
         return Explained(plan=plan, sources=(), findings=found, memory=notes)
@@ -260,6 +274,8 @@ def _findings(
     c: Constraints,
     flags: FlagTable | None,
     files: tuple[LocatedConfig, ...],
+    *,
+    executors: Executors,
 ) -> tuple[Finding, ...]:
     if not files and c.overrides is not None:
         files = (LocatedConfig(source="", config=c.overrides),)
@@ -271,6 +287,7 @@ def _findings(
         run_args=spec.run_args,
         caller_args=c.extra_args,
         caller_env=env_items(c.extra_env, "caller env"),
+        executors=executors,
     )
 
 
@@ -343,12 +360,12 @@ def _check_serves(p: ExecutorProfile, spec: ModelSpec, model: ModelInfo | None) 
         if cap not in p.capabilities:
             raise PlanError(
                 f"capability {cap!r} cannot be served by {p.binary} "
-                f"(kind {spec.kind.value} serves: {', '.join(p.capabilities)})"
+                f"(kind {spec.kind} serves: {', '.join(p.capabilities)})"
             )
     if model is not None and not p.serves_architecture(model.architecture):
         raise PlanError(
             f"{spec.path}: a {model.architecture} model cannot be served by {p.binary} "
-            f"(kind {spec.kind.value})" + (f"; {p.format_hint}" if p.format_hint else "")
+            f"(kind {spec.kind})" + (f"; {p.format_hint}" if p.format_hint else "")
         )
 
 
@@ -380,7 +397,7 @@ def _check_options(p: ExecutorProfile, c: Constraints) -> None:
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
-_CHAR_NAMES = {",": "a comma", ";": "a semicolon", " ": "a space"}
+_CHAR_NAMES = freeze({",": "a comma", ";": "a semicolon", " ": "a space"})
 _INT32_MAX = 2**31 - 1  # the executors read these with std::stoi
 
 
@@ -456,7 +473,7 @@ def _layers(
 
 def _config_names(spec: ModelSpec) -> tuple[str, str]:
     """The names of the override layers of `spec`: its kind's section, its model's section."""
-    return f"config engines.{spec.kind.value}", f"config models.{spec.id}"
+    return f"config engines.{spec.kind}", f"config models.{spec.id}"
 
 
 def _port_origin(p: ExecutorProfile, m: Merged) -> str:
@@ -469,13 +486,13 @@ def _port_origin(p: ExecutorProfile, m: Merged) -> str:
     return "set by a layer above the engine"
 
 
-def with_port(plan: LaunchPlan, port: int) -> LaunchPlan:
+def with_port(plan: LaunchPlan, port: int, *, executors: Executors = BUILTIN) -> LaunchPlan:
     """The same plan on another port: the winning ``--port`` value is rewritten and the
     endpoint read back again. Only for plans whose port the planner chose by scanning;
     raises `PlanError` for any other."""
     if not plan.port_scanned:
         raise PlanError(f"port {plan.port} was requested explicitly; it is never moved")
-    profile = executor_profile(plan.spec.kind)
+    profile = executors.profile(plan.spec.kind)
     args = list(plan.args)
     # The executor reads the last port flag; its value stands where the reader says.
     last = next(
@@ -489,7 +506,7 @@ def with_port(plan: LaunchPlan, port: int) -> LaunchPlan:
     if last is None:
         raise PlanError("the plan's args have no port flag to move")
     args[last] = str(port)
-    r = resolve(plan.spec.kind, args, plan.env)
+    r = resolve(plan.spec.kind, args, plan.env, executors=executors)
     return msgspec.structs.replace(
         plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key
     )

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from exedra_engine._core.executors import is_secret_flag
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine.errors import PlanError
 
 if TYPE_CHECKING:
@@ -57,29 +57,33 @@ def redact_env(item: str) -> str:
     return item
 
 
-def _secret_values(args: Sequence[str]) -> Iterator[tuple[int, str, str]]:
+def _secret_values(
+    args: Sequence[str], executors: Executors = BUILTIN
+) -> Iterator[tuple[int, str, str]]:
     """Where each key flag's value stands in `args`: its index, the value, and the flag's
     name when the value is inline (``--api-key=K``; "" for ``--api-key K``). Decided on the
     tokens as given, so ``--api-key --api-key K`` hides the second ``--api-key``."""
     for i, tok in enumerate(args):
-        if is_secret_flag(tok):
+        if executors.is_secret_flag(tok):
             if i + 1 < len(args):
                 yield i + 1, args[i + 1], ""
         elif tok[:1] == "-":
             name, sep, value = tok.partition("=")
-            if sep and value and is_secret_flag(name):
+            if sep and value and executors.is_secret_flag(name):
                 yield i, value, name
 
 
-def redact_args(args: Sequence[str]) -> tuple[str, ...]:
+def redact_args(args: Sequence[str], *, executors: Executors = BUILTIN) -> tuple[str, ...]:
     """`args` with the value of every key flag hidden (``--api-key K``, ``--api-key=K``)."""
     out = list(args)
-    for i, _, inline in _secret_values(args):
+    for i, _, inline in _secret_values(args, executors):
         out[i] = f"{inline}={REDACTED}" if inline else REDACTED
     return tuple(out)
 
 
-def redact_plan(plan: LaunchPlan, sources: Iterable[Source] = ()) -> LaunchPlan:
+def redact_plan(
+    plan: LaunchPlan, sources: Iterable[Source] = (), *, executors: Executors = BUILTIN
+) -> LaunchPlan:
     """The plan as it may be shown: the key, key variables and key flags hidden, in the
     plan's own argv and env and in its copy of the spec's run_args.
 
@@ -89,7 +93,7 @@ def redact_plan(plan: LaunchPlan, sources: Iterable[Source] = ()) -> LaunchPlan:
     only the spec's run_args, all the caller's, are judged). The engine's own flags (its
     ``--host``, ``--port``, ``--model``) are derived from what is not secret and are left as
     they are, whatever a key happens to equal."""
-    secrets = frozenset(plan_secrets(plan.args, plan.env))
+    secrets = frozenset(plan_secrets(plan.args, plan.env, executors=executors))
     copies = _copied_options(sources, secrets)
     return msgspec.structs.replace(
         plan,
@@ -97,22 +101,24 @@ def redact_plan(plan: LaunchPlan, sources: Iterable[Source] = ()) -> LaunchPlan:
             plan.spec,
             run_args=tuple(
                 REDACTED if copied_secret(t, secrets) else t
-                for t in redact_args(plan.spec.run_args)
+                for t in redact_args(plan.spec.run_args, executors=executors)
             ),
         ),
         api_key=REDACTED if plan.api_key else "",
         env=tuple(_redact_env_copy(e, secrets) for e in plan.env),
-        args=_redact_arg_copies(redact_args(plan.args), copies),
+        args=_redact_arg_copies(redact_args(plan.args, executors=executors), copies),
     )
 
 
-def secret_copies(args: Sequence[str], env: Iterable[str]) -> tuple[str, ...]:
+def secret_copies(
+    args: Sequence[str], env: Iterable[str], *, executors: Executors = BUILTIN
+) -> tuple[str, ...]:
     """Where a plan hands a secret to something that does not say it is one: the variables
     (``OTHER=K`` beside ``LLAMA_API_KEY=K``) and flags whose whole value is a copy of a key
     flag's or a secret variable's value. An output that writes values out (``plan --emit``)
     cannot hide them where they stand, so it refuses them."""
-    secrets = frozenset(plan_secrets(args, env))
-    keyed = {i for i, _, _ in _secret_values(args)}
+    secrets = frozenset(plan_secrets(args, env, executors=executors))
+    keyed = {i for i, _, _ in _secret_values(args, executors)}
     where = [
         name
         for name, eq, value in (item.partition("=") for item in env)
@@ -184,22 +190,24 @@ def _redact_arg_copies(args: Sequence[str], copies: Collection[str]) -> tuple[st
     return tuple(out)
 
 
-def redact_provenance(p: Provenance, secrets: Collection[str]) -> Provenance:
+def redact_provenance(
+    p: Provenance, secrets: Collection[str], *, executors: Executors = BUILTIN
+) -> Provenance:
     """One provenance entry (``plan --explain``) as it may be shown: secrets hidden where
     they stand, and a copied secret's value hidden in any variable and in any flag set above
     the engine layer (as in `redact_plan`), in the entry and in what it replaced."""
     return msgspec.structs.replace(
         p,
-        said=redact_said(p.said, secrets),
-        replaced=tuple(redact_said(r, secrets) for r in p.replaced),
+        said=redact_said(p.said, secrets, executors=executors),
+        replaced=tuple(redact_said(r, secrets, executors=executors) for r in p.replaced),
     )
 
 
-def redact_said(s: Said, secrets: Collection[str]) -> Said:
+def redact_said(s: Said, secrets: Collection[str], *, executors: Executors = BUILTIN) -> Said:
     """One layer's contribution with its secret hidden: a secret-named variable's value, a
     key flag's values, and (above the engine layer, whose flags are derived from what is not
     secret) any value that is a copy of one of `secrets`."""
-    shown = _said_env(s, secrets) if s.what == "env" else _said_arg(s, secrets)
+    shown = _said_env(s, secrets) if s.what == "env" else _said_arg(s, secrets, executors)
     return s if shown == s.tokens else msgspec.structs.replace(s, tokens=shown)
 
 
@@ -210,7 +218,7 @@ def _said_env(s: Said, secrets: Collection[str]) -> tuple[str, ...]:
     return s.tokens
 
 
-def _said_arg(s: Said, secrets: Collection[str]) -> tuple[str, ...]:
+def _said_arg(s: Said, secrets: Collection[str], executors: Executors) -> tuple[str, ...]:
     copies = s.layer != ENGINE_LAYER
     first, values = s.tokens[0], s.tokens[1:]
     if values:
@@ -218,10 +226,14 @@ def _said_arg(s: Said, secrets: Collection[str]) -> tuple[str, ...]:
             copied_secret(" ".join(values), secrets)
             or any(copied_secret(v, secrets) for v in values)
         )
-        return (first, REDACTED) if copied or is_secret_flag(first) else s.tokens
+        return (first, REDACTED) if copied or executors.is_secret_flag(first) else s.tokens
     name, eq, value = first.partition("=")
     if first[:1] == "-":
-        hide = eq and value and (is_secret_flag(name) or (copies and copied_secret(value, secrets)))
+        hide = (
+            eq
+            and value
+            and (executors.is_secret_flag(name) or (copies and copied_secret(value, secrets)))
+        )
         return (f"{name}={REDACTED}",) if hide else s.tokens
     if copies and copied_secret(first, secrets):  # a bare token: the value of a mistyped flag
         return (REDACTED,)
@@ -271,12 +283,14 @@ _NOT_WORD_BEFORE: Final = "(?<![A-Za-z0-9_])"
 _NOT_WORD_AFTER: Final = "(?![A-Za-z0-9_])"
 
 
-def plan_secrets(args: Sequence[str], env: Iterable[str]) -> tuple[str, ...]:
+def plan_secrets(
+    args: Sequence[str], env: Iterable[str], *, executors: Executors = BUILTIN
+) -> tuple[str, ...]:
     """Every secret a plan hands its executor, as free text may quote it: the value of each
     key flag (``--api-key K``, ``--hf-token=K``) and of each secret-named variable
     (``LLAMA_API_KEY=K``, ``HF_TOKEN=K``), whole and split at commas (llama-server reads a
     comma-separated list of API keys)."""
-    values = [value for _, value, _ in _secret_values(args)]
+    values = [value for _, value, _ in _secret_values(args, executors)]
     for item in env:
         name, eq, value = item.partition("=")
         if eq and is_secret_name(name):
@@ -285,14 +299,16 @@ def plan_secrets(args: Sequence[str], env: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(v for v in out if v))
 
 
-def redaction_markers(args: Sequence[str], env: Iterable[str]) -> tuple[str, ...]:
+def redaction_markers(
+    args: Sequence[str], env: Iterable[str], *, executors: Executors = BUILTIN
+) -> tuple[str, ...]:
     """Where a plan hands its executor the redaction marker instead of a secret: the key
     flags and secret-named variables whose value holds `REDACTED`. A plan printed for people
     (``plan --json``) carries the marker; launched as it is, the executor would take the
     literal ``<redacted>`` as its key, a key anyone can read in the saved file."""
     where = [
         inline if inline else args[i - 1]
-        for i, value, inline in _secret_values(args)
+        for i, value, inline in _secret_values(args, executors)
         if REDACTED in value
     ]
     for item in env:
@@ -353,10 +369,10 @@ def _longest_first(secrets: Iterable[str]) -> list[str]:
     return sorted((s for s in secrets if s), key=len, reverse=True)
 
 
-def refuse_redacted(plan: LaunchPlan) -> None:
+def refuse_redacted(plan: LaunchPlan, *, executors: Executors = BUILTIN) -> None:
     """Raise `PlanError` when the plan hands its executor the redaction marker as a secret
     (see `redaction_markers`); every launcher calls this before it starts anything."""
-    where = redaction_markers(plan.args, plan.env)
+    where = redaction_markers(plan.args, plan.env, executors=executors)
     if not where:
         return
     source = f" (its key is in ${plan.key_env})" if plan.key_env else ""

@@ -6,8 +6,8 @@ The loader (`exedra_engine._core.config`) is a little more lenient and a little 
 the structs alone, and the schema says so too, so that schema and loader agree:
 
 - an empty document, and a section or field written but left empty (``env:``), read as empty;
-- engine kinds are the kinds known when the schema is made (`supported_kinds`, registered
-  executors included), not only the built-in members;
+- engine kinds are the kinds of the `Executors` value the schema is made for (default: the
+  built-in ones), not any name a kind may have;
 - an environment variable's name is not empty and holds no ``=``; no string holds a NUL.
 
 What no JSON Schema can see is left to the loader: duplicate keys, merge keys (``<<``), tags
@@ -20,19 +20,25 @@ from typing import Any
 
 import msgspec
 
-from exedra_engine._core.kinds import supported_kinds
+from exedra_engine._core.executors import BUILTIN, Executors
+from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import Config
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
-_NULL = {"type": "null"}
+_NULL = freeze({"type": "null"})
 _NO_NUL = "^[^\\u0000]*$"
 
 
-def config_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of one override file."""
+def config_schema(*, executors: Executors = BUILTIN) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one override file, whose ``engines:`` keys are the
+    kinds of `executors`."""
     raw = msgspec.json.schema(Config)
     defs: dict[str, Any] = raw["$defs"]
-    defs["Kind"]["enum"] = [k.value for k in supported_kinds()]
+    defs["Kind"] = {
+        "title": "Kind",
+        "description": "An executor family.",
+        "enum": list(executors.kinds),
+    }
     env = {
         "type": "object",
         # "type": a no-op in JSON, whose keys are strings; YAML's may be numbers or booleans.
@@ -45,6 +51,7 @@ def config_schema() -> dict[str, Any]:
     config = defs["Config"]["properties"]
     config["env"] = {**env, "default": {}}
     config["models"]["propertyNames"] = {"type": "string", "pattern": _NO_NUL}
+    config["engines"]["propertyNames"] = {"$ref": "#/$defs/Kind"}
     for section in ("engines", "models"):
         config[section]["additionalProperties"] = _nullable(config[section]["additionalProperties"])
     for props in (override, config):

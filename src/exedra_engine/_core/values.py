@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from exedra_engine._core.fit_params import FitMeasurement
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.kinds import KindName
 from exedra_engine._core.memory_plan import MemoryPlan
 from exedra_engine._core.redact import REDACTED, redact_args, redact_env
 from exedra_engine._core.struct import Value
@@ -44,7 +44,7 @@ class GPU(Value, frozen=True, kw_only=True):
 class ExecutorInfo(Value, frozen=True, kw_only=True, omit_defaults=True):
     """One installed executor binary and the GGML backends it can load."""
 
-    kind: Kind
+    kind: KindName
     path: str
     backends: tuple[str, ...] = ()
     """Short backend names (``cpu``, ``vulkan``, ``cuda``, ...), sorted."""
@@ -70,7 +70,7 @@ class Hardware(Value, frozen=True, kw_only=True):
     """What llama-fit-params measured on this host (``probe --measure``), so a plan made
     elsewhere from this host's file uses the target's own figures."""
 
-    def executor(self, kind: Kind) -> ExecutorInfo | None:
+    def executor(self, kind: str) -> ExecutorInfo | None:
         """The installed binary for `kind`, or None."""
         return next((e for e in self.executors if e.kind == kind), None)
 
@@ -111,7 +111,7 @@ class ModelSpec(Value, frozen=True, kw_only=True, omit_defaults=True):
     """Served name; "" leaves the executor's default."""
     path: str
     """Model weights (GGUF for llama, ggml .bin for transcribe)."""
-    kind: Kind
+    kind: KindName
     capabilities: tuple[str, ...] = ()
     """``llm``, ``vlm``, ``embeddings``, ``rerank``, ``asr``."""
     run_args: tuple[str, ...] = ()
@@ -130,7 +130,7 @@ class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
     kind, models by model id. Args are executor-specific, so there is no global args layer."""
 
     env: dict[str, str] = msgspec.field(default_factory=dict)
-    engines: dict[Kind, Override] = msgspec.field(default_factory=dict)
+    engines: dict[KindName, Override] = msgspec.field(default_factory=dict)
     models: dict[str, Override] = msgspec.field(default_factory=dict)
 
 

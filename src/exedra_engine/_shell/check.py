@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from exedra_engine._core.check import Finding, check_file
 from exedra_engine._core.config import LocatedConfig, located_config
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
@@ -35,20 +36,25 @@ def check_config(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
     files: HostFiles | None = None,
     tables: Mapping[str, FlagTable] | None = None,
+    *,
+    executors: Executors = BUILTIN,
 ) -> Result[CheckReport, EngineError]:
     """Judge the override files at `path` (a file or a directory, as `load_config` reads it;
     None: `DEFAULT_CONFIG_PATH`) by `tables` (by kind; the bundled tables otherwise).
 
     A file the loader refuses becomes an ``invalid-file`` finding and the others are still
-    judged; a path that cannot be read or listed is a `ConfigError`.
+    judged; a path that cannot be read or listed is a `ConfigError`. The ``engines:`` keys
+    are the kinds of `executors`, and the flags are judged by their profiles.
     """
-    return as_result(judge_config, path, files, tables)
+    return as_result(judge_config, path, files, tables, executors=executors)
 
 
 def judge_config(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
     files: HostFiles | None = None,
     tables: Mapping[str, FlagTable] | None = None,
+    *,
+    executors: Executors = BUILTIN,
 ) -> CheckReport:
     """`check_config` for the library's own callers: raises `ConfigError`."""
     host = files or LocalHost()
@@ -58,7 +64,8 @@ def judge_config(
     for f in paths:
         text = read_override(f, host)
         try:
-            findings.extend(check_file(located_config(text, f), tables or {}))
+            located = located_config(text, f, executors=executors)
+            findings.extend(check_file(located, tables or {}, executors=executors))
         except ConfigError as err:
             invalid = True
             findings.append(_invalid(f, err))
@@ -68,12 +75,15 @@ def judge_config(
 def located_configs(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
     files: HostFiles | None = None,
+    *,
+    executors: Executors = BUILTIN,
 ) -> tuple[LocatedConfig, ...]:
     """Every override file at `path` parsed with its lines, in the order they apply (their
     configs merge into what `load_config` returns); raises `ConfigError`."""
     host = files or LocalHost()
     return tuple(
-        located_config(read_override(f, host), f) for f in override_paths(config_path(path), host)
+        located_config(read_override(f, host), f, executors=executors)
+        for f in override_paths(config_path(path), host)
     )
 
 

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 from exedra_engine._core import diagnosis, readiness
 from exedra_engine._core.actual import Actual, actual
 from exedra_engine._core.endpoint import resolve
-from exedra_engine._core.executors import executor_profile
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.layers import Source
 from exedra_engine._core.planner import next_free_port, with_port
 from exedra_engine._core.readiness import LoadLimits, field_at, prefix_of
@@ -45,13 +44,13 @@ PORT_RETRIES = 3
 """How many times a scanned port lost to another process is re-planned."""
 
 
-PortsReader = Callable[[Kind], frozenset[int]]
+PortsReader = Callable[[str], frozenset[int]]
 """Which ports an executor of a kind could not bind now (`exedra_engine._shell.plan`)."""
 
 
-def local_ports(kind: Kind) -> frozenset[int]:
+def local_ports(kind: str, *, executors: Executors = BUILTIN) -> frozenset[int]:
     """The ports an executor of `kind` could not bind on this host now."""
-    return read_ports_in_use(LocalHost(), kind)
+    return read_ports_in_use(LocalHost(), kind, executors=executors)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +65,14 @@ class LaunchOptions(Generic[L]):
     sockets: ProcessSockets
     sources: tuple[Source, ...] = ()
     """The plan's provenance (`explain_launch`): which layer set a refused flag."""
+    executors: Executors = BUILTIN
+    """The executors the plan's kind is looked up in."""
+
+    def __post_init__(self) -> None:
+        if self.ports is local_ports:  # the default reader must know the plan's kind
+            object.__setattr__(
+                self, "ports", functools.partial(local_ports, executors=self.executors)
+            )
 
 
 class Probe(Protocol):
@@ -223,7 +230,7 @@ ACTUAL_WAIT = 2.0
 async def read_actual(inst: InstanceState, loop: Loop) -> Actual:
     """What the executor really did: its context (asked), its group's peak memory (/proc)."""
     plan, r = inst.plan, inst.resolved
-    profile = executor_profile(plan.spec.kind)
+    profile = inst.profile
     ctx = None
     if profile.props_path:
         path = prefix_of(plan.ready, profile.ready_path) + profile.props_path
@@ -305,12 +312,12 @@ async def await_ready(
     return outcome
 
 
-def before_start(plan: LaunchPlan) -> None:
+def before_start(plan: LaunchPlan, executors: Executors = BUILTIN) -> None:
     """What every adapter checks before it starts anything: a plan that carries the
     redaction marker is refused (`refuse_redacted`), and a command that is not an
     executable raises `LaunchError` (with a setpriv prefix it would only show as setpriv's
     own exit status)."""
-    refuse_redacted(plan)
+    refuse_redacted(plan, executors=executors)
     if shutil.which(plan.command) is None:
         raise LaunchError(f"{plan.command}: cannot start: not an executable file")
 
@@ -350,6 +357,7 @@ async def with_port_retries(
     plan: LaunchPlan,
     attempt: Callable[[LaunchPlan], Awaitable[NotReady | None]],
     ports: PortsReader,
+    executors: Executors = BUILTIN,
 ) -> None:
     """Run `attempt` (None: it became ready and has run) and, when a scanned port was lost
     to another process between planning and binding (the executor exited, and the ports in
@@ -368,7 +376,9 @@ async def with_port_retries(
         nxt = next_free_port(plan.port + 1, in_use) if lost else None
         if nxt is None:
             raise failed
-        plan = with_port(plan, nxt)  # raises when the argv cannot take the new port
+        plan = with_port(
+            plan, nxt, executors=executors
+        )  # raises when the argv cannot take the new port
     failed = await attempt(plan)
     if failed is not None:
         raise failed
@@ -413,7 +423,7 @@ async def not_ready(
         )
     await output_ended_within(LOG_DRAIN)
     sig = reason.signal
-    r = resolve(plan.spec.kind, plan.args, plan.env)
+    r = resolve(plan.spec.kind, plan.args, plan.env, executors=opts.executors)
     ended = diagnosis.Exit(
         command=plan.command,
         returncode=reason.returncode,
@@ -423,7 +433,7 @@ async def not_ready(
         host=r.host,
         port=r.port,
     )
-    profile = executor_profile(plan.spec.kind)
+    profile = inst.profile
     # On a worker thread: a refused flag's did-you-mean reads the installed binary's table.
     suggest = functools.partial(suggest_flag, profile, plan.command)
     classify = functools.partial(

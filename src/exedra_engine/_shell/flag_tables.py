@@ -83,9 +83,9 @@ def executor_table(profile: ExecutorProfile, path: str) -> tuple[FlagTable, Tabl
 
     facts = _facts(profile, path, want_rows=True)
     if facts is None:
-        return profile.flags, bundled_origin(profile.kind, f"{path} cannot be read")
+        return profile.flags, bundled_origin(profile, f"{path} cannot be read")
     if not facts.rows:
-        return profile.flags, bundled_origin(profile.kind, facts.note)
+        return profile.flags, bundled_origin(profile, facts.note)
     origin = TableOrigin(
         kind=profile.kind,
         binary=profile.binary,

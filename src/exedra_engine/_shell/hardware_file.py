@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.hardware_file import hardware_from_json
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware
@@ -21,13 +22,19 @@ _MAX = 1 << 20
 
 def load_hardware(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes],
+    *,
+    executors: Executors = BUILTIN,
 ) -> Result[Hardware, EngineError]:
     """The `Hardware` a hardware file describes; `HardwareFileError` naming the file (and the
-    field, for a file that is JSON but not a host)."""
-    return as_result(read_hardware, path)
+    field, for a file that is JSON but not a host, or names a kind `executors` lacks)."""
+    return as_result(read_hardware, path, executors=executors)
 
 
-def read_hardware(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> Hardware:
+def read_hardware(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes],
+    *,
+    executors: Executors = BUILTIN,
+) -> Hardware:
     """`load_hardware` for the library's own callers: raises `HardwareFileError`."""
     where = os.fsdecode(path)
     try:
@@ -39,4 +46,4 @@ def read_hardware(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> 
         raise HardwareFileError(f"{where}: cannot read: {e.strerror or e}") from None
     if len(data) > _MAX:
         raise HardwareFileError(f"{where}: larger than {_MAX} bytes: not a probe's JSON")
-    return hardware_from_json(data, where)
+    return hardware_from_json(data, where, executors=executors)

@@ -11,7 +11,7 @@ from typing import Final, Protocol
 from exedra_engine._core import stop as policy
 from exedra_engine._core.actual import Actual
 from exedra_engine._core.endpoint import Resolved
-from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.readiness import prefix_of, slots_busy
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
 from exedra_engine._shell import drive
@@ -47,8 +47,11 @@ class InstanceState:
         lines: Lines,
         *,
         stop_timeout: float = STOP_TIMEOUT,
+        executors: Executors = BUILTIN,
     ) -> None:
         self._plan = plan
+        self.profile: ExecutorProfile = executors.profile(plan.spec.kind)
+        """The profile of the plan's executor."""
         self._resolved = resolved
         self._pid = pid
         self._lines = lines
@@ -136,7 +139,7 @@ class InstanceState:
     async def wait_idle(self, loop: drive.Loop) -> None:
         """Return once the executor works on no request (llama-server's ``/slots``), or
         cannot tell: a drain then stops it rather than wait blind."""
-        profile = executor_profile(self._plan.spec.kind)
+        profile = self.profile
         if not profile.slots_path:
             return
         path = prefix_of(self._plan.ready, profile.ready_path) + profile.slots_path

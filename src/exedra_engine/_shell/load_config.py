@@ -7,6 +7,7 @@ import posixpath
 from typing import TYPE_CHECKING
 
 from exedra_engine._core.config import merge_all, parse_config
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Config
 from exedra_engine._shell.host import LocalHost
@@ -25,6 +26,8 @@ _ENDINGS = (".yaml", ".yml")
 def load_config(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
     files: HostFiles | None = None,
+    *,
+    executors: Executors = BUILTIN,
 ) -> Result[Config, EngineError]:
     """Load admin overrides from a directory or one YAML file.
 
@@ -34,19 +37,26 @@ def load_config(
     "" means `DEFAULT_CONFIG_PATH`. Only a path that does not exist is an empty config;
     anything else that cannot be read (a FIFO, a device, a path too long) is a `ConfigError`
     naming file, line and field. `files` is the port the files are read through (default:
-    this machine's).
+    this machine's). The ``engines:`` keys are the kinds of `executors`.
     """
-    return as_result(read_config, path, files)
+    return as_result(read_config, path, files, executors=executors)
 
 
 def read_config(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
     files: HostFiles | None = None,
+    *,
+    executors: Executors = BUILTIN,
 ) -> Config:
     """`load_config` for the library's own callers: raises `ConfigError`."""
     p = config_path(path)
     host = files or LocalHost()
-    return merge_all([parse_config(read_override(f, host), f) for f in override_paths(p, host)])
+    return merge_all(
+        [
+            parse_config(read_override(f, host), f, executors=executors)
+            for f in override_paths(p, host)
+        ]
+    )
 
 
 def config_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None) -> str:

@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from exedra_engine._core.config import LocatedConfig
-from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.inventory import ModelInventory
-from exedra_engine._core.kinds import Kind
 from exedra_engine._core.load_files import with_sizes
 from exedra_engine._core.netstat import holding_states, ports_in_use
 from exedra_engine._core.outcome import as_result
@@ -41,10 +40,16 @@ class PlanRequest(Value, frozen=True, kw_only=True):
     check_ports: bool = True
     """Without it the plan is made as if every port were free: a dry run for another
     machine, independent of what listens here."""
+    executors: Executors = BUILTIN
+    """The executors the spec's kind is looked up in."""
 
 
 def plan(
-    spec: ModelSpec, hw: Hardware | None, constraints: Constraints = Constraints()
+    spec: ModelSpec,
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    *,
+    executors: Executors = BUILTIN,
 ) -> Result[LaunchPlan, EngineError]:
     """Plan a launch: read the model's header and the ports in use, then plan purely.
 
@@ -52,7 +57,7 @@ def plan(
     the plan's `model` is then None. A file that exists but is not a GGUF model is an
     error for kind llama.
     """
-    req = PlanRequest(spec=spec, hardware=hw, constraints=constraints)
+    req = PlanRequest(spec=spec, hardware=hw, constraints=constraints, executors=executors)
     return as_result(explain_request, req).map(lambda e: e.plan)
 
 
@@ -65,6 +70,7 @@ def plan_explained(
     check_ports: bool = True,
     flags: FlagTable | None = None,
     config_files: Sequence[LocatedConfig] = (),
+    executors: Executors = BUILTIN,
 ) -> Result[Explained, EngineError]:
     """`plan`, with the provenance of every argv option and env variable and the findings of
     its layers (judged by `flags`, see `explain_launch`).
@@ -78,6 +84,7 @@ def plan_explained(
         constraints=constraints,
         config_files=tuple(config_files),
         check_ports=check_ports,
+        executors=executors,
     )
     return as_result(explain_request, req, files, flags=flags)
 
@@ -89,8 +96,9 @@ def explain_request(
     the library's other shells."""
     host = files or LocalHost()
     spec = req.spec
-    in_use = read_ports_in_use(host, spec.kind) if req.check_ports else frozenset()
-    model, inventory = model_inventory(spec, host)
+    ex = req.executors
+    in_use = read_ports_in_use(host, spec.kind, executors=ex) if req.check_ports else frozenset()
+    model, inventory = model_inventory(spec, host, executors=req.executors)
     e = explain_plan(
         spec,
         req.hardware,
@@ -100,7 +108,8 @@ def explain_request(
         flags=flags,
         config_files=req.config_files,
         inventory=inventory,
-        side_models=side_inventories(spec, req.constraints, host),
+        side_models=side_inventories(spec, req.constraints, host, executors=req.executors),
+        executors=req.executors,
     )
     return _sized(e, host)
 
@@ -127,13 +136,13 @@ def file_size(path: str, files: HostFiles) -> int:
 
 
 def model_inventory(
-    spec: ModelSpec, files: HostFiles
+    spec: ModelSpec, files: HostFiles, *, executors: Executors = BUILTIN
 ) -> tuple[ModelInfo | None, ModelInventory | None]:
     """The model's header and, for an executor whose memory is estimated, its tensor
     inventory (one read: the header's facts come from it). A header whose inventory cannot
     be read (a ggml type newer than this library) is planned without a memory plan."""
-    if not executor_profile(spec.kind).memory_flags:
-        return model_facts(spec, files), None
+    if not executors.profile(spec.kind).memory_flags:
+        return model_facts(spec, files, executors=executors), None
     if "\0" in spec.path or not files.exists(spec.path):
         return None, None
     try:
@@ -141,7 +150,7 @@ def model_inventory(
     except ModelUnreadable:
         raise
     except EngineError:
-        return model_facts(spec, files), None
+        return model_facts(spec, files, executors=executors), None
     return info_from_inventory(spec.path, inv), inv
 
 
@@ -159,12 +168,12 @@ def info_from_inventory(path: str, inv: ModelInventory) -> ModelInfo:
 
 
 def side_inventories(
-    spec: ModelSpec, c: Constraints, files: HostFiles
+    spec: ModelSpec, c: Constraints, files: HostFiles, *, executors: Executors = BUILTIN
 ) -> tuple[ModelInventory, ...]:
     """The inventories of the projector and draft model any layer names (``--mmproj``,
     ``--model-draft``), for those that can be read; the planner uses the ones its merged
     argv keeps."""
-    p = executor_profile(spec.kind)
+    p = executors.profile(spec.kind)
     keys = {p.memory_flags.get(r) for r in ("mmproj", "draft")} - {None}
     if not keys:
         return ()
@@ -187,22 +196,26 @@ def side_inventories(
     return tuple(out)
 
 
-def model_facts(spec: ModelSpec, files: HostFiles) -> ModelInfo | None:
+def model_facts(
+    spec: ModelSpec, files: HostFiles, *, executors: Executors = BUILTIN
+) -> ModelInfo | None:
     """The model's header when there is one to read; raises what `read_model` raises."""
     if "\0" in spec.path or not files.exists(spec.path):
         return None  # a NUL in the path is the planner's to refuse, naming it
     try:
         return read_model(spec.path, files)
     except NotGGUF:
-        if executor_profile(spec.kind).gguf:
+        if executors.profile(spec.kind).gguf:
             raise
         return None  # e.g. whisper models: ggml .bin files, whose header is not GGUF
 
 
-def read_ports_in_use(files: HostFiles, kind: Kind) -> frozenset[int]:
+def read_ports_in_use(
+    files: HostFiles, kind: str, *, executors: Executors = BUILTIN
+) -> frozenset[int]:
     """Ports the `kind` executor could not bind in this network namespace: from a netlink
     dump where the host offers one (`HostSockets`), else from /proc/net/tcp{,6}."""
-    time_wait = executor_profile(kind).time_wait_blocks_bind
+    time_wait = executors.profile(kind).time_wait_blocks_bind
     if isinstance(files, HostSockets):
         dumped = files.tcp_ports(holding_states(time_wait=time_wait))
         if dumped is not None:

@@ -6,9 +6,8 @@ import posixpath
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.hardware import DrmNode, ExecutorFile, HostSnapshot, hardware_from
-from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.host import LocalHost
@@ -27,7 +26,9 @@ Versions = Callable[[ExecutorProfile, str], str]
 """How an executor's version is learnt: (its profile, its path) -> the version it states."""
 
 
-def probe(host: Host | None = None) -> Result[Hardware, EngineError]:
+def probe(
+    host: Host | None = None, *, executors: Executors = BUILTIN
+) -> Result[Hardware, EngineError]:
     """Inspect the host: CPU threads and RAM, DRM render devices, installed executors and
     their versions.
 
@@ -35,19 +36,22 @@ def probe(host: Host | None = None) -> Result[Hardware, EngineError]:
     elsewhere (fixture trees in tests); the calling process's environment is never changed.
     Versions are asked of the binaries of this machine only (``BINARY --version``, cached
     per binary, see `exedra_engine._shell.flag_tables`): with a `host`, they are "".
+    The executors looked for are those of `executors`.
     """
-    return as_result(host_hardware, host)
+    return as_result(host_hardware, host, executors=executors)
 
 
-def host_hardware(host: Host | None = None) -> Hardware:
+def host_hardware(host: Host | None = None, *, executors: Executors = BUILTIN) -> Hardware:
     """`probe` without the Result: probing cannot fail, unknown facts read as 0."""
     if host is not None:
-        return hardware_from(snapshot(host, host))
+        return hardware_from(snapshot(host, host, executors=executors))
     # This machine: after PATH, the executors scripts/install-executors.sh built.
     from exedra_engine._shell.executor_cache import cache_bin_dirs
 
     h = LocalHost()
-    return hardware_from(snapshot(h, h, _executor_version, after_path=cache_bin_dirs()))
+    return hardware_from(
+        snapshot(h, h, _executor_version, after_path=cache_bin_dirs(), executors=executors)
+    )
 
 
 def snapshot(
@@ -56,6 +60,7 @@ def snapshot(
     versions: Versions | None = None,
     *,
     after_path: tuple[str, ...] = (),
+    executors: Executors = BUILTIN,
 ) -> HostSnapshot:
     """Read every raw fact `hardware_from` needs; `versions` asks each executor found, which
     is looked for on the search path, then in `after_path`."""
@@ -73,9 +78,7 @@ def snapshot(
             if name.startswith("renderD")
         ),
         executors=tuple(
-            e
-            for e in (_executor(files, proc, k, versions, after_path) for k in supported_kinds())
-            if e
+            e for e in (_executor(files, proc, p, versions, after_path) for p in executors) if e
         ),
     )
 
@@ -113,11 +116,10 @@ def _drm_node(files: HostFiles, render: str) -> DrmNode:
 def _executor(
     files: HostFiles,
     proc: HostProcess,
-    kind: Kind,
+    profile: ExecutorProfile,
     versions: Versions | None,
     after_path: tuple[str, ...] = (),
 ) -> ExecutorFile | None:
-    profile = executor_profile(kind)
     name = profile.binary
     for d in (*proc.search_path(), *after_path):
         candidate = posixpath.join(d, name)
@@ -128,7 +130,7 @@ def _executor(
                 libs.extend(files.list_dir(posixpath.normpath(posixpath.join(real_dir, rel))) or ())
             version = versions(profile, candidate) if versions else ""
             return ExecutorFile(
-                kind=kind, path=candidate, libs=tuple(sorted(set(libs))), version=version
+                kind=profile.kind, path=candidate, libs=tuple(sorted(set(libs))), version=version
             )
     return None
 

@@ -12,6 +12,7 @@ import trio
 
 from exedra_engine._core import stop as policy
 from exedra_engine._core.endpoint import Resolved
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.instance import InstanceState
@@ -45,8 +46,11 @@ class Instance(InstanceState):
         stop_timeout: float = STOP_TIMEOUT,
         deliver_cancel: DeliverCancel = graceful,
         on_exit: Callable[[], None] = lambda: None,
+        executors: Executors = BUILTIN,
     ) -> None:
-        super().__init__(plan, resolved, process.pid, pump, stop_timeout=stop_timeout)
+        super().__init__(
+            plan, resolved, process.pid, pump, stop_timeout=stop_timeout, executors=executors
+        )
         self._on_exit = on_exit
         self._process = process
         self._pump = pump

@@ -29,6 +29,7 @@ from returns.result import Failure, Result, Success
 from exedra_engine._core.budget import load_limits
 from exedra_engine._core.child import child_spec
 from exedra_engine._core.endpoint import resolve
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.layers import Source
 from exedra_engine._core.logs import log_secrets
 from exedra_engine._core.values import LaunchPlan, connect_host
@@ -68,6 +69,7 @@ async def launch(
     sockets: ProcessSockets | None = None,
     deliver_cancel: DeliverCancel = graceful,
     sources: Sequence[Source] = (),
+    executors: Executors = BUILTIN,
 ) -> Result[Instance, EngineError]:
     """Start the plan's executor in `nursery` and wait until its ready path answers 200.
 
@@ -82,7 +84,8 @@ async def launch(
     is cancelled, `deliver_cancel` stops the child (default: `graceful`, with
     `stop_timeout`). `ports` says which ports are taken when a scanned port was lost to
     another process between planning and binding; `sockets` which process listens on a port
-    (default: the local kernel).
+    (default: the local kernel). `executors` are those the plan's kind is looked up in (the
+    ones it was planned with).
     """
     try:
         inst = await start_instance(
@@ -96,6 +99,7 @@ async def launch(
             sockets=sockets,
             deliver_cancel=deliver_cancel,
             sources=sources,
+            executors=executors,
         )
     except EngineError as e:
         return Failure(e)
@@ -114,12 +118,15 @@ async def start_instance(
     sockets: ProcessSockets | None = None,
     deliver_cancel: DeliverCancel = graceful,
     sources: Sequence[Source] = (),
+    executors: Executors = BUILTIN,
 ) -> Instance:
     """`launch` for the library's own callers (the command line): raises the launch's
     `EngineError` instead of returning it."""
     limits = load_limits(plan, ready_timeout, stall_timeout)
     host = sockets or LocalHost()
-    opts = _Options(logs, limits, stop_timeout, ports, host, tuple(sources), deliver_cancel)
+    opts = _Options(
+        logs, limits, stop_timeout, ports, host, tuple(sources), executors, deliver_cancel
+    )
     inst: Instance = await nursery.start(_supervise, plan, opts)
     return inst
 
@@ -137,7 +144,7 @@ async def _supervise(
     async def attempt(p: LaunchPlan) -> NotReady | None:
         return await _attempt(p, opts, task_status)
 
-    await drive.with_port_retries(plan, attempt, opts.ports)
+    await drive.with_port_retries(plan, attempt, opts.ports, opts.executors)
 
 
 async def _attempt(
@@ -145,12 +152,13 @@ async def _attempt(
 ) -> NotReady | None:
     """One start. None once the process has run and exited after ``started()``; the
     readiness failure when it never got there (the child is dead by then)."""
-    drive.before_start(plan)
-    r = resolve(plan.spec.kind, plan.args, plan.env)
+    ex = opts.executors
+    drive.before_start(plan, ex)
+    r = resolve(plan.spec.kind, plan.args, plan.env, executors=ex)
     nudge = Nudge()
-    pump = LogPump(opts.logs, log_secrets(plan, r), nudge.output)
+    pump = LogPump(opts.logs, log_secrets(plan, r, executors=ex), nudge.output)
     try:
-        process = await spawn.start(child_spec(plan, os.environ))
+        process = await spawn.start(child_spec(plan, os.environ, executors=ex))
     except OSError as e:
         raise drive.cannot_start(plan, e) from None
     inst = Instance(
@@ -161,6 +169,7 @@ async def _attempt(
         stop_timeout=opts.stop_timeout,
         deliver_cancel=opts.deliver_cancel,
         on_exit=nudge.set,
+        executors=ex,
     )
     assert process.stdout is not None
     failed: NotReady | None = None
@@ -193,13 +202,16 @@ async def open_instance(
     sockets: ProcessSockets | None = None,
     deliver_cancel: DeliverCancel = graceful,
     sources: Sequence[Source] = (),
+    executors: Executors = BUILTIN,
 ) -> AsyncIterator[Instance]:
     """``async with open_instance(plan) as inst:`` — ready on entry, stopped on exit, also on
     error or cancellation. Raises the launch's `EngineError` if it cannot start. The
     options are `launch`'s."""
     limits = load_limits(plan, ready_timeout, stall_timeout)
     host = sockets or LocalHost()
-    opts = _Options(logs, limits, stop_timeout, ports, host, tuple(sources), deliver_cancel)
+    opts = _Options(
+        logs, limits, stop_timeout, ports, host, tuple(sources), executors, deliver_cancel
+    )
     # The body's exception is carried out of the nursery and raised as itself: raised inside
     # it, trio would wrap it in an ExceptionGroup the caller did not ask for.
     raised: BaseException | None = None

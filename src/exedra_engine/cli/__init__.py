@@ -29,7 +29,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
-from exedra_engine._core.executors import profiles
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._version import __version__
 from exedra_engine.cli import (
     completion,
@@ -47,11 +47,12 @@ from exedra_engine.cli.render import PROG, Report, fail, hide_values, show, show
 from exedra_engine.errors import EngineError, LaunchError, NotReady
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(executors: Executors = BUILTIN) -> argparse.ArgumentParser:
+    """The command line, knowing `executors` (its commands find them as ``args.executors``)."""
     p = Parser(
         prog=PROG,
         description="Plan and launch local AI model executors "
-        f"({', '.join(p.binary for p in profiles())}).",
+        f"({', '.join(p.binary for p in BUILTIN)}).",
         epilog="Exit status: 0 ok, 1 run-time failure, 2 bad input.",
     )
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -68,15 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_parser(sub)
     demo.add_parser(sub)
     completion.add_parser(sub)
+    if executors is not BUILTIN:
+        _use_executors(p, executors)
+    p.set_defaults(executors=executors)
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``exedra-engine`` script."""
+def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -> int:
+    """Entry point of the ``exedra-engine`` script. `executors` are the executors its
+    commands know (``--kind``, probing, planning, launching, emitting, checking)."""
     try:
         try:
             with _untranslated():
-                parser = build_parser()
+                parser = build_parser(executors)
             if not (sys.argv[1:] if argv is None else argv):
                 # A bare call: the usage and the commands, not only "COMMAND is required".
                 parser.print_help(sys.stderr)
@@ -119,6 +124,19 @@ EXIT_STATUS: tuple[tuple[type[EngineError], int], ...] = (
 """The exit status of each error class, the first that matches: 1 for a failure at run time
 (the executor could not start, crashed or never became ready), 2 for bad input (usage,
 config, model, hardware file, plan)."""
+
+
+def _use_executors(parser: argparse.ArgumentParser, executors: Executors) -> None:
+    """The choices of ``--kind`` and ``--capability`` from `executors` (the parser is built
+    with the built-in ones)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _use_executors(sub, executors)
+        elif action.dest == "kind" and action.choices is not None:
+            action.choices = list(executors.kinds)
+        elif action.dest == "capability" and action.choices is not None:
+            action.choices = sorted({c for p in executors for c in p.capabilities})
 
 
 def exit_status(e: EngineError) -> int:

@@ -8,9 +8,8 @@ import sys
 from collections.abc import Sequence
 
 from exedra_engine._core.check import TableOrigin, bundled_origin, has_errors
-from exedra_engine._core.executors import profiles
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.flags import FlagTable
-from exedra_engine._core.kinds import Kind, supported_kinds
 from exedra_engine._shell.check import judge_config
 from exedra_engine._shell.flag_tables import executor_table
 from exedra_engine._shell.probe import host_hardware
@@ -19,21 +18,21 @@ from exedra_engine.constants import DEFAULT_CONFIG_PATH
 from exedra_engine.errors import EngineError
 
 
-def named_executors(specs: Sequence[str]) -> dict[str, str]:
+def named_executors(specs: Sequence[str], executors: Executors = BUILTIN) -> dict[str, str]:
     """``--executor [KIND=]PATH`` values by kind: the kind given, or the one whose binary the
     file is named after (``/opt/b6000/llama-server``)."""
     out: dict[str, str] = {}
-    kinds = {k.value for k in supported_kinds()}
+    kinds = executors.kinds
     for spec in specs:
         kind, eq, path = spec.partition("=")
         if not eq or kind not in kinds:
             path = spec
             name = os.path.basename(path)
             found = [
-                p.kind for p in profiles() if name == p.binary or name.startswith(p.binary + "-")
+                p.kind for p in executors if name == p.binary or name.startswith(p.binary + "-")
             ]
             if not found:
-                known = ", ".join(f"{p.kind}=PATH" for p in profiles())
+                known = ", ".join(f"{p.kind}=PATH" for p in executors)
                 raise EngineError(
                     f"--executor {spec}: cannot tell its kind from its name; write {known}"
                 )
@@ -45,25 +44,25 @@ def named_executors(specs: Sequence[str]) -> dict[str, str]:
 
 
 def judging_tables(
-    named: dict[str, str], kinds: Sequence[str] | None = None
+    named: dict[str, str], kinds: Sequence[str] | None = None, executors: Executors = BUILTIN
 ) -> tuple[dict[str, FlagTable], list[TableOrigin]]:
     """The table each kind (of `kinds`, default all) is judged by, and where each came from:
     the binary named for it, else the one installed on PATH, read by its own ``--help``;
     the bundled table when there is neither."""
     hw = (
-        host_hardware()
-        if any(k not in named for k in kinds or [p.kind for p in profiles()])
+        host_hardware(executors=executors)
+        if any(k not in named for k in kinds or executors.kinds)
         else None
     )
     tables: dict[str, FlagTable] = {}
     origins: list[TableOrigin] = []
-    for p in profiles():
+    for p in executors:
         if kinds is not None and p.kind not in kinds:
             continue
-        installed = hw.executor(Kind(p.kind)) if hw else None
+        installed = hw.executor(p.kind) if hw else None
         path = named.get(p.kind) or (installed.path if installed else "")
         if not path:
-            origins.append(bundled_origin(p.kind, "not installed"))
+            origins.append(bundled_origin(p, "not installed"))
             continue
         tables[p.kind], origin = executor_table(p, path)
         origins.append(origin)
@@ -73,8 +72,9 @@ def judging_tables(
 def run_check(a: argparse.Namespace) -> int:
     """Exit 0 when the files are clean, 1 on findings that fail (errors; with ``--strict``
     warnings too), 2 when a file cannot be read or is one the loader refuses."""
-    tables, origins = judging_tables(named_executors(a.executor))
-    report = judge_config(a.path, tables=tables)
+    ex: Executors = a.executors
+    tables, origins = judging_tables(named_executors(a.executor, ex), executors=ex)
+    report = judge_config(a.path, tables=tables, executors=ex)
     if a.json:
         print_json(report.findings)
         for o in origins:

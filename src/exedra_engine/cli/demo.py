@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import argparse
 
-from exedra_engine._core.executors import executor_profile
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.executors import LLAMA
 from exedra_engine.cli.parser import Subparsers
 
 
 def add_parser(sub: Subparsers) -> None:
     s = sub.add_parser(
         "demo",
-        help=f"generate a tiny model, launch a real {executor_profile(Kind.LLAMA).binary} on it, "
+        help=f"generate a tiny model, launch a real {LLAMA.binary} on it, "
         "ask it one question, stop it",
     )
     s.add_argument("--json", action="store_true", help="print JSON")

@@ -106,7 +106,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def emit(a: argparse.Namespace) -> int:
-    hw = read_hardware(a.hardware) if a.hardware else None
+    hw = read_hardware(a.hardware, executors=a.executors) if a.hardware else None
     return run_emit(load_plan(a.plan), hw, a)
 
 
@@ -322,7 +322,7 @@ def run_emit(
     from exedra_engine._core.redact import secret_copies
 
     target = Target(a.emit)
-    copies = secret_copies(plan.args, plan.env)
+    copies = secret_copies(plan.args, plan.env, executors=a.executors)
     if copies:
         raise EmitError(
             f"the plan gives a copy of a secret (its API key, a token) to {', '.join(copies)}, "
@@ -330,7 +330,9 @@ def run_emit(
             "the plan"
         )
     try:
-        emitted = emit_files(plan, target, options_from(a), hardware, sources)
+        emitted = emit_files(
+            plan, target, options_from(a), hardware, sources, executors=a.executors
+        )
     except EmitRefused as refused:
         # One line per problem, and no file: what --check rejects is never written.
         for problem in refused.problems:
@@ -390,7 +392,7 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
                 raise PlanError(f"{path}: cannot read: {e}") from None
             if files[name] != text:
                 drift.append(name)
-    problems = check_files(plan, target, files)
+    problems = check_files(plan, target, files, executors=a.executors)
     if target is Target.K8S:
         problems += _schema(files)
     for name in drift:

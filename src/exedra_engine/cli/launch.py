@@ -81,9 +81,9 @@ def launch(a: argparse.Namespace) -> int:
             from exedra_engine.cli.launch_run import run_launch
 
             _, e, _ = planned(a)
-            findings_verdict(a, shown_findings(e, a.show_secrets))
+            findings_verdict(a, shown_findings(e, a.show_secrets, a.executors))
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
-        if not (a.quiet or a.log_file) and (note := cpu_note(e.plan)):
+        if not (a.quiet or a.log_file) and (note := cpu_note(e.plan, a.executors)):
             print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
         return run_launch(e.plan, a, sigs, e.sources)

@@ -86,6 +86,7 @@ async def _main(
                             ready_timeout=a.ready_timeout,
                             stop_timeout=a.stop_timeout,
                             sources=sources,
+                            executors=a.executors,
                         )
                     except EngineError as err:
                         failed = err
@@ -98,7 +99,7 @@ async def _main(
                     body = {
                         "url": started.endpoint.url,
                         "pid": started.pid,
-                        "plan": shown_plan(started.plan, a.show_secrets),
+                        "plan": shown_plan(started.plan, a.show_secrets, executors=a.executors),
                         "actual": started.actual,
                     }
                     sys.stdout.write(json_text(body, indent=False) + "\n")

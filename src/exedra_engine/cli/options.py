@@ -84,10 +84,10 @@ PORT_BASE = count(most=65535, zero="the default")
 def executor_path(text: str) -> str:
     """``--executor PATH`` of plan and launch: a file, not a directory; the ``KIND=PATH``
     form of ``config --check`` is refused with the form that works here."""
-    from exedra_engine._core.kinds import supported_kinds
+    from exedra_engine._core.executors import BUILTIN
 
     kind, sep, rest = text.partition("=")
-    if sep and kind in {k.value for k in supported_kinds()} and not os.path.exists(text):
+    if sep and kind in BUILTIN.kinds and not os.path.exists(text):
         raise argparse.ArgumentTypeError(
             f"KIND=PATH is config --check's form; here --kind gives the kind: "
             f"write --executor {_it(rest)}"

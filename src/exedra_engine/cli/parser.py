@@ -128,11 +128,11 @@ def did_you_mean(given: str, known: Sequence[str]) -> str:
 def unknown_arguments(extras: Sequence[str], options: Mapping[str, object]) -> str:
     """The parse error for arguments no option took: the options are named (with a
     did-you-mean), the values are only counted, since a value may be a key."""
-    from exedra_engine._core.executors import is_secret_flag
+    from exedra_engine._core.executors import BUILTIN
 
     names = [t.partition("=")[0] for t in extras if t.startswith("-") and len(t) > 1]
     values = len(extras) - len(names)
-    keys = [n for n in names if is_secret_flag(n)]
+    keys = [n for n in names if BUILTIN.is_secret_flag(n)]
     if keys:
         return (
             f"{keys[0]}: keys are not taken on the command line (argv shows in ps and shell "

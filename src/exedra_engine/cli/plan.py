@@ -10,7 +10,7 @@ import sys
 import msgspec
 
 from exedra_engine._core.check import TableOrigin
-from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.layers import Source
 from exedra_engine._core.planner import Explained
 from exedra_engine._core.redact import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance
@@ -83,11 +83,11 @@ def plan(a: argparse.Namespace) -> int:
             "(plan ... --emit k8s|systemd|quadlet); without it nothing is emitted"
         )
     _, e, origin = planned(a)
-    e = shown_findings(e, a.show_secrets)
+    e = shown_findings(e, a.show_secrets, a.executors)
     if a.strict and e.findings and not a.explain:
         return findings_verdict(a, e)
-    plan = shown_plan(e.plan, a.show_secrets, e.sources)
-    sources = _shown_sources(e, a.show_secrets)
+    plan = shown_plan(e.plan, a.show_secrets, e.sources, executors=a.executors)
+    sources = _shown_sources(e, a.show_secrets, a.executors)
     if a.json:
         if a.explain:
             print_json(
@@ -104,25 +104,26 @@ def plan(a: argparse.Namespace) -> int:
     else:
         print_plan(plan)
     if a.explain and not a.json:
-        _print_explain(sources, e, origin)
+        _print_explain(sources, e, origin, a.executors)
     return findings_verdict(a, e)
 
 
-def _shown_sources(e: Explained, show_secrets: bool) -> list[Source]:
+def _shown_sources(e: Explained, show_secrets: bool, executors: Executors) -> list[Source]:
     if show_secrets:
         return list(e.sources)
     # Redacted as data (each token where it stands), then worded.
-    secrets = frozenset(plan_secrets(e.plan.args, e.plan.env))
-    return [redact_provenance(p, secrets).source() for p in e.provenance]
+    secrets = frozenset(plan_secrets(e.plan.args, e.plan.env, executors=executors))
+    return [redact_provenance(p, secrets, executors=executors).source() for p in e.provenance]
 
 
-def shown_findings(e: Explained, show_secrets: bool) -> Explained:
+def shown_findings(e: Explained, show_secrets: bool, executors: Executors = BUILTIN) -> Explained:
     """`e` with every long key (`SHORT_KEY` characters or more) hidden in its findings,
     which quote the tokens they judge as free text: a caller's ``--arg=--temp=KEY`` is
     worded back. A shorter key stands where the checker says, redacted there."""
     if show_secrets or not e.findings:
         return e
-    hide = TextRedactor(k for k in plan_secrets(e.plan.args, e.plan.env) if len(k) >= SHORT_KEY)
+    secrets = plan_secrets(e.plan.args, e.plan.env, executors=executors)
+    hide = TextRedactor(k for k in secrets if len(k) >= SHORT_KEY)
     findings = tuple(
         msgspec.structs.replace(
             f,
@@ -135,7 +136,9 @@ def shown_findings(e: Explained, show_secrets: bool) -> Explained:
     return msgspec.structs.replace(e, findings=findings)
 
 
-def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> None:
+def _print_explain(
+    sources: list[Source], e: Explained, origin: TableOrigin, executors: Executors
+) -> None:
     print(
         "\nwhere each part came from (lowest layer first: run_args, engine, config env, "
         "config engines, config models, caller):"
@@ -144,7 +147,7 @@ def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> 
         print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
         for o in s.overrode:
             print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
-    if note := cpu_note(e.plan):  # under the flag's own line, before the findings
+    if note := cpu_note(e.plan, executors):  # under the flag's own line, before the findings
         print(f"\nnote: {note}")
     if e.memory:
         print("\nmemory (what the executor is expected to use, and what the planner decided):")
@@ -157,12 +160,12 @@ def _print_explain(sources: list[Source], e: Explained, origin: TableOrigin) -> 
         print("  none")
 
 
-def cpu_note(plan: LaunchPlan) -> str:
+def cpu_note(plan: LaunchPlan, executors: Executors = BUILTIN) -> str:
     """Why a plan pins the model to the CPU, and that the executor's start-up warning about
     it is expected (llama-server prints "no usable GPU found ... consult docs/build.md" for
     ``--n-gpu-layers 0`` on a host or build without a GPU, and nothing without the flag: a
     newcomer reads it as a broken build). "" when the plan does not pin it."""
-    p = executor_profile(plan.spec.kind)
+    p = executors.profile(plan.spec.kind)
     n = len(p.cpu_only_args)
     if not n or not any(plan.args[i : i + n] == p.cpu_only_args for i in range(len(plan.args))):
         return ""

@@ -7,8 +7,7 @@ import argparse
 import os
 from collections.abc import Iterator
 
-from exedra_engine._core.executors import executor_profile
-from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.executors import LLAMA, Executors
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.parser import Subparsers
@@ -24,8 +23,8 @@ def add_parser(sub: Subparsers) -> None:
         nargs="+",
         default=[],
         metavar="MODEL",
-        help=f"also measure what {executor_profile(Kind.LLAMA).binary} would reserve for each "
-        f"model ({executor_profile(Kind.LLAMA).measure_binary}), with the plan this host makes "
+        help=f"also measure what {LLAMA.binary} would reserve for each "
+        f"model ({LLAMA.measure_binary}), with the plan this host makes "
         "for it; plan --hardware uses these figures",
     )
     s.add_argument(
@@ -47,17 +46,17 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def probe(a: argparse.Namespace) -> Report:
-    hw = host_hardware()
+    hw = host_hardware(executors=a.executors)
     if a.measure:
         from exedra_engine.cli.measure import measured_host
 
         hw = measured_host(hw, a.measure, a.ctx, a.arg)
     elif a.ctx or a.arg:
         raise EngineError("--ctx and --arg go with --measure MODEL")
-    return Report(hw, _lines(hw))
+    return Report(hw, _lines(hw, a.executors))
 
 
-def _lines(hw: Hardware) -> Iterator[str]:
+def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
     yield (
         f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM, "
         f"{_free_text(hw.cpu.available)} free"
@@ -75,7 +74,7 @@ def _lines(hw: Hardware) -> Iterator[str]:
     from exedra_engine._shell.flag_tables import version_problem
     from exedra_engine.constants import INSTALL_HINT
 
-    for k in supported_kinds():
+    for k in executors.kinds:
         e = hw.executor(k)
         if e:
             problem = "" if e.version else version_problem(e.path)
@@ -89,7 +88,7 @@ def _lines(hw: Hardware) -> Iterator[str]:
                 what += f"  (not on PATH: found in {shown(where(found_in))})"
         else:
             what = f"not installed: {INSTALL_HINT}"
-        yield f"{k.value:<10} {what}"
+        yield f"{k:<10} {what}"
     if hw.measurements:
         from exedra_engine.cli.measure import measurement_lines
 

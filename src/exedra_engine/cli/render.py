@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.memory import size_text as mem_size
 from exedra_engine._core.memory_plan import MemoryPlan
 from exedra_engine._core.redact import redact_plan
@@ -149,10 +150,16 @@ def size_text(n: int) -> str:
     return str(n)
 
 
-def shown_plan(plan: LaunchPlan, show_secrets: bool, sources: Sequence[Source] = ()) -> LaunchPlan:
+def shown_plan(
+    plan: LaunchPlan,
+    show_secrets: bool,
+    sources: Sequence[Source] = (),
+    *,
+    executors: Executors = BUILTIN,
+) -> LaunchPlan:
     """The plan as printed: keys redacted unless asked for (with the plan's `sources`, also
     where a caller copied a key into another flag)."""
-    return plan if show_secrets else redact_plan(plan, sources)
+    return plan if show_secrets else redact_plan(plan, sources, executors=executors)
 
 
 def print_plan(plan: LaunchPlan) -> None:

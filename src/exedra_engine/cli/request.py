@@ -11,8 +11,7 @@ import msgspec
 
 from exedra_engine._core.check import TableOrigin, bundled_origin
 from exedra_engine._core.config import merge_all
-from exedra_engine._core.executors import executor_profile, profiles
-from exedra_engine._core.kinds import Kind, supported_kinds
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.planner import Explained
 from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
 from exedra_engine._shell.check import located_configs
@@ -30,7 +29,7 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--kind",
         required=True,
-        choices=[k.value for k in supported_kinds()],
+        choices=list(BUILTIN.kinds),
         help="executor family",
     )
     g.add_argument("--id", default="", help="served model id; also selects config models.ID")
@@ -39,7 +38,7 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="CAP",
-        choices=sorted({c for p in profiles() for c in p.capabilities}),
+        choices=sorted({c for p in BUILTIN for c in p.capabilities}),
         help="%(choices)s (repeatable; which ones a kind serves is checked when planning)",
     )
     g.add_argument(
@@ -129,39 +128,40 @@ def request(a: argparse.Namespace) -> PlanRequest:
     return _measured(a, req) if a.measure else req
 
 
-def _refuse_other_kinds_binary(path: str, kind: Kind) -> None:
+def _refuse_other_kinds_binary(path: str, kind: str, executors: Executors) -> None:
     """``--kind llama --executor .../whisper-server``: the binary's name says it is another
     kind's executor, which would be handed flags it does not know."""
     from exedra_engine.errors import PlanError
 
     name = os.path.basename(path)
-    for p in profiles():
+    for p in executors:
         if p.kind != kind and name == p.binary:
             raise PlanError(
                 f"--executor: {name} is the executor of kind {p.kind}, not of kind "
-                f"{kind.value} (plan it with --kind {p.kind}, or name a "
-                f"{executor_profile(kind).binary})"
+                f"{kind} (plan it with --kind {p.kind}, or name a "
+                f"{executors.profile(kind).binary})"
             )
 
 
 def _gathered(a: argparse.Namespace) -> PlanRequest:
     from exedra_engine.errors import PlanError
 
+    ex: Executors = a.executors
     spec = ModelSpec(
         id=a.id,
         path=a.model,
-        kind=Kind(a.kind),
+        kind=ex.kind_of(a.kind),
         capabilities=tuple(a.capability),
         run_args=tuple(a.run_arg),
     )
-    hw = read_hardware(a.hardware) if a.hardware else host_hardware()
+    hw = read_hardware(a.hardware, executors=ex) if a.hardware else host_hardware(executors=ex)
     if a.executor:
-        _refuse_other_kinds_binary(a.executor, spec.kind)
+        _refuse_other_kinds_binary(a.executor, spec.kind, ex)
         others = tuple(e for e in hw.executors if e.kind != spec.kind)
         hw = msgspec.structs.replace(
             hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor))
         )
-    files = () if a.no_config else located_configs(a.config)
+    files = () if a.no_config else located_configs(a.config, executors=ex)
     key = ""
     if a.api_key_env:
         key = os.environ.get(a.api_key_env, "")
@@ -187,6 +187,7 @@ def _gathered(a: argparse.Namespace) -> PlanRequest:
         constraints=constraints,
         config_files=files,
         check_ports=not a.no_port_check,
+        executors=ex,
     )
 
 
@@ -230,9 +231,10 @@ def planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin]
     req = request(a)
     kind = req.spec.kind
     exe = req.hardware.executor(kind) if req.hardware else None
-    flags, origin = None, bundled_origin(kind)
+    profile = req.executors.profile(kind)
+    flags, origin = None, bundled_origin(profile)
     if exe is not None and (a.explain or a.strict):
         from exedra_engine._shell.flag_tables import executor_table
 
-        flags, origin = executor_table(executor_profile(kind), exe.path)
+        flags, origin = executor_table(profile, exe.path)
     return req, explain_request(req, flags=flags), origin

@@ -22,6 +22,7 @@ from exedra_engine._core.emit.shape import (
     Shape,
     shape,
 )
+from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.layers import Source
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
@@ -32,7 +33,7 @@ from exedra_engine.errors import EmitRefused, EngineError
 if TYPE_CHECKING:
     from returns.result import Result
 
-__all__ = [
+__all__ = (
     "EmitOptions",
     "Emitted",
     "Origin",
@@ -41,7 +42,7 @@ __all__ = [
     "Target",
     "emit",
     "emit_files",
-]
+)
 
 
 class Emitted(Value, frozen=True, kw_only=True):
@@ -58,12 +59,14 @@ def emit(
     *,
     hardware: Hardware | None = None,
     sources: Sequence[Source] = (),
+    executors: Executors = BUILTIN,
 ) -> Result[Emitted, EngineError]:
     """The files that run `plan` on `target`. `hardware` is the hardware file the plan was
     made for (its GPU driver names the GPU resource); `sources` are the plan's provenance
     (`explain_launch`), for `Emitted.origins`. Fails with `EmitError` for a plan that cannot
-    be emitted as asked (a loopback bind in a container, a secret in the plan's env)."""
-    return as_result(emit_files, plan, target, options, hardware, sources)
+    be emitted as asked (a loopback bind in a container, a secret in the plan's env).
+    `executors` are those the plan's kind is looked up in (the ones it was planned with)."""
+    return as_result(emit_files, plan, target, options, hardware, sources, executors=executors)
 
 
 def emit_files(
@@ -72,6 +75,8 @@ def emit_files(
     options: EmitOptions = EmitOptions(),
     hardware: Hardware | None = None,
     sources: Sequence[Source] = (),
+    *,
+    executors: Executors = BUILTIN,
 ) -> Emitted:
     """`emit`, raising the `EngineError` instead of returning it."""
     # The targets are loaded when used: the command line parses its options without them
@@ -81,11 +86,11 @@ def emit_files(
     from exedra_engine._core.emit.quadlet import emit_quadlet
     from exedra_engine._core.emit.systemd import emit_systemd
 
-    s: Shape = shape(plan, target, options, hardware, sources)
+    s: Shape = shape(plan, target, options, hardware, sources, executors=executors)
     render = {Target.K8S: emit_k8s, Target.SYSTEMD: emit_systemd, Target.QUADLET: emit_quadlet}
     files, extra = render[target](s, options)
     # What --check would reject is never handed out: the same checks gate the emission.
-    problems = check_files(plan, target, files)
+    problems = check_files(plan, target, files, executors=executors)
     if problems:
         raise EmitRefused(tuple(problems))
     return Emitted(files=dict(sorted(files.items())), origins=(*s.origins, *extra))

@@ -26,18 +26,25 @@ from collections.abc import Mapping, Sequence
 from exedra_engine._core.emit.shape import (
     ready_problem,
 )
-from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.redact import REDACTED
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import LaunchPlan
 
 
 def check_files(
-    plan: LaunchPlan, target: Target, files: Mapping[str, str], secrets: Sequence[str] = ()
+    plan: LaunchPlan,
+    target: Target,
+    files: Mapping[str, str],
+    secrets: Sequence[str] = (),
+    *,
+    executors: Executors = BUILTIN,
 ) -> list[str]:
     """What is wrong with `files` as a deployment of `plan` on `target` ([] if nothing).
-    `secrets` are key texts that must appear nowhere (the plan's own key, when known)."""
-    problems: list[str] = _plan_problems(plan)
+    `secrets` are key texts that must appear nowhere (the plan's own key, when known);
+    `executors` are those the plan's kind is looked up in."""
+    p = executors.profile(plan.spec.kind)
+    problems: list[str] = _plan_problems(p, plan)
     known = [_standing(k) for k in (*secrets, plan.api_key) if k and k != REDACTED]
     for name, text in sorted(files.items()):
         if REDACTED in text:
@@ -53,15 +60,15 @@ def check_files(
         target
     ]
     for name, text in sorted(files.items()):
-        problems += [f"{name}: {p}" for p in check(plan, text)]
+        problems += [f"{name}: {x}" for x in check(plan, text, p)]
     return problems
 
 
-def _plan_problems(plan: LaunchPlan) -> list[str]:
+def _plan_problems(p: ExecutorProfile, plan: LaunchPlan) -> list[str]:
     out = []
     if not 1 <= plan.port <= 65535:
         out.append(f"the plan's port {plan.port} is not a TCP port (1-65535)")
-    problem = ready_problem(executor_profile(plan.spec.kind), plan)
+    problem = ready_problem(p, plan)
     if problem:
         out.append(problem)
     return out

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from exedra_engine._core.struct import freeze
+
 Section = tuple[str, Sequence[tuple[str, str]]]
 """One ``[Name]`` and its settings, in order (a key may repeat)."""
 
@@ -146,7 +148,7 @@ def setting(sections: Mapping[str, list[tuple[str, str]]], section: str, key: st
     return [v for k, v in sections.get(section, []) if k == key]
 
 
-_C = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "s": " "}
+_C = freeze({"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "s": " "})
 
 
 def resolve_specifiers(value: str, specifiers: Mapping[str, str]) -> str:

@@ -28,7 +28,7 @@ from exedra_engine._core.emit.shape import (
     expected_ready,
     in_container,
 )
-from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.executors import ExecutorProfile
 from exedra_engine._core.load_files import normal_path
 from exedra_engine._core.targets import Storage
 from exedra_engine._core.values import LaunchPlan
@@ -45,7 +45,7 @@ _STANDARD = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 
 def container_argv(s: Shape) -> tuple[list[str], list[tuple[str, str]]]:
     """The container's args and env: the shape's, model files at their mount, the key file."""
-    p = executor_profile(s.profile_kind)
+    p = s.profile
     files = set(s.model_files)
     args: list[str] = []
     for it in p.flags.split_items(s.args, "plan args"):
@@ -518,7 +518,7 @@ def _model_volumes(
 # -- checks: the files read back, as their engine and the executor read them ----------------
 
 
-def check_k8s(plan: LaunchPlan, text: str) -> list[str]:
+def check_k8s(plan: LaunchPlan, text: str, p: ExecutorProfile) -> list[str]:
     import yaml  # here: only Kubernetes manifests are YAML
 
     try:
@@ -526,7 +526,6 @@ def check_k8s(plan: LaunchPlan, text: str) -> list[str]:
     except yaml.YAMLError as e:
         return [f"not YAML: {e}"]
     out: list[str] = []
-    p = executor_profile(plan.spec.kind)
     pods = []
     services = []
     for d in docs:
@@ -607,7 +606,7 @@ def _container_problems(
     sc, named, secret_vols = pod
     res = c.get("resources") or {}
     found = _security_problems(c, sc) + _port_problems(c, plan, named)
-    found += _probe_problems(c, plan, named) + _resource_problems(res)
+    found += _probe_problems(p, c, plan, named) + _resource_problems(res)
     found += _memory_problems(plan, res)
     found += _uid_problems("the container", c.get("securityContext") or {})
     return found + argv_problems(
@@ -686,7 +685,9 @@ def _port_problems(c: dict[str, Any], plan: LaunchPlan, named: dict[str, int]) -
     return out
 
 
-def _probe_problems(c: dict[str, Any], plan: LaunchPlan, named: dict[str, int]) -> list[str]:
+def _probe_problems(
+    p: ExecutorProfile, c: dict[str, Any], plan: LaunchPlan, named: dict[str, int]
+) -> list[str]:
     out = [f"no {kind}" for kind in ("startupProbe", "readinessProbe") if kind not in c]
     for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
         probe = c.get(kind)
@@ -695,7 +696,7 @@ def _probe_problems(c: dict[str, Any], plan: LaunchPlan, named: dict[str, int]) 
         path = get(probe, "httpGet", "path")
         if path != plan.ready:
             out.append(f"{kind} asks {path}, not the ready path {plan.ready}")
-        elif path != expected_ready(executor_profile(plan.spec.kind), plan.args, plan.env):
+        elif path != expected_ready(p, plan.args, plan.env):
             out.append(f"{kind} asks {path!r}, not the profile's ready path")
         if port_of(get(probe, "httpGet", "port"), named) != plan.port:
             out.append(f"{kind} asks another port than {plan.port}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import LaunchPlan
 
 MIB = 1024 * 1024
@@ -61,18 +61,20 @@ def cpu_request(threads: int) -> str:
     return str(threads)
 
 
-_K8S_UNITS = {
-    "": 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "Ki": 1024,
-    "Mi": 1024**2,
-    "Gi": 1024**3,
-    "Ti": 1024**4,
-}
-_SYSTEMD_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_K8S_UNITS = freeze(
+    {
+        "": 1,
+        "k": 10**3,
+        "M": 10**6,
+        "G": 10**9,
+        "T": 10**12,
+        "Ki": 1024,
+        "Mi": 1024**2,
+        "Gi": 1024**3,
+        "Ti": 1024**4,
+    }
+)
+_SYSTEMD_UNITS = freeze({"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4})
 
 
 def bytes_of(quantity: object, *, k8s: bool) -> int | None:

@@ -25,7 +25,8 @@ from exedra_engine._core.emit.k8s import container_argv, key_path
 from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
 from exedra_engine._core.emit.shape import SYSTEM_TOP, EmitOptions, Origin, Shape
 from exedra_engine._core.emit.systemd import RESTART_DELAY, memory_problems
-from exedra_engine._core.executors import executor_profile
+from exedra_engine._core.executors import ExecutorProfile
+from exedra_engine._core.struct import freeze
 from exedra_engine._core.targets import Selinux
 from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError
@@ -36,12 +37,14 @@ HEALTH_INTERVAL = 5
 HEALTH_RETRIES = 3
 
 # What Podman passes through for each driver: NVIDIA's CDI spec, the DRM and KFD nodes.
-DEVICES = {
-    "nvidia": ("nvidia.com/gpu=all",),
-    "amdgpu": ("/dev/dri", "/dev/kfd"),
-    "i915": ("/dev/dri",),
-    "xe": ("/dev/dri",),
-}
+DEVICES = freeze(
+    {
+        "nvidia": ("nvidia.com/gpu=all",),
+        "amdgpu": ("/dev/dri", "/dev/kfd"),
+        "i915": ("/dev/dri",),
+        "xe": ("/dev/dri",),
+    }
+)
 
 
 def _q(value: str) -> str:
@@ -54,7 +57,7 @@ def _why(field: str, value: str, why: str, source: str = "default") -> Origin:
 
 
 def emit_quadlet(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[Origin]]:
-    p = executor_profile(s.profile_kind)
+    p = s.profile
     if not p.image_http_get:
         raise EmitError(f"no health command is known for the {p.binary} images")
     origins: list[Origin] = []
@@ -115,7 +118,7 @@ def emit_quadlet(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[O
 
 
 def _container(s: Shape, options: EmitOptions, origins: list[Origin]) -> list[tuple[str, str]]:
-    p = executor_profile(s.profile_kind)
+    p = s.profile
     args, env = container_argv(s)
     url = base_url(s.plan.host, s.plan.port) + s.plan.ready
     health = json.dumps([*p.image_http_get, url], ensure_ascii=True)
@@ -275,9 +278,8 @@ def _needs(s: Shape, origins: list[Origin]) -> list[tuple[str, str]]:
 # -- checks: the files read back, as their engine and the executor read them ----------------
 
 
-def check_quadlet(plan: LaunchPlan, text: str) -> list[str]:
+def check_quadlet(plan: LaunchPlan, text: str, p: ExecutorProfile) -> list[str]:
     """What is wrong with the ``.container`` unit `text` as a deployment of `plan`."""
-    p = executor_profile(plan.spec.kind)
     s = ini.read_ini(text)
     try:
         argv = [w for e in ini.setting(s, "Container", "Exec") for w in words(e, {})]

@@ -13,7 +13,7 @@ from typing import Any
 
 from exedra_engine._core.emit import ini
 from exedra_engine._core.emit.shape import key_vars, plan_is_keyed
-from exedra_engine._core.endpoint import env_dict, resolve
+from exedra_engine._core.endpoint import env_dict, resolve_for
 from exedra_engine._core.executors import ExecutorProfile
 from exedra_engine._core.redact import is_secret_name
 from exedra_engine._core.values import LaunchPlan
@@ -41,7 +41,7 @@ def argv_problems(
                 out.append(f"args pass {it.tokens[0]} with a value: a key in plain text")
     envmap = env_dict(env)
     out += env_problems(p, envmap)
-    if plan_is_keyed(plan) and not key_files:
+    if plan_is_keyed(plan, p) and not key_files:
         out.append(f"the plan is keyed but the args give no {p.key_file_flag}: no key is required")
     out += [
         f"{p.key_file_flag} {f} is not in a mounted secret"
@@ -65,7 +65,7 @@ def endpoint_problems(
     p: ExecutorProfile, plan: LaunchPlan, args: Sequence[str], envmap: Mapping[str, str]
 ) -> list[str]:
     try:
-        r = resolve(p.kind, args, envmap)
+        r = resolve_for(p, args, envmap)
     except EngineError as e:
         return [f"the argv and env do not resolve: {e}"]
     out = []

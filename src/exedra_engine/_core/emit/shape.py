@@ -17,12 +17,12 @@ from exedra_engine._core.budget import START_BASE, START_RATE, START_UNKNOWN, lo
 from exedra_engine._core.emit import names
 from exedra_engine._core.emit.memory import MemoryLimits, memory_limits
 from exedra_engine._core.endpoint import env_dict, resolve
-from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import Item
 from exedra_engine._core.layers import Source
 from exedra_engine._core.load_files import load_files, normal_path
 from exedra_engine._core.redact import is_secret_name
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan, ModelFile
 from exedra_engine.constants import STOP_TIMEOUT
@@ -103,7 +103,7 @@ class Shape(Value, frozen=True, kw_only=True):
     """A plan as a deployment sees it (see the module docstring)."""
 
     plan: LaunchPlan
-    profile_kind: str
+    profile: ExecutorProfile
     name: str
     args: tuple[str, ...]
     """The plan's argv without key flags; model files not yet rewritten."""
@@ -143,12 +143,14 @@ KEY_NAME = "api-key"
 
 # The extended resource a device plugin advertises for each kernel driver (NVIDIA's and AMD's
 # plugins, Intel's GPU plugin: one resource per driver). Other drivers have none known.
-GPU_RESOURCES = {
-    "nvidia": "nvidia.com/gpu",
-    "amdgpu": "amd.com/gpu",
-    "i915": "gpu.intel.com/i915",
-    "xe": "gpu.intel.com/xe",
-}
+GPU_RESOURCES = freeze(
+    {
+        "nvidia": "nvidia.com/gpu",
+        "amdgpu": "amd.com/gpu",
+        "i915": "gpu.intel.com/i915",
+        "xe": "gpu.intel.com/xe",
+    }
+)
 # The drivers each GGML GPU backend drives, most specific backend first; vulkan drives any.
 BACKEND_DRIVERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cuda", ("nvidia",)),
@@ -173,9 +175,11 @@ def shape(
     options: EmitOptions,
     hardware: Hardware | None,
     sources: Sequence[Source] = (),
+    *,
+    executors: Executors = BUILTIN,
 ) -> Shape:
     """Derive the `Shape`, raising `EmitError` for what cannot be emitted as asked."""
-    p = executor_profile(plan.spec.kind)
+    p = executors.profile(plan.spec.kind)
     check_options(options, target)
     _check_plan(p, plan)
     o = _Origins(sources)
@@ -207,7 +211,7 @@ def shape(
     o.add("host", plan.host, "plan", o.layer_of(p.host_flag, p.host_env))
     return Shape(
         plan=plan,
-        profile_kind=p.kind,
+        profile=p,
         name=name,
         args=args,
         env=env,
@@ -371,7 +375,7 @@ def _name(plan: LaunchPlan, options: EmitOptions, o: _Origins) -> str:
         o.add("name", options.name, "option")
         return options.name
     base = plan.spec.id or _stem(plan.spec.path)
-    name, changed = names.derived_name(base, f"exedra-{plan.spec.kind.value}")
+    name, changed = names.derived_name(base, f"exedra-{plan.spec.kind}")
     why = "the model id" if plan.spec.id else "the model file's name"
     if changed:
         why += (
@@ -419,9 +423,9 @@ def _without_keys(
     return keyed or bool(_key_vars(p) & set(env_dict(plan.env))), tuple(out)
 
 
-def plan_is_keyed(plan: LaunchPlan) -> bool:
-    """Whether the plan requires an API key (its own, or one a key flag or variable sets)."""
-    p = executor_profile(plan.spec.kind)
+def plan_is_keyed(plan: LaunchPlan, p: ExecutorProfile) -> bool:
+    """Whether the plan (for the executor of `p`) requires an API key (its own, or one a
+    key flag or variable sets)."""
     if plan.api_key or _key_vars(p) & set(env_dict(plan.env)):
         return True
     try:

@@ -23,8 +23,9 @@ from exedra_engine._core.emit.ini import (
 from exedra_engine._core.emit.memory import bytes_of
 from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
 from exedra_engine._core.emit.shape import KEY_NAME, EmitOptions, Origin, Shape, plan_is_keyed
-from exedra_engine._core.executors import ExecutorProfile, executor_profile
+from exedra_engine._core.executors import ExecutorProfile
 from exedra_engine._core.load_files import named_files
+from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError
 
@@ -32,12 +33,14 @@ RESTART_DELAY = 5
 """Seconds between a crash and the restart: a crash loop cannot spin."""
 
 # Device groups (/proc/devices names; globs allowed) each driver's user-space opens.
-DEVICES = {
-    "nvidia": ("char-nvidia*",),
-    "amdgpu": ("char-drm", "char-kfd"),
-    "i915": ("char-drm",),
-    "xe": ("char-drm",),
-}
+DEVICES = freeze(
+    {
+        "nvidia": ("char-nvidia*",),
+        "amdgpu": ("char-drm", "char-kfd"),
+        "i915": ("char-drm",),
+        "xe": ("char-drm",),
+    }
+)
 
 _HARDENING: tuple[tuple[str, str, str], ...] = (
     ("DynamicUser", "yes", "a fresh unprivileged user per start (implies PrivateTmp=yes)"),
@@ -66,21 +69,23 @@ _HARDENING: tuple[tuple[str, str, str], ...] = (
     ("DevicePolicy", "closed", "devices closed but the standard pseudo-devices and DeviceAllow="),
 )
 # What each need (`ExecutorProfile.resource_flags`) is given instead of the default.
-_NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
-    # setpriority(2) below nice 0 and SCHED_FIFO threads: allowed by limits, no capability.
-    "priority": (
-        ("RestrictRealtime", "no"),
-        ("LimitNICE", "-20"),
-        ("LimitRTPRIO", "99"),
-    ),
-    "affinity": (),
-    "memlock": (("LimitMEMLOCK", "infinity"),),
-}
+_NEEDS: dict[str, tuple[tuple[str, str], ...]] = freeze(
+    {
+        # setpriority(2) below nice 0 and SCHED_FIFO threads: allowed by limits, no capability.
+        "priority": (
+            ("RestrictRealtime", "no"),
+            ("LimitNICE", "-20"),
+            ("LimitRTPRIO", "99"),
+        ),
+        "affinity": (),
+        "memlock": (("LimitMEMLOCK", "infinity"),),
+    }
+)
 _TMP = ("/tmp/", "/var/tmp/")
 
 
 def emit_systemd(s: Shape, options: EmitOptions) -> tuple[dict[str, str], list[Origin]]:
-    p = executor_profile(s.profile_kind)
+    p = s.profile
     _refuse_tmp(s)
     origins: list[Origin] = []
     try:
@@ -305,9 +310,8 @@ def _devices(s: Shape, origins: list[Origin]) -> list[tuple[str, str]]:
 # -- checks: the files read back, as their engine and the executor read them ----------------
 
 
-def check_systemd(plan: LaunchPlan, text: str) -> list[str]:
+def check_systemd(plan: LaunchPlan, text: str, p: ExecutorProfile) -> list[str]:
     """What is wrong with the unit `text` as a deployment of `plan`."""
-    p = executor_profile(plan.spec.kind)
     s = ini.read_ini(text)
     cred = "/run/credentials/UNIT"
     starts = ini.setting(s, "Service", "ExecStart")
@@ -322,7 +326,7 @@ def check_systemd(plan: LaunchPlan, text: str) -> list[str]:
     if argv[:1] != [plan.command]:
         out.append(f"ExecStart= runs {argv[:1]}, not the plan's {plan.command}")
     creds = ini.setting(s, "Service", "LoadCredential")
-    if plan_is_keyed(plan) and not creds:
+    if plan_is_keyed(plan, p) and not creds:
         out.append("the plan is keyed but no LoadCredential= brings the key")
     out += argv_problems(p, plan, argv[1:], env, [cred] if creds else [])
     if ini.setting(s, "Service", "EnvironmentFile"):
