@@ -241,12 +241,16 @@ def test_i20_item4_merged_settings_and_emitted_files_are_frozen() -> None:
     con = Constraints(host="0.0.0.0", extra_args=("--ctx-size", "4096"))
     from exedra_engine._core.layers import Merged
 
-    merged = Merged(args=(), env=(), sources=(), settings={"ctx_size": ("4096",)})
-    assert (
-        type(merged.settings) is FrozenDict and Merged(args=(), env=(), sources=()).settings == {}
+    merged = Merged(
+        args=(), env=(), settings={"ctx_size": ("4096",)}, env_map={"A": "1"}, env_layers={}
     )
+    for field in (merged.settings, merged.env_map, merged.env_layers, merged.replaced):
+        assert type(field) is FrozenDict
+    assert Merged(args=(), env=()).settings == {}
     with pytest.raises(TypeError):
         merged.settings["x"] = ()
+    with pytest.raises(TypeError):
+        merged.env_map["A"] = "2"
     plan = plan_launch(spec, hw, con).unwrap()
     emitted = emit_files(plan, Target.SYSTEMD, EmitOptions())
     assert type(emitted.files) is FrozenDict and emitted.files

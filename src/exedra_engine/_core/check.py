@@ -41,7 +41,7 @@ from typing import Literal
 
 from exedra_engine._core.config import LocatedConfig, field_path
 from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
-from exedra_engine._core.flags import Flag, FlagTable
+from exedra_engine._core.flags import Flag, FlagTable, Item, flagish
 from exedra_engine._core.struct import Value
 from exedra_engine.constants import MAX_THREADS
 
@@ -155,14 +155,6 @@ def _int_problem(name: str, value: str, binary: str) -> tuple[str, str] | None:
     return f"{name} takes an integer: {binary} refuses {value!r} at start", suggestion
 
 
-_NUMBER = re.compile(r"-\d*\.?\d+([eE][+-]?\d+)?")
-
-
-def _flagish(tok: str) -> bool:
-    """Whether `tok` is written as an option (``-x``, ``--xyz``), not a negative number."""
-    return len(tok) > 1 and tok[0] == "-" and not _NUMBER.fullmatch(tok)
-
-
 class _Judge:
     """Collects the findings of one file or one plan."""
 
@@ -228,7 +220,7 @@ class _Judge:
         self.out.extend(f for f in per_kind[0] if (f.code, f.path) in common)
 
     def _knows(self, p: ExecutorProfile, tok: str) -> bool:
-        return _flagish(tok) and self.table(p).lookup(tok.partition("=")[0]) is not None
+        return flagish(tok) and self.table(p).lookup(tok.partition("=")[0]) is not None
 
     # -- env ----------------------------------------------------------------------------
 
@@ -458,41 +450,31 @@ class _Args:
         return f"{self.path}[{i}]"
 
     def run(self) -> None:
-        args, n, i = self.args, len(self.args), 0
-        while i < n:
-            tok = args[i]
-            start = i
-            i += 1
-            hit = self.table.lookup(tok)
-            inline: str | None = None
-            name = tok
-            if hit is None and _flagish(tok) and "=" in tok:
-                name, _, inline = tok.partition("=")
-                hit = self.table.lookup(name)
-            if hit is None:
-                if _flagish(tok):
-                    self.unknown(name, start)
-                    while i < n and not _flagish(args[i]):
-                        i += 1  # its values, presumably: judged with it
+        # The table's own reader (`FlagTable.read_items`), in its checker's reading: each
+        # item that the planner or the executor would refuse carries its problem.
+        for it in self.table.read_items(self.args, checking=True):
+            if it.key is None:
+                if it.problem == "unknown-flag":
+                    self.unknown(it.name, it.at)
                 else:
+                    tok = it.tokens[0]
                     self.j.add(
                         "error",
                         "stray-value",
-                        self.at(start),
+                        self.at(it.at),
                         tok,
                         f"{tok!r} follows no flag that takes a value: {self.p.binary} refuses "
                         "it at start (it takes no positional arguments)",
                     )
                 continue
-            flag, negated = hit
-            nargs = 0 if negated else flag.nargs
-            if inline is not None:
-                if not self.equals(flag, name, inline, nargs, start):
-                    continue
-                values: list[tuple[str, int]] = [(inline, start)]
-            else:
-                values, i = self.take(flag, tok, nargs, i)
-            self.judge(flag, name, negated, values, start)
+            flag = self.table.flags[it.key]
+            name = it.tokens[0]
+            if it.inline and not self.equals(flag, name, self.table.nargs(it), it):
+                continue
+            self.missing(flag, name, it)
+            self.judge(
+                flag, name, it.negated, list(zip(it.values, it.value_at, strict=True)), it.at
+            )
 
     def unknown(self, name: str, at: int) -> None:
         p = self.p
@@ -522,14 +504,14 @@ class _Args:
             suggestion=did_you_mean(name, self.table),
         )
 
-    def equals(self, flag: Flag, name: str, inline: str, nargs: int, at: int) -> bool:
-        tok = self.args[at]
+    def equals(self, flag: Flag, name: str, nargs: int, it: Item) -> bool:
+        tok = self.args[it.at]
         shown = f"{name}=<redacted>" if flag.key in self.p.key_flags else tok
         if nargs != 1:
             self.j.add(
                 "error",
                 "equals-form",
-                self.at(at),
+                self.at(it.at),
                 shown,
                 f"{name} takes {nargs} values, so {name}=... cannot be split: the planner "
                 "refuses it",
@@ -538,42 +520,37 @@ class _Args:
         self.j.add(
             "warning",
             "equals-form",
-            self.at(at),
+            self.at(it.at),
             shown,
             f"the planner splits {shown} into two arguments, the only form {self.p.binary} "
             f"accepts; {self.p.binary} itself refuses {shown} (error: invalid argument), so "
             "this works only through the planner",
-            suggestion=f"{name} {inline}" if flag.key not in self.p.key_flags else "",
+            suggestion=f"{name} {it.values[0]}" if flag.key not in self.p.key_flags else "",
         )
         return True
 
-    def take(self, flag: Flag, tok: str, nargs: int, i: int) -> tuple[list[tuple[str, int]], int]:
-        values: list[tuple[str, int]] = []
-        for _ in range(nargs):
-            if i >= len(self.args):
-                need = "a value" if nargs == 1 else f"{nargs} values"
-                self.j.add(
-                    "error",
-                    "missing-value",
-                    self.at(i - 1 - len(values)),
-                    tok,
-                    f"{tok} takes {need} but the list ends: the planner refuses it",
-                )
-                break
-            nxt = self.args[i]
-            if self.table.lookup(nxt.partition("=")[0]) is not None or nxt.startswith("--"):
-                self.j.add(
-                    "error",
-                    "value-is-flag",
-                    self.at(i - 1 - len(values)),
-                    tok,
-                    f"{tok} takes a value but is followed by the flag {nxt}: the planner would "
-                    f"give {nxt} to {tok} as its value",
-                )
-                break
-            values.append((nxt, i))
-            i += 1
-        return values, i
+    def missing(self, flag: Flag, tok: str, it: Item) -> None:
+        if it.problem == "missing-value":
+            nargs = flag.nargs
+            need = "a value" if nargs == 1 else f"{nargs} values"
+            self.j.add(
+                "error",
+                "missing-value",
+                self.at(it.at),
+                tok,
+                f"{tok} takes {need} but the list ends: the planner refuses it",
+            )
+        elif it.problem == "value-is-flag":
+            end = it.at + 1 + len(it.values)
+            nxt = self.args[end]
+            self.j.add(
+                "error",
+                "value-is-flag",
+                self.at(it.at),
+                tok,
+                f"{tok} takes a value but is followed by the flag {nxt}: the planner would "
+                f"give {nxt} to {tok} as its value",
+            )
 
     def judge(
         self, flag: Flag, tok: str, negated: bool, values: list[tuple[str, int]], at: int

@@ -149,30 +149,27 @@ def _from_env(
 
 
 def _from_args(p: ExecutorProfile, args: Sequence[str]) -> tuple[str | None, int | None, list[str]]:
-    table = p.flags
     host: str | None = None
     port: int | None = None
     keys: list[str] = []
-    i = 0
-    while i < len(args):
-        tok = args[i]
-        hit = table.lookup(tok)
-        if hit is None:
-            _refuse_inline(p, tok)
-            i += 1
+    # In argv order, as the executor reads it: the first refused item is the error.
+    for it in p.flags.read_items(args):
+        if it.key is None:
             continue
-        flag, negated = hit
-        nargs = 0 if negated else flag.nargs
-        if nargs and i + nargs >= len(args):
+        tok = it.tokens[0]
+        if it.inline:
+            raise PlanError(
+                f"{p.binary} does not accept {tok}=...; pass {tok} and its value as two arguments"
+            )
+        if it.problem is not None:
             raise PlanError(f"{p.binary}: flag {tok} needs a value")
-        value = args[i + 1] if nargs else ""
-        if flag.key == p.host_flag:
+        value = it.values[0] if it.values else ""
+        if it.key == p.host_flag:
             host = value
-        elif flag.key == p.port_flag:
+        elif it.key == p.port_flag:
             port = _port(value, f"{tok} {value!r}")
-        elif flag.key == p.key_flag:
+        elif it.key == p.key_flag:
             keys.extend(_keys(p, value))
-        i += 1 + nargs
     return host, port, keys
 
 
@@ -181,14 +178,6 @@ def _port(value: str, shown: str) -> int:
     if port is None:
         raise PlanError(f"{shown} is not a port number")
     return port
-
-
-def _refuse_inline(p: ExecutorProfile, tok: str) -> None:
-    name, eq, _ = tok.partition("=")
-    if eq and p.flags.lookup(name) is not None:
-        raise PlanError(
-            f"{p.binary} does not accept {name}=...; pass {name} and its value as two arguments"
-        )
 
 
 def _keys(p: ExecutorProfile, value: str) -> list[str]:

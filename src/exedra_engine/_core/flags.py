@@ -9,7 +9,9 @@ than replacing them. The data is generated from the executors' own help texts
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import PlanError
@@ -31,7 +33,8 @@ class Flag(Value, frozen=True, kw_only=True):
 
 
 class Item(Value, frozen=True, kw_only=True):
-    """One option of an argv with its values, or one token the table does not know."""
+    """One option of an argv with its values, or one token the table does not know, and
+    where it stands in the argv it was read from."""
 
     tokens: tuple[str, ...]
     """The tokens to emit, normalized to the form the executor accepts."""
@@ -39,6 +42,45 @@ class Item(Value, frozen=True, kw_only=True):
     """The flag's canonical key; None for a token unknown to the table."""
     values: tuple[str, ...] = ()
     negated: bool = False
+    at: int = 0
+    """The index of its first token in the argv."""
+    inline: bool = False
+    """Written ``--flag=value`` (one token of the argv, two of `tokens`)."""
+    problem: Problem | None = None
+    """Why the executor or the planner refuses it (`FlagTable.read_items` only)."""
+
+    @property
+    def value_at(self) -> tuple[int, ...]:
+        """The index in the argv of each of its values (the flag's own for the inline form)."""
+        if self.inline:
+            return (self.at,)
+        return tuple(range(self.at + 1, self.at + 1 + len(self.values)))
+
+    @property
+    def name(self) -> str:
+        """The flag as written (``--ctx-size`` of ``--ctx-size=8``); a token the table does
+        not know as written, up to its ``=``."""
+        tok = self.tokens[0]
+        return tok.partition("=")[0] if self.key is None and flagish(tok) else tok
+
+
+Problem = Literal["missing-value", "value-is-flag", "equals-form", "unknown-flag", "stray-value"]
+"""What is wrong with one item (the checker's finding codes, `exedra_engine._core.check`):
+a flag whose argv ends before its values; a flag followed by another flag where its value
+should be (checker reading only); ``--flag=value`` for a flag that takes no single value; a
+token written as an option that the table does not know; a value that follows no flag
+(the executor takes no positional arguments)."""
+
+_Memo = dict[tuple[str, ...], tuple[tuple["Item", ...], "Item | None"]]
+_MEMO_MAX = 512
+"""Readings one table remembers (a few argvs per model served)."""
+
+_NUMBER = re.compile(r"-\d*\.?\d+([eE][+-]?\d+)?")
+
+
+def flagish(tok: str) -> bool:
+    """Whether `tok` is written as an option (``-x``, ``--xyz``), not a negative number."""
+    return len(tok) > 1 and tok[0] == "-" and not _NUMBER.fullmatch(tok)
 
 
 class FlagTable:
@@ -57,6 +99,12 @@ class FlagTable:
             for e in f.env:
                 self._by_env.setdefault(e, f)
         self._env_names = frozenset(self._by_env)
+        self.repeatable_keys = frozenset(f.key for f in flags if f.repeatable)
+        """The flags whose every occurrence counts (``--lora``), not only the last."""
+        self._memo: tuple[_Memo, _Memo] = ({}, {})
+        """Readings of argvs already read: a plan reads the same run_args, override and
+        caller args every time. Items are immutable and a table's reading of an argv never
+        changes, so a memo is invisible to callers."""
 
     def lookup(self, token: str) -> tuple[Flag, bool] | None:
         """The flag a token names and whether it is a negation, or None."""
@@ -79,42 +127,128 @@ class FlagTable:
 
         `where` names the argv in errors ("caller args", "config models.qwen.args").
         """
+        items, bad = self._reading(argv, False)
+        if bad is not None:
+            raise PlanError(self._said(bad, where))
+        return items
+
+    def read_items(self, argv: Sequence[str], *, checking: bool = False) -> tuple[Item, ...]:
+        """`split_items` without raising: each item that `split_items` would refuse carries
+        its `Item.problem` (the reading goes on after it).
+
+        With `checking`, the config checker's reading (`exedra_engine._core.check`), which
+        guesses at what a person meant rather than at what the executor does: a flag
+        followed by a flag (or by anything ``--``) takes no more values there
+        (``value-is-flag``); an unknown option takes the non-option tokens after it as its
+        values (``unknown-flag``); a value that follows no flag is a ``stray-value``.
+        """
+        return self._reading(argv, checking)[0]
+
+    def _reading(self, argv: Sequence[str], checking: bool) -> tuple[tuple[Item, ...], Item | None]:
+        memo = self._memo[checking]
+        key = argv if type(argv) is tuple else tuple(argv)
+        hit = memo.get(key)
+        if hit is None:
+            if len(memo) >= _MEMO_MAX:
+                memo.clear()
+            hit = memo[key] = self._read(key, checking)
+        return hit
+
+    def _read(self, argv: Sequence[str], checking: bool) -> tuple[tuple[Item, ...], Item | None]:
+        # The one place that decides which token of an argv is a flag and which a value.
         get = self._by_name.get
         items: list[Item] = []
         append = items.append
+        bad: Item | None = None
         n = len(argv)
         i = 0
         while i < n:
+            at = i
             tok = argv[i]
             i += 1
             hit = get(tok)
             inline: str | None = None
             if hit is None:
-                if tok[:1] != "-" or "=" not in tok:
-                    append(Item(tokens=(tok,)))
-                    continue
-                name, _, inline = tok.partition("=")
-                hit = get(name)
+                if tok[:1] == "-" and "=" in tok:
+                    name, _, inline = tok.partition("=")
+                    hit = get(name)
                 if hit is None:
-                    append(Item(tokens=(tok,)))
+                    if checking:
+                        i = _unknown(argv, at, append)
+                    else:
+                        append(Item(tokens=(tok,), at=at))
                     continue
                 tok = name
             flag, negated = hit
             nargs = 0 if negated else flag.nargs
+            problem: Problem | None = None
             if inline is not None:
-                if nargs != 1:
-                    raise PlanError(f"{where}: flag {tok} takes {nargs} values, not '{tok}=...'")
-                values: tuple[str, ...] = (inline,)
+                values: tuple[str, ...] = (inline,) if nargs == 1 else ()
+                problem = None if nargs == 1 else "equals-form"
             elif nargs == 0:
                 values = ()
+            elif checking or i + nargs > n:
+                values, problem = _short(argv, i, nargs, get if checking else None)
+                i += len(values)
             else:
-                if i + nargs > n:
-                    need = "a value" if nargs == 1 else f"{nargs} values"
-                    raise PlanError(f"{where}: flag {tok} needs {need}")
                 values = tuple(argv[i : i + nargs])
                 i += nargs
-            append(Item(tokens=(tok, *values), key=flag.key, values=values, negated=negated))
-        return tuple(items)
+            it = Item(
+                tokens=(tok, *values),
+                key=flag.key,
+                values=values,
+                negated=negated,
+                at=at,
+                inline=inline is not None,
+                problem=problem,
+            )
+            append(it)
+            if problem is not None and bad is None:
+                bad = it
+        return tuple(items), bad
+
+    def nargs(self, it: Item) -> int:
+        """How many values the flag of `it` takes (0 for a negation or an unknown token)."""
+        if it.key is None or it.negated:
+            return 0
+        return self.flags[it.key].nargs
+
+    def _said(self, it: Item, where: str) -> str:
+        tok, nargs = it.tokens[0], self.nargs(it)
+        if it.problem == "equals-form":
+            return f"{where}: flag {tok} takes {nargs} values, not '{tok}=...'"
+        return f"{where}: flag {tok} needs {'a value' if nargs == 1 else f'{nargs} values'}"
+
+
+def _unknown(argv: Sequence[str], at: int, append: Callable[[Item], None]) -> int:
+    """The checker's reading of a token the table does not know, at `at`; returns the index
+    after it."""
+    tok = argv[at]
+    if not flagish(tok):
+        append(Item(tokens=(tok,), at=at, problem="stray-value"))
+        return at + 1
+    i = at + 1
+    while i < len(argv) and not flagish(argv[i]):
+        i += 1  # its values, presumably: judged with it
+    rest = tuple(argv[at + 1 : i])
+    append(Item(tokens=(tok, *rest), values=rest, at=at, problem="unknown-flag"))
+    return i
+
+
+def _short(
+    argv: Sequence[str], i: int, nargs: int, flag_at: Callable[[str], object] | None
+) -> tuple[tuple[str, ...], Problem | None]:
+    """The values from `i` of a flag that takes `nargs`, when the argv ends before them or
+    (`flag_at`: the table's lookup, for the checker's reading) a flag stands where a value
+    should."""
+    j = i
+    while i < len(argv) and i - j < nargs:
+        nxt = argv[i]
+        if flag_at is not None and (flag_at(nxt.partition("=")[0]) is not None or nxt[:2] == "--"):
+            return tuple(argv[j:i]), "value-is-flag"
+        i += 1
+    values = tuple(argv[j:i])
+    return values, None if len(values) == nargs else "missing-value"
 
 
 def _key(names: tuple[str, ...], negations: tuple[str, ...]) -> str:

@@ -25,7 +25,9 @@ Rules, per flag table (`exedra_engine._core.flags`):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from itertools import chain, filterfalse
+from operator import attrgetter
+from typing import Literal, NamedTuple
 
 from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import FlagTable, Item
@@ -43,7 +45,8 @@ class Layer(Value, frozen=True, kw_only=True):
 
 
 class Source(Value, frozen=True, kw_only=True):
-    """Where one final argv option or env variable came from, and what it replaced."""
+    """Where one final argv option or env variable came from, and what it replaced, as
+    ``plan --explain`` shows it (rendered from a `Provenance`)."""
 
     what: Literal["arg", "env"]
     text: str
@@ -51,34 +54,110 @@ class Source(Value, frozen=True, kw_only=True):
     layer: str
     overrode: tuple[str, ...] = ()
     """``layer: text`` of every contribution it replaced."""
+    key: str = ""
+    """The flag's canonical key (``--ctx-size`` for ``-c 8``) or the variable's name; "" for
+    a token the flag table does not know."""
+
+
+class Said(Value, frozen=True, kw_only=True):
+    """One contribution of a layer: an argv item or a variable."""
+
+    layer: str
+    what: Literal["arg", "env"]
+    tokens: tuple[str, ...]
+    """An item's tokens (``--ctx-size``, ``8192``), or a variable's (name, value)."""
+    at: int = -1
+    """Where the item's first token stands in its layer's args (-1 for a variable)."""
+
+    @property
+    def text(self) -> str:
+        """As `Source.text` spells it."""
+        return " ".join(self.tokens) if self.what == "arg" else "=".join(self.tokens)
+
+
+class Provenance(Value, frozen=True, kw_only=True):
+    """Provenance as data: which layer set one final argv item or variable, and what it
+    replaced."""
+
+    said: Said
+    key: str | None = None
+    """The flag's canonical key, or the variable's name; None for a token the table does not
+    know."""
+    replaced: tuple[Said, ...] = ()
+
+    def source(self) -> Source:
+        """The entry ``plan --explain`` shows."""
+        s = self.said
+        over = tuple(f"{r.layer}: {r.text}" for r in self.replaced)
+        return Source(what=s.what, text=s.text, layer=s.layer, overrode=over, key=self.key or "")
 
 
 class Merged(Value, frozen=True, kw_only=True):
-    """The merged argv and env (``NAME=VALUE``, sorted by name) with their sources."""
+    """The merged argv and env (``NAME=VALUE``, sorted by name) and, as data, who set what."""
 
     args: tuple[str, ...]
     env: tuple[str, ...]
-    sources: tuple[Source, ...]
     settings: dict[str, tuple[str, ...]] = EMPTY
     """The values of the non-repeatable known flags left in `args`, by canonical key."""
+    items: tuple[Item, ...] = ()
+    """`args` as the flag table reads it (each item's `Item.at` is in its layer's args)."""
+    item_layers: tuple[str, ...] = ()
+    """The layer that put each of `items` there."""
+    env_layers: dict[str, str] = EMPTY
+    """The layer that set each variable of `env`, by name."""
+    replaced: dict[str, tuple[Said, ...]] = EMPTY
+    """What each winning flag (by key) or variable (by name) replaced."""
+    env_map: dict[str, str] = EMPTY
+    """`env` by name, for its readers."""
+
+    @property
+    def provenance(self) -> tuple[Provenance, ...]:
+        """Who set each item of `args`, then each variable of `env`."""
+        over = self.replaced
+        args = [
+            Provenance(
+                said=Said(layer=layer, what="arg", tokens=it.tokens, at=it.at),
+                key=it.key,
+                replaced=over.get(it.key, ()) if it.key is not None else (),
+            )
+            for layer, it in zip(self.item_layers, self.items, strict=True)
+        ]
+        env = [
+            Provenance(
+                said=Said(layer=self.env_layers[name], what="env", tokens=(name, value)),
+                key=name,
+                replaced=over.get(name, ()),
+            )
+            for name, _, value in (e.partition("=") for e in self.env)
+        ]
+        return (*args, *env)
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        """`provenance` as ``plan --explain`` shows it."""
+        return tuple(o.source() for o in self.provenance)
 
     def __post_init__(self) -> None:
-        frozen_fields(self, "settings")
+        frozen_fields(self, "settings", "env_layers", "replaced", "env_map")
+
+
+def _said(layer: Layer, it: Item) -> Said:
+    return Said(layer=layer.name, what="arg", tokens=it.tokens, at=it.at)
 
 
 class _Env:
     """The env layers folded by name: each variable's winning value and layer, and what it
-    replaced (only when explaining)."""
+    replaced."""
 
-    def __init__(self, ordered: Sequence[Layer], explain: bool) -> None:
+    def __init__(self, ordered: Sequence[Layer]) -> None:
         self.val: dict[str, str] = {}
         self.layer: dict[str, Layer] = {}
-        self.over: dict[str, list[str]] = {}
+        self.over: dict[str, list[Said]] = {}
         for layer in ordered:
             for name, value in layer.env:
-                if explain and name in self.layer:
+                if name in self.layer:
                     self.over.setdefault(name, []).append(
-                        f"{self.layer[name].name}: {name}={self.val[name]}"
+                        Said(layer=self.layer[name].name, what="env", tokens=(name, self.val[name]))
                     )
                 self.val[name], self.layer[name] = value, layer
 
@@ -91,81 +170,115 @@ def merge(
     profile: ExecutorProfile,
     layers: Sequence[Layer],
     *,
-    explain: bool = True,
     required_key: str = "",
     executors: Executors = BUILTIN,
 ) -> Merged:
     """Merge `layers` (in any order; ranks decide) for the executor of `profile`, raising
     `PlanError` for what cannot reach it (see the module's rules).
 
-    With `explain` off the sources are not built (the planner's fast path). `required_key`
-    is the caller's API key, which the merged env keeps in the profile's key variable
-    whatever the layers say. `executors` are those whose key flags it refuses.
+    `required_key` is the caller's API key, which the merged env keeps in the profile's key
+    variable whatever the layers say. `executors` are those whose key flags it refuses.
+    Provenance is kept as data (`Merged.provenance`); its text is made only for
+    ``--explain`` (`Merged.sources`).
     """
     table = profile.flags
     ordered = sorted(layers, key=_rank)
-    items: list[tuple[Layer, Item]] = []
+    # Every layer's items in rank order, and beside each the layer it came from.
+    its: list[Item] = []
+    lays: list[Layer] = []
+    foreign = executors.foreign_key_flags(profile)
+    fits = _all_fit(ordered)  # else each layer is judged, in order, to name the culprit
     for layer in ordered:
-        check_layer(profile, layer, executors)
+        if not fits:
+            check_layer(profile, layer)
         if layer.args:
-            items.extend((layer, it) for it in table.split_items(layer.args, layer.name))
-    env = _Env(ordered, explain)
-    seen: dict[str, list[int]] = {}
-    for i, (_, it) in enumerate(items):
-        if it.key is not None:
-            seen.setdefault(it.key, []).append(i)
-    dropped, arg_over = _flag_or_variable(table, items, seen, env, explain)
-    args = _Args(profile, items, seen=seen, dropped=dropped, arg_over=arg_over, explain=explain)
+            read = table.split_items(layer.args, layer.name)
+            if foreign:
+                _refuse_foreign_key(profile, layer, read, foreign)
+            its += read
+            lays += [layer] * len(read)
+    env = _Env(ordered)
+    # Where each flag last stands (the winner of a non-repeatable one), and which flags
+    # stand more than once (the only ones that replace anything).
+    # (In C, by map and zip: a plan's merge is a hot path; see bench row 2.)
+    keys: list[str | None] = list(map(_KEY, its))
+    n = len(keys)
+    last = dict(zip(keys, range(n), strict=True))
+    last.pop(None, None)
+    again: set[str] = set()
+    first = last
+    if len(last) + keys.count(None) != n:  # some flag stands twice: it replaces something
+        first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
+        again = {k for k, i in last.items() if k is not None and first[k] != i}
+    read_ = _Read(its, lays, keys, last, first)
+    dropped, arg_over = _flag_or_variable(table, read_, env)
+    args = _Args(profile, read_, again=again, dropped=dropped, arg_over=arg_over)
     if required_key and profile.key_env:
         _keep_key(profile, required_key, env)
     if args.keys:
         _move_keys(profile, args, env)
     names = sorted(env.val)
-    if explain:
-        args.sources.extend(
-            Source(
-                what="env",
-                text=f"{name}={env.val[name]}",
-                layer=env.layer[name].name,
-                overrode=tuple(env.over.get(name, ())),
-            )
-            for name in names
-        )
+    replaced = args.over
+    for name, over in env.over.items():
+        if over and name in env.val:
+            replaced[name] = tuple(over)
     return Merged(
         args=tuple(args.out),
         env=tuple(f"{n}={env.val[n]}" for n in names),
-        sources=tuple(args.sources),
         settings=args.settings,
+        items=args.items,
+        item_layers=args.item_layers,
+        env_layers={n: env.layer[n].name for n in names},
+        env_map=env.val,
+        replaced=replaced,
     )
 
 
+class _Read(NamedTuple):
+    """Every layer's items in rank order, as parallel lists."""
+
+    items: list[Item]
+    layers: list[Layer]
+    """The layer of each item."""
+    keys: list[str | None]
+    """The key of each item."""
+    last: dict[str | None, int]
+    """Where each key last stands."""
+    first: dict[str | None, int]
+    """Where each key first stands."""
+
+    def said(self, key: str, upto: int) -> list[Said]:
+        """Every occurrence of `key` before index `upto`, as data."""
+        keys, items, layers = self.keys, self.items, self.layers
+        return [_said(layers[j], items[j]) for j in range(upto) if keys[j] == key]
+
+
 def _flag_or_variable(
-    table: FlagTable,
-    items: Sequence[tuple[Layer, Item]],
-    seen: dict[str, list[int]],
-    env: _Env,
-    explain: bool,
-) -> tuple[set[str], dict[str, list[str]]]:
+    table: FlagTable, read: _Read, env: _Env
+) -> tuple[set[str], dict[str, list[Said]]]:
     """A flag and the variable the executor reads for it are one setting: the higher layer's
     form stays. Returns the flags whose variable won, and what each winning flag replaced."""
     dropped: set[str] = set()
-    arg_over: dict[str, list[str]] = {}
-    for key, where in seen.items():
+    arg_over: dict[str, list[Said]] = {}
+    last = read.last
+    # Only the flags whose variable some layer sets: far fewer than the flags in argv.
+    both = {
+        f.key
+        for name in env.layer
+        if (f := table.flag_for_env(name)) is not None and f.key in last and not f.repeatable
+    }
+    for key in sorted(both, key=last.__getitem__):
         flag = table.flags[key]
-        if flag.repeatable or not flag.env:
-            continue
         names = [e for e in flag.env if e in env.layer]
-        if not names:
-            continue
         top = max(names, key=lambda e: env.layer[e].rank)
-        if env.layer[top].rank > items[where[-1]][0].rank:
+        if env.layer[top].rank > read.layers[last[key]].rank:
             dropped.add(key)
-            if explain:
-                env.over.setdefault(top, []).extend(_said(items[j]) for j in where)
+            env.over.setdefault(top, []).extend(read.said(key, last[key] + 1))
             continue
         for e in names:
-            if explain:
-                arg_over.setdefault(key, []).append(f"{env.layer[e].name}: {e}={env.val[e]}")
+            arg_over.setdefault(key, []).append(
+                Said(layer=env.layer[e].name, what="env", tokens=(e, env.val[e]))
+            )
             env.drop(e)
     return dropped, arg_over
 
@@ -177,43 +290,51 @@ class _Args:
     def __init__(
         self,
         profile: ExecutorProfile,
-        items: Sequence[tuple[Layer, Item]],
+        read: _Read,
         *,
-        seen: dict[str, list[int]],
+        again: set[str],
         dropped: set[str],
-        arg_over: dict[str, list[str]],
-        explain: bool,
+        arg_over: dict[str, list[Said]],
     ) -> None:
-        self.out: list[str] = []
-        self.settings: dict[str, tuple[str, ...]] = {}
-        self.sources: list[Source] = []
+        self.over: dict[str, tuple[Said, ...]] = {}
         self.keys: list[str] = []
         self.key_layers: list[str] = []
-        flags = profile.flags.flags
-        moves_keys = bool(profile.key_env)
-        for i, (layer, it) in enumerate(items):
-            k = it.key
-            overrode: tuple[str, ...] = ()
-            if k is not None:
-                if k == profile.key_flag and moves_keys:
-                    self.keys.extend(_split_keys(profile, it.values[0]))
-                    self.key_layers.append(layer.name)
-                    continue
-                if not flags[k].repeatable:
-                    where = seen[k]
-                    if where[-1] != i or k in dropped:
-                        continue
-                    self.settings[k] = it.values
-                    if explain:
-                        overrode = tuple(_said(items[j]) for j in where[:-1])
-                        overrode += tuple(arg_over.get(k, ()))
-            self.out.extend(it.tokens)
-            if explain:
-                self.sources.append(
-                    Source(
-                        what="arg", text=" ".join(it.tokens), layer=layer.name, overrode=overrode
-                    )
-                )
+        its, keys, last = read.items, read.keys, read.last
+        repeatable = profile.flags.repeatable_keys
+        key_flag = profile.key_flag if profile.key_env else None
+        if key_flag in last:
+            for j, k in enumerate(keys):
+                if k == key_flag:
+                    self.keys += _split_keys(profile, its[j].values[0])
+                    self.key_layers.append(read.layers[j].name)
+        # Kept: tokens the table does not know, every occurrence of a repeatable flag, and
+        # the last of any other unless its variable won; key flags go to the key variable.
+        gone = {
+            j for k in again - repeatable for j in range(read.first[k], last[k]) if keys[j] == k
+        }
+        gone.update(last[k] for k in dropped)
+        if key_flag in last:
+            gone.update(j for j, k in enumerate(keys) if k == key_flag)
+        kept = list(filterfalse(gone.__contains__, range(len(keys))))
+        self.items = items = tuple(map(its.__getitem__, kept))
+        self.item_layers = tuple(map(_NAME, map(read.layers.__getitem__, kept)))
+        self.out = list(chain.from_iterable(map(_TOKENS, items)))
+        settings = dict(zip(map(_KEY, items), map(_VALUES, items), strict=True))
+        settings.pop(None, None)
+        for k in repeatable & settings.keys():
+            del settings[k]
+        self.settings: dict[str, tuple[str, ...]] = settings
+        for k in again | arg_over.keys():
+            if k in self.settings:
+                self.over[k] = (*read.said(k, last[k]), *arg_over.get(k, ()))
+
+
+_KEY = attrgetter("key")
+_VALUES = attrgetter("values")
+_TOKENS = attrgetter("tokens")
+_NAME = attrgetter("name")
+_ARGS = attrgetter("args")
+_ENV = attrgetter("env")
 
 
 def _split_keys(profile: ExecutorProfile, value: str) -> list[str]:
@@ -249,32 +370,20 @@ def _keep_key(profile: ExecutorProfile, key: str, env: _Env) -> None:
     env.val[name] = profile.key_separator.join([key, *theirs])
     env.layer[name] = Layer(name=f"caller key + {top.name}", rank=top.rank)
     over = env.over.get(name, [])
-    kept = next((o for o in over if o.endswith(f": {name}={key}")), None)
+    kept = next((o for o in over if o.tokens == (name, key)), None)
     if kept is not None:  # the caller's key was kept, not replaced
         over.remove(kept)
 
 
-def check_layer(profile: ExecutorProfile, layer: Layer, executors: Executors = BUILTIN) -> None:
+def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
     """Raise `PlanError` for what cannot reach the executor as given (see the module's rules).
     Positions count from 1; the offending text itself is not shown (it may be a key)."""
-    text = "".join(layer.args) + "".join(n + v for n, v in layer.env)
-    if (
-        text.isascii()
-        and "\0" not in text
-        and "" not in layer.args
-        and not _foreign_key(layer.args, executors.foreign_key_flags(profile))
-    ):
+    if _fits(layer):
         return
     for i, tok in enumerate(layer.args, 1):
         what = unfit(tok) or ("is empty" if tok == "" else None)
         if what:
             raise PlanError(f"{layer.name} args: item {i} {what}")
-        name = tok.partition("=")[0]
-        if name in executors.foreign_key_flags(profile):
-            raise PlanError(
-                f"{layer.name} args: item {i} is {name}, but {profile.binary} has no API key "
-                "option; put an authenticating proxy in front of it instead"
-            )
     for i, (n, v) in enumerate(layer.env, 1):
         what = unfit(n) or unfit(v)
         if what:
@@ -283,8 +392,43 @@ def check_layer(profile: ExecutorProfile, layer: Layer, executors: Executors = B
             )
 
 
-def _foreign_key(args: Sequence[str], foreign: frozenset[str]) -> bool:
-    return bool(foreign) and any(t.partition("=")[0] in foreign for t in args if t[:1] == "-")
+def _all_fit(layers: Sequence[Layer]) -> bool:
+    # `_fits` for every layer at once: one string to test, the common case.
+    args = "".join(map("".join, map(_ARGS, layers)))
+    env = "".join(map("".join, chain.from_iterable(map(_ENV, layers))))
+    return (
+        args.isascii()
+        and env.isascii()
+        and "\0" not in args
+        and "\0" not in env
+        and "" not in chain.from_iterable(map(_ARGS, layers))
+    )
+
+
+def _fits(layer: Layer) -> bool:
+    # The common case, cheaply: every token and variable ASCII, without NUL, not empty.
+    args = layer.args
+    if args:
+        text = "".join(args)
+        if not text.isascii() or "\0" in text or "" in args:
+            return False
+    for n, v in layer.env:
+        if not (n.isascii() and v.isascii()) or "\0" in n or "\0" in v:
+            return False
+    return True
+
+
+def _refuse_foreign_key(
+    profile: ExecutorProfile, layer: Layer, items: Sequence[Item], foreign: frozenset[str]
+) -> None:
+    """A key flag of another executor (``--api-key`` for whisper-server), which this one's
+    table does not know, so the reader leaves it a token of its own."""
+    for it in items:
+        if it.key is None and it.name in foreign:
+            raise PlanError(
+                f"{layer.name} args: item {it.at + 1} is {it.name}, but {profile.binary} has "
+                "no API key option; put an authenticating proxy in front of it instead"
+            )
 
 
 def unfit(text: str) -> str | None:
@@ -301,10 +445,6 @@ def unfit(text: str) -> str | None:
 
 def _rank(layer: Layer) -> int:
     return layer.rank
-
-
-def _said(entry: tuple[Layer, Item]) -> str:
-    return f"{entry[0].name}: {' '.join(entry[1].tokens)}"
 
 
 def env_items(items: Sequence[str], where: str) -> tuple[tuple[str, str], ...]:

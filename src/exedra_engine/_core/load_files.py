@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from exedra_engine._core.endpoint import env_dict
 from exedra_engine._core.executors import ExecutorProfile
+from exedra_engine._core.flags import Item
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import ModelFile, ModelInfo
 from exedra_engine.errors import EngineError
@@ -40,23 +41,30 @@ def normal_path(path: str) -> str:
 
 
 def named_files(
-    p: ExecutorProfile, args: Sequence[str], env: Sequence[str]
+    p: ExecutorProfile,
+    args: Sequence[str],
+    env: Mapping[str, str] | Sequence[str],
+    items: Sequence[Item] | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """(path, role) of each file a model-file flag (or its variable) names, in argv order,
-    each once. A flag given as an argument wins over its variable, as the executor reads."""
+    each once. A flag given as an argument wins over its variable, as the executor reads.
+    `items` are `args` as the flag table reads them, where the caller has them already."""
     found: dict[str, str] = {}
     seen: set[str] = set()
-    try:
-        items = p.flags.split_items(args, "plan args")
-    except EngineError:
-        items = ()
+    if items is None:
+        try:
+            items = p.flags.split_items(args, "plan args")
+        except EngineError:
+            items = ()
+    files = p.model_file_flags
     for it in items:
-        if it.key in p.model_file_flags and it.values:
+        if it.key in files and it.values:
             seen.add(it.key)
             found.setdefault(normal_path(it.values[0]), _role(p, it.key))
-    for name, value in env_dict(env).items():
-        f = p.flags.flag_for_env(name)
-        if f is not None and f.key in p.model_file_flags and value and f.key not in seen:
+    for_env = p.flags.flag_for_env
+    for name, value in (env if isinstance(env, Mapping) else env_dict(env)).items():
+        f = for_env(name)
+        if f is not None and f.key in files and value and f.key not in seen:
             found.setdefault(normal_path(value), _role(p, f.key))
     return tuple(found.items())
 
@@ -80,17 +88,20 @@ def shards(path: str) -> tuple[str, ...]:
 def load_files(
     p: ExecutorProfile,
     args: Sequence[str],
-    env: Sequence[str],
+    env: Mapping[str, str] | Sequence[str],
     model: ModelInfo | None = None,
     sizes: Mapping[str, int] | None = None,
+    *,
+    items: Sequence[Item] | None = None,
 ) -> tuple[ModelFile, ...]:
     """Every file the executor reads at load, with its size when known: from `sizes` (the
-    facts a shell gathered), else the model header's, else 0 (unknown)."""
+    facts a shell gathered), else the model header's, else 0 (unknown). `items`: as for
+    `named_files`."""
     known = dict(sizes or {})
     if model is not None and model.size > 0:
         known.setdefault(normal_path(model.path), model.size)
     out: list[ModelFile] = []
-    for path, role in named_files(p, args, env):
+    for path, role in named_files(p, args, env, items):
         out.append(ModelFile(path=path, size=known.get(path, 0), role=role))
         out += [ModelFile(path=s, size=known.get(s, 0), role="shard") for s in shards(path)]
     return tuple(out)

@@ -18,6 +18,7 @@ warnings; they never change the plan.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING
 
@@ -25,11 +26,19 @@ import msgspec
 
 from exedra_engine._core.check import Finding, check_plan_layers
 from exedra_engine._core.config import LocatedConfig
-from exedra_engine._core.endpoint import Resolved, resolve, resolve_merged
+from exedra_engine._core.endpoint import resolve, resolve_merged
 from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.inventory import ModelInventory
-from exedra_engine._core.layers import Layer, Merged, Source, env_items, merge, unfit
+from exedra_engine._core.layers import (
+    Layer,
+    Merged,
+    Provenance,
+    Source,
+    env_items,
+    merge,
+    unfit,
+)
 from exedra_engine._core.load_files import load_files
 from exedra_engine._core.memory import MemoryDecision, decide_memory, read_settings
 from exedra_engine._core.outcome import as_result
@@ -54,6 +63,16 @@ RANK_CONFIG_ENV = 2
 RANK_CONFIG_ENGINE = 3
 RANK_CONFIG_MODEL = 4
 RANK_CALLER = 5
+_NAMES = freeze(
+    {
+        RANK_RUN_ARGS: "run_args",
+        RANK_ENGINE: "engine",
+        RANK_CALLER: "caller",
+        RANK_CONFIG_ENV: "config env",
+    }
+)
+"""The names of the layers every plan has (`_layers`); the config sections' names say which
+section (`_config_names`)."""
 
 
 class Explained(Value, frozen=True, kw_only=True):
@@ -62,11 +81,14 @@ class Explained(Value, frozen=True, kw_only=True):
 
     plan: LaunchPlan
     sources: tuple[Source, ...]
+    """`provenance` as ``plan --explain`` shows it."""
     findings: tuple[Finding, ...] = ()
     """Warnings about the layers (`exedra_engine._core.check`), judged by the flag table given
     to `explain_launch`: the plan is made as it would be without them."""
     memory: tuple[str, ...] = ()
     """The memory arithmetic and what the planner decided from it (``plan --explain``)."""
+    provenance: tuple[Provenance, ...] = ()
+    """Which layer set each argv item and env variable, and what it replaced, as data."""
 
 
 def plan_launch(
@@ -187,23 +209,17 @@ def _plan(
     engine_port = _choose_port(constraints, ports_in_use)
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
     layers = _layers(profile, spec, constraints, engine_port, cpu_only)
-    m = merge(
-        profile, layers, explain=explain, required_key=constraints.api_key, executors=executors
-    )
+    m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
     memory = _memory(profile, hw, m, facts)
     if memory is not None and memory.engine_args:
         layers = _layers(
             profile, spec, constraints, engine_port, cpu_only, memory_args=memory.engine_args
         )
-        m = merge(
-            profile, layers, explain=explain, required_key=constraints.api_key, executors=executors
-        )
-    r = resolve_merged(spec.kind, m.args, m.settings, m.env, executors=executors)
+        m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
+    r = resolve_merged(spec.kind, m.args, m.settings, m.env_map, executors=executors)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
-        if not explain:  # the error names the layer that chose the port: explain once more
-            return _plan(spec, hw, constraints, facts, explain=True, executors=executors)
-        raise PortInUse(f"port {r.port} is already in use ({_port_origin(profile, m, r)})")
+        raise PortInUse(f"port {r.port} is already in use ({_port_origin(profile, m)})")
     plan = LaunchPlan(
         spec=spec,
         model=model,
@@ -215,7 +231,7 @@ def _plan(
         api_key=r.api_key,
         key_env=constraints.api_key_env if r.api_key else "",
         ready=ready_path(profile, m),
-        files=load_files(profile, m.args, m.env, model),
+        files=load_files(profile, m.args, m.env_map, model, items=m.items),
         memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )
@@ -225,7 +241,11 @@ def _plan(
         else ()
     )
     notes = memory.notes if memory is not None else ()
-    return Explained(plan=plan, sources=m.sources, findings=found, memory=notes)
+    if not explain:  # provenance is data in `m`; its text is made only for --explain
+        return Explained(plan=plan, sources=(), findings=found, memory=notes)
+    prov = m.provenance
+    sources = tuple(o.source() for o in prov)
+    return Explained(plan=plan, sources=sources, findings=found, memory=notes, provenance=prov)
 
 
 def _memory(
@@ -363,7 +383,7 @@ def _check_options(p: ExecutorProfile, c: Constraints) -> None:
         )
     if c.ctx and not p.ctx_flag:
         raise PlanError(f"{p.binary} has no context-size option (ctx)")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in c.api_key):
+    if _CONTROL.search(c.api_key):
         # Not sendable: an HTTP header cannot carry it, so no client could authenticate.
         raise PlanError(
             "the API key contains a control character (a newline, a tab, ...), which no "
@@ -382,6 +402,7 @@ def _check_options(p: ExecutorProfile, c: Constraints) -> None:
         )
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 _CHAR_NAMES = freeze({",": "a comma", ";": "a semicolon", " ": "a space"})
 _INT32_MAX = 2**31 - 1  # the executors read these with std::stoi
 
@@ -420,22 +441,24 @@ def _layers(
     extra_env = env_items(c.extra_env, "caller env")
     engine_env = ((profile.key_env, c.api_key),) if c.api_key else ()
     layers = [
-        Layer(name="run_args", rank=RANK_RUN_ARGS, args=spec.run_args),
+        Layer(name=_NAMES[RANK_RUN_ARGS], rank=RANK_RUN_ARGS, args=spec.run_args),
         Layer(
-            name="engine",
+            name=_NAMES[RANK_ENGINE],
             rank=RANK_ENGINE,
             args=engine_args(profile, spec, c, port, cpu_only, memory_args=memory_args),
             env=engine_env,
         ),
-        Layer(name="caller", rank=RANK_CALLER, args=c.extra_args, env=extra_env),
+        Layer(name=_NAMES[RANK_CALLER], rank=RANK_CALLER, args=c.extra_args, env=extra_env),
     ]
     if o is not None:
-        layers.append(Layer(name="config env", rank=RANK_CONFIG_ENV, env=tuple(o.env.items())))
+        layers.append(
+            Layer(name=_NAMES[RANK_CONFIG_ENV], rank=RANK_CONFIG_ENV, env=tuple(o.env.items()))
+        )
         eng = o.engines.get(spec.kind)
         if eng is not None:
             layers.append(
                 Layer(
-                    name=f"config engines.{spec.kind}",
+                    name=_config_names(spec)[0],
                     rank=RANK_CONFIG_ENGINE,
                     args=eng.args,
                     env=tuple(eng.env.items()),
@@ -445,7 +468,7 @@ def _layers(
         if mod is not None:
             layers.append(
                 Layer(
-                    name=f"config models.{spec.id}",
+                    name=_config_names(spec)[1],
                     rank=RANK_CONFIG_MODEL,
                     args=mod.args,
                     env=tuple(mod.env.items()),
@@ -454,21 +477,18 @@ def _layers(
     return layers
 
 
-def layer_names(spec: ModelSpec) -> tuple[str, ...]:
-    """The name of every layer `_layers` may build for `spec`, as sources and their
-    ``overrode`` entries spell them."""
-    names = ["run_args", "engine", "caller", "config env", f"config engines.{spec.kind}"]
-    if spec.id:
-        names.append(f"config models.{spec.id}")
-    return tuple(names)
+def _config_names(spec: ModelSpec) -> tuple[str, str]:
+    """The names of the override layers of `spec`: its kind's section, its model's section."""
+    return f"config engines.{spec.kind}", f"config models.{spec.id}"
 
 
-def _port_origin(p: ExecutorProfile, m: Merged, r: Resolved) -> str:
-    for s in m.sources:
-        if s.what == "arg" and s.text.split()[-1:] == [str(r.port)] and "port" in s.text:
-            return f"set by {s.layer}"
-        if p.port_env and s.what == "env" and s.text.startswith(p.port_env + "="):
-            return f"set by {s.layer} via {p.port_env}"
+def _port_origin(p: ExecutorProfile, m: Merged) -> str:
+    # The port comes from the winning port flag, else from the port variable (the merge keeps
+    # one form of a setting).
+    for o in m.provenance:
+        if o.key == p.port_flag or (p.port_env and o.key == p.port_env):
+            via = f" via {p.port_env}" if o.said.what == "env" else ""
+            return f"set by {o.said.layer}{via}"
     return "set by a layer above the engine"
 
 
@@ -478,16 +498,20 @@ def with_port(plan: LaunchPlan, port: int, *, executors: Executors = BUILTIN) ->
     raises `PlanError` for any other."""
     if not plan.port_scanned:
         raise PlanError(f"port {plan.port} was requested explicitly; it is never moved")
-    table = executors.profile(plan.spec.kind).flags
+    profile = executors.profile(plan.spec.kind)
     args = list(plan.args)
-    last = None
-    for i, tok in enumerate(args[:-1]):
-        hit = table.lookup(tok)
-        if hit is not None and hit[0].key == executors.profile(plan.spec.kind).port_flag:
-            last = i
+    # The executor reads the last port flag; its value stands where the reader says.
+    last = next(
+        (
+            it.value_at[0]
+            for it in reversed(profile.flags.read_items(args))
+            if it.key == profile.port_flag and it.values and it.problem is None
+        ),
+        None,
+    )
     if last is None:
         raise PlanError("the plan's args have no port flag to move")
-    args[last + 1] = str(port)
+    args[last] = str(port)
     r = resolve(plan.spec.kind, args, plan.env, executors=executors)
     return msgspec.structs.replace(
         plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key

@@ -34,7 +34,7 @@ from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine.errors import PlanError
 
 if TYPE_CHECKING:
-    from exedra_engine._core.layers import Source
+    from exedra_engine._core.layers import Provenance, Said, Source
     from exedra_engine._core.values import Config, LaunchPlan, Override
 
 REDACTED = "<redacted>"
@@ -79,32 +79,6 @@ def redact_args(args: Sequence[str], *, executors: Executors = BUILTIN) -> tuple
     for i, _, inline in _secret_values(args, executors):
         out[i] = f"{inline}={REDACTED}" if inline else REDACTED
     return tuple(out)
-
-
-def redact_option(text: str, *, executors: Executors = BUILTIN) -> str:
-    """One argv option as `exedra_engine._core.layers.Source` shows it (its tokens joined by
-    spaces) with a key flag's value hidden."""
-    first, sep, _ = text.partition(" ")
-    name, eq, value = first.partition("=")
-    if executors.is_secret_flag(name):
-        if sep:
-            return f"{first} {REDACTED}" if not eq else f"{name}={REDACTED} {REDACTED}"
-        return f"{name}={REDACTED}" if eq and value else text
-    return text
-
-
-def redact_said(entry: str, layers: Collection[str], *, executors: Executors = BUILTIN) -> str:
-    """An ``overrode`` entry (``layer: --flag value`` or ``layer: NAME=VALUE``) with its
-    secret value hidden. `layers` are the layer names that may open it; an entry that opens
-    with none of them is hidden whole rather than guessed at."""
-    for layer in sorted(layers, key=len, reverse=True):
-        if entry.startswith(layer + ": "):
-            what = entry[len(layer) + 2 :]
-            shown = (
-                redact_option(what, executors=executors) if what[:1] == "-" else redact_env(what)
-            )
-            return f"{layer}: {shown}"
-    return REDACTED
 
 
 def redact_plan(
@@ -216,50 +190,54 @@ def _redact_arg_copies(args: Sequence[str], copies: Collection[str]) -> tuple[st
     return tuple(out)
 
 
-def redact_source(
-    s: Source,
-    secrets: Collection[str],
-    layers: Collection[str],
-    *,
-    executors: Executors = BUILTIN,
-) -> Source:
+def redact_provenance(
+    p: Provenance, secrets: Collection[str], *, executors: Executors = BUILTIN
+) -> Provenance:
     """One provenance entry (``plan --explain``) as it may be shown: secrets hidden where
     they stand, and a copied secret's value hidden in any variable and in any flag set above
-    the engine layer (as in `redact_plan`)."""
-    if s.what == "env":
-        text = _redact_env_copy(s.text, secrets)
-    elif s.layer != ENGINE_LAYER and copied_secret(_arg_value(s.text), secrets):
-        first = s.text.partition(" ")[0]
-        if first[:1] != "-":
-            text = REDACTED
-        elif " " in s.text:
-            text = f"{first} {REDACTED}"
-        else:
-            text = f"{first.partition('=')[0]}={REDACTED}"
-    else:
-        text = redact_option(s.text, executors=executors)
+    the engine layer (as in `redact_plan`), in the entry and in what it replaced."""
     return msgspec.structs.replace(
-        s,
-        text=text,
-        overrode=tuple(_redact_said_copy(o, secrets, layers, executors) for o in s.overrode),
+        p,
+        said=redact_said(p.said, secrets, executors=executors),
+        replaced=tuple(redact_said(r, secrets, executors=executors) for r in p.replaced),
     )
 
 
-def _redact_said_copy(
-    entry: str, secrets: Collection[str], layers: Collection[str], executors: Executors
-) -> str:
-    shown = redact_said(entry, layers, executors=executors)
-    layer, _, what = shown.partition(": ")
-    if layer == ENGINE_LAYER or not what:
-        return shown
-    value = what.partition("=")[2] if what[:1] != "-" else _value(what)
-    if copied_secret(value, secrets):
-        return f"{layer}: " + (
-            f"{what.partition('=')[0]}={REDACTED}"
-            if what[:1] != "-" or " " not in what
-            else f"{what.partition(' ')[0]} {REDACTED}"
+def redact_said(s: Said, secrets: Collection[str], *, executors: Executors = BUILTIN) -> Said:
+    """One layer's contribution with its secret hidden: a secret-named variable's value, a
+    key flag's values, and (above the engine layer, whose flags are derived from what is not
+    secret) any value that is a copy of one of `secrets`."""
+    shown = _said_env(s, secrets) if s.what == "env" else _said_arg(s, secrets, executors)
+    return s if shown == s.tokens else msgspec.structs.replace(s, tokens=shown)
+
+
+def _said_env(s: Said, secrets: Collection[str]) -> tuple[str, ...]:
+    name, value = s.tokens
+    if value and (is_secret_name(name) or copied_secret(value, secrets)):
+        return (name, REDACTED)
+    return s.tokens
+
+
+def _said_arg(s: Said, secrets: Collection[str], executors: Executors) -> tuple[str, ...]:
+    copies = s.layer != ENGINE_LAYER
+    first, values = s.tokens[0], s.tokens[1:]
+    if values:
+        copied = copies and (
+            copied_secret(" ".join(values), secrets)
+            or any(copied_secret(v, secrets) for v in values)
         )
-    return shown
+        return (first, REDACTED) if copied or executors.is_secret_flag(first) else s.tokens
+    name, eq, value = first.partition("=")
+    if first[:1] == "-":
+        hide = (
+            eq
+            and value
+            and (executors.is_secret_flag(name) or (copies and copied_secret(value, secrets)))
+        )
+        return (f"{name}={REDACTED}",) if hide else s.tokens
+    if copies and copied_secret(first, secrets):  # a bare token: the value of a mistyped flag
+        return (REDACTED,)
+    return s.tokens
 
 
 def redact_config(cfg: Config) -> Config:

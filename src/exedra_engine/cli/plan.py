@@ -12,8 +12,8 @@ import msgspec
 from exedra_engine._core.check import TableOrigin
 from exedra_engine._core.executors import BUILTIN, Executors
 from exedra_engine._core.layers import Source
-from exedra_engine._core.planner import Explained, layer_names
-from exedra_engine._core.redact import SHORT_KEY, TextRedactor, plan_secrets, redact_source
+from exedra_engine._core.planner import Explained
+from exedra_engine._core.redact import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options
@@ -111,9 +111,9 @@ def plan(a: argparse.Namespace) -> int:
 def _shown_sources(e: Explained, show_secrets: bool, executors: Executors) -> list[Source]:
     if show_secrets:
         return list(e.sources)
-    names = layer_names(e.plan.spec)
-    secrets = plan_secrets(e.plan.args, e.plan.env, executors=executors)
-    return [redact_source(s, secrets, names, executors=executors) for s in e.sources]
+    # Redacted as data (each token where it stands), then worded.
+    secrets = frozenset(plan_secrets(e.plan.args, e.plan.env, executors=executors))
+    return [redact_provenance(p, secrets, executors=executors).source() for p in e.provenance]
 
 
 def shown_findings(e: Explained, show_secrets: bool, executors: Executors = BUILTIN) -> Explained:

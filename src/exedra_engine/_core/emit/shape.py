@@ -362,9 +362,10 @@ class _Origins:
         self.items.append(Origin(field=field, value=value, source=source, why=why))
 
     def layer_of(self, flag: str, var: str) -> str:
+        # By the flag's key and the variable's name, as the merge recorded them: whatever
+        # spelling (``--port``, ``-p``) a layer wrote.
         for s in reversed(self.sources):
-            head = s.text.split(" ", 1)[0]
-            if (s.what == "arg" and head == flag) or (var and s.text.startswith(var + "=")):
+            if s.key and s.key in (flag, var):
                 return f"set by the {s.layer} layer"
         return "the plan's argv and env, read back as the executor reads them"
 
