@@ -242,13 +242,12 @@ def merge(
     else:
         items = tuple([its[j] for j in kept])
         item_layers = tuple([read_layers[j] for j in kept])
-    settings = {it.key: it.values for it in items}
-    settings.pop(None, None)
+    settings = {it.key: it.values for it in items if it.key is not None}
     for k in profile.flags.repeatable_keys & settings.keys():
         del settings[k]
     if required_key and profile.key_env:
         _keep_key(profile, required_key, env)
-    if key_flag in read.last:
+    if key_flag is not None and key_flag in read.last:
         _move_keys(profile, read, key_flag, env)
     names = sorted(env.val)
     over = {k: tuple(v) for k, v in arg_over.items() if k in settings}
