@@ -99,6 +99,10 @@ class FlagTable:
             for e in f.env:
                 self._by_env.setdefault(e, f)
         self._env_names = frozenset(self._by_env)
+        self._plain: dict[str, tuple[str, int]] = {
+            n: (f.key, f.nargs) for n, (f, negated) in self._by_name.items() if not negated
+        }
+        """Each positive spelling's key and value count: the fast path of a reading."""
         self.repeatable_keys = frozenset(f.key for f in flags if f.repeatable)
         """The flags whose every occurrence counts (``--lora``), not only the last."""
         self._memo: tuple[_Memo, _Memo] = ({}, {})
@@ -154,9 +158,10 @@ class FlagTable:
             hit = memo[key] = self._read(key, checking)
         return hit
 
-    def _read(self, argv: Sequence[str], checking: bool) -> tuple[tuple[Item, ...], Item | None]:
+    def _read(self, argv: tuple[str, ...], checking: bool) -> tuple[tuple[Item, ...], Item | None]:
         # The one place that decides which token of an argv is a flag and which a value.
         get = self._by_name.get
+        plain = None if checking else self._plain.get
         items: list[Item] = []
         append = items.append
         bad: Item | None = None
@@ -166,6 +171,12 @@ class FlagTable:
             at = i
             tok = argv[i]
             i += 1
+            if plain is not None and (p := plain(tok)) is not None and i + p[1] <= n:
+                # The common case, a known flag with all its values: no more to decide.
+                j = i + p[1]
+                append(Item(tokens=argv[at:j], key=p[0], values=argv[i:j], at=at))
+                i = j
+                continue
             hit = get(tok)
             inline: str | None = None
             if hit is None:
