@@ -233,7 +233,9 @@ def merge(
     env = _Env(ordered)
     dropped, arg_over = _flag_or_variable(profile.flags, read, env)
     key_flag = profile.key_flag if profile.key_env else None
-    kept = _kept(profile, read, dropped, key_flag)
+    # (A frozenset's `intersection` walks its argument; `&` with a dict's keys walks both.)
+    repeated = profile.flags.repeatable_keys.intersection(read.last)
+    kept = _kept(read, repeated, dropped, key_flag)
     its, lays = read.items, read.layers
     # (Comprehensions, not map(attrgetter): on these structs they are twice as fast.)
     read_layers = tuple([layer.name for layer in lays])
@@ -243,8 +245,8 @@ def merge(
         items = tuple([its[j] for j in kept])
         item_layers = tuple([read_layers[j] for j in kept])
     settings = {it.key: it.values for it in items if it.key is not None}
-    for k in profile.flags.repeatable_keys & settings.keys():
-        del settings[k]
+    for k in repeated:
+        settings.pop(k, None)
     if required_key and profile.key_env:
         _keep_key(profile, required_key, env)
     if key_flag is not None and key_flag in read.last:
@@ -292,7 +294,7 @@ def _read(profile: ExecutorProfile, ordered: Sequence[Layer], executors: Executo
 
 
 def _kept(
-    profile: ExecutorProfile, read: _Read, dropped: set[str], key_flag: str | None
+    read: _Read, repeated: frozenset[str], dropped: set[str], key_flag: str | None
 ) -> list[int] | None:
     """Which items stay, by index (None: all of them): tokens the table does not know, every
     occurrence of a repeatable flag, and the last of any other unless its variable won; key
@@ -305,7 +307,6 @@ def _kept(
     for k in dropped:
         del win[k]
     win.pop(key_flag, None)
-    repeated = profile.flags.repeatable_keys & win.keys()
     if not unknown and not repeated:
         return sorted(win.values())
     keep = set(win.values())
@@ -322,16 +323,15 @@ def _flag_or_variable(
     dropped: set[str] = set()
     arg_over: dict[str, list[Said]] = {}
     last = read.last
-    # (Not `keys() & env_names`, which walks the table's every variable.)
-    set_env = list(filter(table.env_names.__contains__, env.layer))
-    if not set_env:
-        return dropped, arg_over
     # Only the flags whose variable some layer sets: far fewer than the flags in argv.
+    for_env = table.flag_for_env
     both = {
         f.key
-        for name in set_env
-        if (f := table.flag_for_env(name)) is not None and f.key in last and not f.repeatable
+        for name in env.layer
+        if (f := for_env(name)) is not None and f.key in last and not f.repeatable
     }
+    if not both:
+        return dropped, arg_over
     for key in sorted(both, key=last.__getitem__):
         flag = table.flags[key]
         names = [e for e in flag.env if e in env.layer]

@@ -57,13 +57,15 @@ def named_files(
         except EngineError:
             items = ()
     files = p.model_file_flags
-    for it in items:
-        if it.key in files and it.values:
-            seen.add(it.key)
-            found.setdefault(normal_path(it.values[0]), _role(p, it.key))
+    for key, values in [(it.key, it.values) for it in items if it.key in files]:
+        if key is not None and values:
+            seen.add(key)
+            found.setdefault(normal_path(values[0]), _role(p, key))
     for_env = p.flags.flag_for_env
-    for name, value in (env if isinstance(env, Mapping) else env_dict(env)).items():
+    envmap = env if isinstance(env, Mapping) else env_dict(env)
+    for name in filter(p.flags.env_names.__contains__, envmap):
         f = for_env(name)
+        value = envmap[name]
         if f is not None and f.key in files and value and f.key not in seen:
             found.setdefault(normal_path(value), _role(p, f.key))
     return tuple(found.items())

@@ -112,9 +112,14 @@ def plan_launch(
     `executors` are the executors the spec's kind is looked up in.
     """
     facts = _Facts(model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models)
-    return as_result(_plan, spec, hw, constraints, facts, explain=False, executors=executors).map(
-        lambda e: e.plan
-    )
+    return as_result(_plan_only, spec, hw, constraints, facts, executors)
+
+
+def _plan_only(
+    spec: ModelSpec, hw: Hardware | None, c: Constraints, facts: _Facts, executors: Executors
+) -> LaunchPlan:
+    # One Result, not a second one from `.map` (each costs ~0.4 us).
+    return _plan(spec, hw, c, facts, explain=False, executors=executors).plan
 
 
 def explain_launch(
@@ -451,14 +456,16 @@ def _layers(
         Layer(name=_NAMES[RANK_CALLER], rank=RANK_CALLER, args=c.extra_args, env=extra_env),
     ]
     if o is not None:
-        layers.append(
-            Layer(name=_NAMES[RANK_CONFIG_ENV], rank=RANK_CONFIG_ENV, env=tuple(o.env.items()))
-        )
+        if o.env:
+            layers.append(
+                Layer(name=_NAMES[RANK_CONFIG_ENV], rank=RANK_CONFIG_ENV, env=tuple(o.env.items()))
+            )
+        names = _config_names(spec)
         eng = o.engines.get(spec.kind)
         if eng is not None:
             layers.append(
                 Layer(
-                    name=_config_names(spec)[0],
+                    name=names[0],
                     rank=RANK_CONFIG_ENGINE,
                     args=eng.args,
                     env=tuple(eng.env.items()),
@@ -468,7 +475,7 @@ def _layers(
         if mod is not None:
             layers.append(
                 Layer(
-                    name=_config_names(spec)[1],
+                    name=names[1],
                     rank=RANK_CONFIG_MODEL,
                     args=mod.args,
                     env=tuple(mod.env.items()),
