@@ -58,7 +58,7 @@ def named_files(
             items = ()
     files = p.model_file_flags
     for key, values in [(it.key, it.values) for it in items if it.key in files]:
-        if key is not None and values:
+        if values:
             seen.add(key)
             found.setdefault(normal_path(values[0]), _role(p, key))
     for_env = p.flags.flag_for_env
