@@ -23,6 +23,7 @@ from msgspec.structs import replace
 
 from exedra_engine._core.executors import ExecutorProfile
 from exedra_engine._core.fit_params import FitMeasurement, FitRow, measurement_for
+from exedra_engine._core.flags import Item
 from exedra_engine._core.inventory import CACHE_TYPES, ModelInventory, TensorInfo
 from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.struct import Value, freeze
@@ -129,72 +130,104 @@ class MemorySettings(Value, frozen=True, kw_only=True):
 
 
 def read_settings(
-    profile: ExecutorProfile, args: Sequence[str], env: Sequence[str] = ()
+    profile: ExecutorProfile,
+    args: Sequence[str],
+    env: Sequence[str] = (),
+    *,
+    items: Sequence[Item] | None = None,
 ) -> MemorySettings:
     """The memory settings of an argv (and ``NAME=VALUE`` env) through the profile's table;
-    a flag in argv wins over its variable, as the executor reads them."""
-    table = profile.flags
-    role_of = {key: role for role, key in profile.memory_flags.items()}
-    found: dict[str, tuple[str, ...]] = {}
-    negated: dict[str, bool] = {}
-    repeated: dict[str, list[str]] = {}
-    for item in table.split_items(args, "plan args"):
-        role = role_of.get(item.key or "")
-        if role is None:
-            continue
-        found[role] = item.values
-        negated[role] = item.negated
-        if role == "override_tensor":
-            repeated.setdefault(role, []).extend(item.values)
-    for entry in env:
-        name, _, value = entry.partition("=")
-        flag = table.flag_for_env(name)
-        role = role_of.get(flag.key) if flag is not None else None
-        if role is None or role in found:
-            continue
-        found[role] = (value,) if flag is not None and flag.nargs else ()
-        negated[role] = flag is not None and not flag.nargs and _falsy(value)
-        if role == "override_tensor":
-            repeated.setdefault(role, []).append(value)
+    a flag in argv wins over its variable, as the executor reads them. `items` are `args`
+    as the table reads them, where the caller has them already (the merge's)."""
+    if items is None:
+        items = profile.flags.split_items(args, "plan args")
+    found = _Found(profile)
+    found.read_items(items)
+    found.read_env(env)
+    return found.settings()
 
-    def val(role: str) -> str | None:
-        v = found.get(role)
-        return v[0] if v else None
 
-    def on(role: str, default: bool) -> bool:
-        if role not in found:
+class _Found:
+    """The memory roles an argv and env set: each one's values, whether it was negated, and
+    every value of the repeatable ``-ot``."""
+
+    def __init__(self, profile: ExecutorProfile) -> None:
+        self.table = profile.flags
+        self.role_of = {key: role for role, key in profile.memory_flags.items()}
+        self.found: dict[str, tuple[str, ...]] = {}
+        self.negated: dict[str, bool] = {}
+        self.override_tensor: list[str] = []
+
+    def read_items(self, items: Sequence[Item]) -> None:
+        role_of = self.role_of
+        for item in [it for it in items if it.key in role_of]:
+            role = role_of[item.key or ""]
+            self.found[role] = item.values
+            self.negated[role] = item.negated
+            if role == "override_tensor":
+                self.override_tensor.extend(item.values)
+
+    def read_env(self, env: Sequence[str]) -> None:
+        for entry in env:
+            name, _, value = entry.partition("=")
+            flag = self.table.flag_for_env(name)
+            role = self.role_of.get(flag.key) if flag is not None else None
+            if flag is None or role is None or role in self.found:
+                continue
+            self.found[role] = (value,) if flag.nargs else ()
+            self.negated[role] = not flag.nargs and _falsy(value)
+            if role == "override_tensor":
+                self.override_tensor.append(value)
+
+    def val(self, role: str, default: str = "") -> str:
+        v = self.found.get(role)
+        return (v[0] if v else "") or default
+
+    def num(self, role: str, default: int) -> int:
+        v = self.found.get(role)
+        return _int(v[0], default) if v else default
+
+    def on(self, role: str, default: bool) -> bool:
+        if role not in self.found:
             return default
-        return not negated.get(role, False)
+        return not self.negated.get(role, False)
 
-    ot = []
-    for value in repeated.get("override_tensor", ()):
+    def settings(self) -> MemorySettings:
+        val, num, on = self.val, self.num, self.on
+        return MemorySettings(
+            ctx=num("ctx", 0),
+            parallel=num("parallel", -1),
+            kv_unified=on("kv_unified", False),
+            cache_type_k=val("cache_type_k", "f16").lower(),
+            cache_type_v=val("cache_type_v", "f16").lower(),
+            flash_attn=val("flash_attn", "auto").lower(),
+            batch=num("batch", DEFAULT_BATCH),
+            ubatch=num("ubatch", DEFAULT_UBATCH),
+            gpu_layers=_gpu_layers(val("gpu_layers") or None),
+            tensor_split=_split(val("tensor_split") or None),
+            split_mode=val("split_mode", "layer").lower(),
+            override_tensor=_override_pairs(self.override_tensor),
+            cpu_moe=on("cpu_moe", False),
+            n_cpu_moe=num("n_cpu_moe", 0),
+            mmproj=val("mmproj"),
+            draft=val("draft"),
+            cache_ram_mib=num("cache_ram", DEFAULT_CACHE_RAM_MIB),
+            swa_full=on("swa_full", False),
+            kv_offload=on("kv_offload", True),
+            embeddings=on("embeddings", False),
+            explicit=frozenset(self.found),
+        )
+
+
+def _override_pairs(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``-ot`` values as (pattern, buffer type) pairs, in order; malformed parts skipped."""
+    out = []
+    for value in values:
         for part in value.split(","):
             pattern, _, buft = part.partition("=")
             if pattern and buft:
-                ot.append((pattern, buft))
-    return MemorySettings(
-        ctx=_int(val("ctx"), 0),
-        parallel=_int(val("parallel"), -1),
-        kv_unified=on("kv_unified", False),
-        cache_type_k=(val("cache_type_k") or "f16").lower(),
-        cache_type_v=(val("cache_type_v") or "f16").lower(),
-        flash_attn=(val("flash_attn") or "auto").lower(),
-        batch=_int(val("batch"), DEFAULT_BATCH),
-        ubatch=_int(val("ubatch"), DEFAULT_UBATCH),
-        gpu_layers=_gpu_layers(val("gpu_layers")),
-        tensor_split=_split(val("tensor_split")),
-        split_mode=(val("split_mode") or "layer").lower(),
-        override_tensor=tuple(ot),
-        cpu_moe=on("cpu_moe", False),
-        n_cpu_moe=_int(val("n_cpu_moe"), 0),
-        mmproj=val("mmproj") or "",
-        draft=val("draft") or "",
-        cache_ram_mib=_int(val("cache_ram"), DEFAULT_CACHE_RAM_MIB),
-        swa_full=on("swa_full", False),
-        kv_offload=on("kv_offload", True),
-        embeddings=on("embeddings", False),
-        explicit=frozenset(found),
-    )
+                out.append((pattern, buft))
+    return tuple(out)
 
 
 def _falsy(v: str) -> bool:
@@ -783,13 +816,15 @@ def decide_memory(
     *,
     mmproj: ModelInventory | None = None,
     draft: ModelInventory | None = None,
+    items: Sequence[Item] | None = None,
 ) -> MemoryDecision:
     """The plan's memory for its merged argv and env, raising `DoesNotFit` when a setting a
     layer chose cannot fit; an unset context that does not fit becomes the largest that
     does (never below 4096 tokens unless the model's own is smaller), and an unset
-    ``--cache-ram`` gets what is left of the budget (at most its default)."""
+    ``--cache-ram`` gets what is left of the budget (at most its default). `items` are
+    `args` as the profile's table reads them, where the caller has them (the merge's)."""
     return _Decider(
-        inventory, args, env=env, hw=hardware, profile=profile, sides=(mmproj, draft)
+        inventory, args, env=env, hw=hardware, profile=profile, sides=(mmproj, draft), items=items
     ).run()
 
 
@@ -803,6 +838,7 @@ class _Decider:
         hw: Hardware,
         profile: ExecutorProfile,
         sides: tuple[ModelInventory | None, ModelInventory | None],
+        items: Sequence[Item] | None = None,
     ) -> None:
         self.inv, self.args, self.env, self.hw, self.p, self.sides = (
             inv,
@@ -812,7 +848,7 @@ class _Decider:
             profile,
             sides,
         )
-        self.s = read_settings(profile, args, env)
+        self.s = read_settings(profile, args, env, items=items)
         self.usable, self.how = usable_host(hw)
         self.fixed_ctx = "ctx" in self.s.explicit and self.s.ctx > 0
         self.fixed_cache = "cache_ram" in self.s.explicit

@@ -260,7 +260,7 @@ def _memory(
     inv = facts.inventory
     if inv is None or not profile.memory_flags:
         return None
-    s = read_settings(profile, m.args, m.env)
+    s = read_settings(profile, m.args, m.env, items=m.items)
     by_path = {side.paths[0]: side for side in facts.sides}
     return decide_memory(
         inv,
@@ -270,6 +270,7 @@ def _memory(
         profile,
         mmproj=by_path.get(s.mmproj) if s.mmproj else None,
         draft=by_path.get(s.draft) if s.draft else None,
+        items=m.items,
     )
 
 
