@@ -415,16 +415,39 @@ def weights_by_place(
     inv: ModelInventory, s: MemorySettings, p: Placement
 ) -> tuple[int, tuple[int, ...]]:
     """Bytes of weights on the host and on each device."""
+    if not p.devices:  # every tensor on the host (a CPU-only plan)
+        return sum([t.size for t in inv.tensors]), ()
+    overrides = [(_compile(pat), buft) for pat, buft in s.override_tensor]
+    if overrides or s.cpu_moe or s.n_cpu_moe > 0:
+        places = [_tensor_place(t, inv, s, p, overrides) for t in inv.tensors]
+    else:
+        places = _places_by_layer(inv, p)
     host = 0
     dev = [0] * len(p.devices)
-    overrides = [(_compile(pat), buft) for pat, buft in s.override_tensor]
-    for t in inv.tensors:
-        where = _tensor_place(t, inv, s, p, overrides)
+    for t, where in zip(inv.tensors, places, strict=True):
         if where < 0:
             host += t.size
         else:
             dev[where] += t.size
     return host, tuple(dev)
+
+
+def _places_by_layer(inv: ModelInventory, p: Placement) -> list[int]:
+    """`_tensor_place` of every tensor when no override or expert setting applies: by layer
+    alone, inline (a model has hundreds of tensors, and a plan estimates twice)."""
+    layers, n = p.layers, len(p.layers)
+    out = []
+    for t in inv.tensors:
+        layer = t.layer
+        if layer is not None:
+            out.append(layers[layer] if layer < n else -1)
+        else:
+            out.append(p.output if t.name.startswith(_OUTPUT) else -1)
+    return out
+
+
+_OUTPUT = ("output.", "output_norm.")
+"""The output layer's tensors, placed with it."""
 
 
 def _compile(pattern: str) -> re.Pattern[str] | None:
@@ -449,7 +472,7 @@ def _tensor_place(
         return -1
     if layer is not None:
         return p.layers[layer] if layer < len(p.layers) else -1
-    if t.name.startswith(("output.", "output_norm.")):
+    if t.name.startswith(_OUTPUT):
         return p.output
     return -1  # token_embd and the rest of the input layer stay on the host
 
