@@ -314,24 +314,33 @@ def kv_bytes(inv: ModelInventory, s: MemorySettings, sh: Shape) -> tuple[int, ..
     """Bytes of each block's KV cache or recurrent state."""
     out = []
     swa_used = inv.sliding_window > 0 and any(inv.swa_layers)
+    # Blocks alike (same heads, same window) cost alike: each kind is worked out once.
+    alike: dict[tuple[int, int, bool], int] = {}
     for il in range(inv.blocks):
         if il < len(inv.recurrent_layers) and inv.recurrent_layers[il]:
             out.append(_recurrent_bytes(inv) * sh.seqs)
             continue
         n_kv = inv.head_count_kv[il] if il < len(inv.head_count_kv) else 0
-        if n_kv == 0:
-            out.append(0)
-            continue
         swa = swa_used and il < len(inv.swa_layers) and inv.swa_layers[il]
-        dk, dv = _head_dims(inv, il, swa)
-        cells = sh.ctx_seq
-        if swa and not s.swa_full:
-            window = inv.sliding_window * (sh.seqs if sh.streams == 1 else 1)
-            cells = _pad(min(sh.ctx_seq, window + sh.ubatch))
-        k = _row(s.cache_type_k, dk * n_kv)
-        v = 0 if inv.key_length_mla else _row(s.cache_type_v, dv * n_kv)
-        out.append((k + v) * cells * sh.streams)
+        key = (n_kv, inv.head_count[il] if il < len(inv.head_count) else 0, swa)
+        b = alike.get(key)
+        if b is None:
+            b = alike[key] = _kv_block(inv, s, sh, il, swa) if n_kv else 0
+        out.append(b)
     return tuple(out)
+
+
+def _kv_block(inv: ModelInventory, s: MemorySettings, sh: Shape, il: int, swa: bool) -> int:
+    """Bytes of the KV cache of block `il` (one with KV heads)."""
+    n_kv = inv.head_count_kv[il]
+    dk, dv = _head_dims(inv, il, swa)
+    cells = sh.ctx_seq
+    if swa and not s.swa_full:
+        window = inv.sliding_window * (sh.seqs if sh.streams == 1 else 1)
+        cells = _pad(min(sh.ctx_seq, window + sh.ubatch))
+    k = _row(s.cache_type_k, dk * n_kv)
+    v = 0 if inv.key_length_mla else _row(s.cache_type_v, dv * n_kv)
+    return (k + v) * cells * sh.streams
 
 
 def _head_dims(inv: ModelInventory, il: int, swa: bool) -> tuple[int, int]:
@@ -549,6 +558,7 @@ def estimate_memory(
     sh = shape(inventory, s, ctx)
     p = place(inventory, s, hardware, profile.kind)
     host, devices = _model_parts(inventory, s, sh, p)
+    kv_total = host[0].kv + sum(d[0].kv for d in devices)  # the model's own: every block's
     if draft is not None:
         d_host, d_devices = _model_parts(
             draft, s, shape(draft, s, sh.ctx), place(draft, s, hardware, profile.kind)
@@ -561,7 +571,7 @@ def estimate_memory(
             devices[0] = _add(devices[0], (w, w))
         else:
             host = _add(host, (w, w))
-    cache = prompt_cache_bytes(s, sum(kv_bytes(inventory, s, sh)))
+    cache = prompt_cache_bytes(s, kv_total)
     h_res = replace(host[0], prompt_cache=cache)
     h_rsd = replace(host[1], prompt_cache=cache)
     return MemoryPlan(
