@@ -335,8 +335,7 @@ def ready_path(profile: ExecutorProfile, merged: Merged) -> str:
         prefix = flag[0]
     elif p.ready_prefix_env:
         # The merge keeps one form of a setting: the variable only when no flag won.
-        var = p.ready_prefix_env + "="
-        prefix = next((e[len(var) :] for e in merged.env if e.startswith(var)), "")
+        prefix = merged.env_map.get(p.ready_prefix_env, "")
     else:
         prefix = ""
     return prefix.rstrip("/") + p.ready_path
