@@ -288,7 +288,7 @@ def _read(profile: ExecutorProfile, ordered: Sequence[Layer], executors: Executo
             its += read
             lays += [layer] * len(read)
     keys: list[str | None] = [it.key for it in its]
-    last = dict(zip(keys, range(len(keys)), strict=True))
+    last = dict(zip(keys, range(len(keys))))  # noqa: B905 (of one length by construction)
     last.pop(None, None)
     return _Read(its, lays, keys, last)
 
@@ -413,8 +413,9 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
 
 def _all_fit(layers: Sequence[Layer]) -> bool:
     # `_fits` for every layer at once: one string to test, the common case.
-    args = [a for layer in layers for a in layer.args]
-    text = "".join(args) + "".join([s for layer in layers for pair in layer.env for s in pair])
+    args = tuple(chain.from_iterable([layer.args for layer in layers]))
+    env = tuple(chain.from_iterable(chain.from_iterable([layer.env for layer in layers])))
+    text = "".join(args + env)
     return text.isascii() and "\0" not in text and "" not in args
 
 
