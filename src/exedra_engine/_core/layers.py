@@ -228,13 +228,14 @@ def merge(
     Provenance is kept as data (`Merged.provenance`), worked out only when asked for; its
     text is made only for ``--explain`` (`Merged.sources`).
     """
+    table = profile.flags  # (a property, looked up through a cache: once)
     ordered = sorted(layers, key=_rank)
-    read = _read(profile, ordered, executors)
+    read = _read(profile, table, ordered, executors)
     env = _Env(ordered)
-    dropped, arg_over = _flag_or_variable(profile.flags, read, env)
+    dropped, arg_over = _flag_or_variable(table, read, env)
     key_flag = profile.key_flag if profile.key_env else None
     # (A frozenset's `intersection` walks its argument; `&` with a dict's keys walks both.)
-    repeated = profile.flags.repeatable_keys.intersection(read.last)
+    repeated = table.repeatable_keys.intersection(read.last)
     kept = _kept(read, repeated, dropped, key_flag)
     its, lays = read.items, read.layers
     # (Comprehensions, not map(attrgetter): on these structs they are twice as fast.)
@@ -270,10 +271,11 @@ def merge(
     )
 
 
-def _read(profile: ExecutorProfile, ordered: Sequence[Layer], executors: Executors) -> _Read:
+def _read(
+    profile: ExecutorProfile, table: FlagTable, ordered: Sequence[Layer], executors: Executors
+) -> _Read:
     """Every layer's items in rank order, each layer judged first (`check_layer`) unless all
     fit, the common case tested at once."""
-    table = profile.flags
     its: list[Item] = []
     lays: list[Layer] = []
     foreign = executors.foreign_key_flags(profile)

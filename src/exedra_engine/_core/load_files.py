@@ -61,10 +61,11 @@ def named_files(
         if values:
             seen.add(key)
             found.setdefault(normal_path(values[0]), _role(p, key))
-    for_env = p.flags.flag_for_env
-    envmap = env if isinstance(env, Mapping) else env_dict(env)
-    for name in filter(p.flags.env_names.__contains__, envmap):
-        f = for_env(name)
+    table = p.flags
+    # (`dict` first: a test against the Mapping ABC costs more than this whole loop.)
+    envmap = env if isinstance(env, dict | Mapping) else env_dict(env)
+    for name in [n for n in envmap if n in table.env_names]:
+        f = table.flag_for_env(name)
         value = envmap[name]
         if f is not None and f.key in files and value and f.key not in seen:
             found.setdefault(normal_path(value), _role(p, f.key))
