@@ -168,3 +168,29 @@ def test_i20_item8_settings_from_the_merge_items() -> None:
         ],
     )
     assert read_settings(LLAMA, m.args, m.env, items=m.items) == read_settings(LLAMA, m.args, m.env)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        ((), ()),
+        (("-c", "2048", "-np", "2"), ()),
+        (("--cache-ram", "64"), ("LLAMA_ARG_CTX_SIZE=999",)),
+        (
+            (
+                "-ctk",
+                "q8_0",
+            ),
+            ("LLAMA_ARG_CACHE_RAM=12",),
+        ),
+    ],
+)
+@pytest.mark.parametrize(("ctx", "cache"), [(None, 0), (4096, None), (8192, 300), (None, None)])
+def test_i20_item8_decider_settings_read_as_the_argv_would(
+    argv: tuple[str, ...], env: tuple[str, ...], ctx: int | None, cache: int | None
+) -> None:
+    from exedra_engine._core.memory import _Decider
+
+    d = _Decider(gemma3_270m(), argv, env=env, hw=cpu_host(), profile=LLAMA, sides=(None, None))
+    extra = d.flags(ctx, cache)
+    assert d.settings(extra) == read_settings(LLAMA, (*argv, *extra), env)

@@ -555,6 +555,20 @@ def estimate_memory(
     the projector and draft model the argv names, when they were read.
     """
     s = read_settings(profile, args, env)
+    return _estimate(inventory, s, hardware, profile, ctx=ctx, mmproj=mmproj, draft=draft)
+
+
+def _estimate(
+    inventory: ModelInventory,
+    s: MemorySettings,
+    hardware: Hardware,
+    profile: ExecutorProfile,
+    *,
+    ctx: int | None,
+    mmproj: ModelInventory | None,
+    draft: ModelInventory | None,
+) -> MemoryPlan:
+    """`estimate_memory` from the argv's settings, already read."""
     sh = shape(inventory, s, ctx)
     p = place(inventory, s, hardware, profile.kind)
     host, devices = _model_parts(inventory, s, sh, p)
@@ -894,16 +908,34 @@ class _Decider:
         key = tuple(extra)
         if key not in self.seen:
             mmproj, draft = self.sides
-            self.seen[key] = estimate_memory(
+            self.seen[key] = _estimate(
                 self.inv,
-                (*self.args, *key),
+                self.settings(extra),
                 self.hw,
                 self.p,
-                env=self.env,
+                ctx=None,
                 mmproj=mmproj,
                 draft=draft,
             )
         return self.seen[key]
+
+    def settings(self, extra: Sequence[str]) -> MemorySettings:
+        """`read_settings` of the argv with `extra` (`flags`: a context and a prompt cache,
+        flags that no layer set) after it, from the settings already read: a flag added
+        last wins over any earlier one and over its variable."""
+        s = self.s
+        if not extra:
+            return s
+        found = dict(zip(extra[::2], extra[1::2], strict=True))
+        ctx = found.get(self.p.memory_flags["ctx"])
+        cache = found.get(self.p.memory_flags["cache_ram"])
+        roles = {role for role, flag in self.p.memory_flags.items() if flag in found}
+        return replace(
+            s,
+            ctx=s.ctx if ctx is None else _int(ctx, 0),
+            cache_ram_mib=s.cache_ram_mib if cache is None else _int(cache, DEFAULT_CACHE_RAM_MIB),
+            explicit=s.explicit | roles,
+        )
 
     def flags(self, ctx: int | None, cache_mib: int | None) -> tuple[str, ...]:
         out: tuple[str, ...] = ()
