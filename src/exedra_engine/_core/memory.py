@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 from msgspec.structs import replace
 
@@ -95,6 +95,7 @@ _GPU_BACKENDS: Final = freeze(
         "cann": "CANN",
     }
 )
+_T = TypeVar("_T")
 _EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch)?exps")
 
 
@@ -313,21 +314,32 @@ def _row(type_name: str, elements: int) -> int:
 def kv_bytes(inv: ModelInventory, s: MemorySettings, sh: Shape) -> tuple[int, ...]:
     """Bytes of each block's KV cache or recurrent state."""
     out = []
+    n = inv.blocks
     swa_used = inv.sliding_window > 0 and any(inv.swa_layers)
     # Blocks alike (same heads, same window) cost alike: each kind is worked out once.
     alike: dict[tuple[int, int, bool], int] = {}
-    for il in range(inv.blocks):
-        if il < len(inv.recurrent_layers) and inv.recurrent_layers[il]:
+    per_block = zip(
+        _padded(inv.recurrent_layers, n, False),
+        _padded(inv.head_count_kv, n, 0),
+        _padded(inv.head_count, n, 0),
+        _padded(inv.swa_layers, n, False),
+        strict=True,
+    )
+    for il, (recurrent, n_kv, heads, window) in enumerate(per_block):
+        if recurrent:
             out.append(_recurrent_bytes(inv) * sh.seqs)
             continue
-        n_kv = inv.head_count_kv[il] if il < len(inv.head_count_kv) else 0
-        swa = swa_used and il < len(inv.swa_layers) and inv.swa_layers[il]
-        key = (n_kv, inv.head_count[il] if il < len(inv.head_count) else 0, swa)
+        key = (n_kv, heads, swa_used and window)
         b = alike.get(key)
         if b is None:
-            b = alike[key] = _kv_block(inv, s, sh, il, swa) if n_kv else 0
+            b = alike[key] = _kv_block(inv, s, sh, il, key[2]) if n_kv else 0
         out.append(b)
     return tuple(out)
+
+
+def _padded(values: tuple[_T, ...], n: int, fill: _T) -> tuple[_T, ...]:
+    """`values` cut or filled out to `n` entries (a short per-layer tuple: `fill` beyond)."""
+    return values[:n] + (fill,) * (n - len(values))
 
 
 def _kv_block(inv: ModelInventory, s: MemorySettings, sh: Shape, il: int, swa: bool) -> int:
