@@ -458,12 +458,14 @@ def _places_by_layer(inv: ModelInventory, p: Placement) -> list[int]:
     alone, inline (a model has hundreds of tensors, and a plan estimates twice)."""
     layers, n = p.layers, len(p.layers)
     out = []
-    for t in inv.tensors:
-        layer = t.layer
-        if layer is not None:
+    for name in [t.name for t in inv.tensors]:
+        # `TensorInfo.layer`, inline: a call per tensor costs as much as the rest.
+        head = name[4:].partition(".")[0] if name.startswith("blk.") else ""
+        if head.isdigit():
+            layer = int(head)
             out.append(layers[layer] if layer < n else -1)
         else:
-            out.append(p.output if t.name.startswith(_OUTPUT) else -1)
+            out.append(p.output if name.startswith(_OUTPUT) else -1)
     return out
 
 
