@@ -27,6 +27,7 @@ from exedra_engine._core.layers import Layer, Said, merge
 from exedra_engine._core.memory import (
     _kv_block,
     _tensor_place,
+    bytes_by_layer,
     kv_bytes,
     place,
     read_settings,
@@ -149,6 +150,7 @@ def test_i20_item8_placement_by_layer_and_kv_blocks_keep_their_figures(
             else:
                 dev[where] += t.size
         assert weights_by_place(inv, s, p) == (host, tuple(dev))
+        assert weights_by_place(inv, s, p, bytes_by_layer(inv)) == (host, tuple(dev))
     swa_used = inv.sliding_window > 0 and any(inv.swa_layers)
     each = tuple(
         _kv_block(inv, s, sh, il, swa_used and inv.swa_layers[il]) for il in range(inv.blocks)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Final, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 from msgspec.structs import replace
 
@@ -433,40 +433,64 @@ def _free(g: GPU) -> int:
 
 
 def weights_by_place(
-    inv: ModelInventory, s: MemorySettings, p: Placement
+    inv: ModelInventory, s: MemorySettings, p: Placement, by_layer: ByLayer | None = None
 ) -> tuple[int, tuple[int, ...]]:
-    """Bytes of weights on the host and on each device."""
+    """Bytes of weights on the host and on each device. `by_layer`: `bytes_by_layer(inv)`,
+    where the caller has it (an estimate's caller estimates more than once)."""
     if not p.devices:  # every tensor on the host (a CPU-only plan)
         return sum([t.size for t in inv.tensors]), ()
+    dev = [0] * len(p.devices)
     overrides = [(_compile(pat), buft) for pat, buft in s.override_tensor]
     if overrides or s.cpu_moe or s.n_cpu_moe > 0:
-        places = [_tensor_place(t, inv, s, p, overrides) for t in inv.tensors]
-    else:
-        places = _places_by_layer(inv, p)
-    host = 0
-    dev = [0] * len(p.devices)
-    for t, where in zip(inv.tensors, places, strict=True):
+        host = 0
+        for t in inv.tensors:
+            where = _tensor_place(t, inv, s, p, overrides)
+            if where < 0:
+                host += t.size
+            else:
+                dev[where] += t.size
+        return host, tuple(dev)
+    # By layer alone: `_tensor_place` without overrides or experts kept on the host.
+    b = by_layer or bytes_by_layer(inv)
+    host = b.host
+    for where, size in ((p.output, b.output), *zip(p.layers, b.blocks, strict=True)):
         if where < 0:
-            host += t.size
+            host += size
         else:
-            dev[where] += t.size
+            dev[where] += size
     return host, tuple(dev)
 
 
-def _places_by_layer(inv: ModelInventory, p: Placement) -> list[int]:
-    """`_tensor_place` of every tensor when no override or expert setting applies: by layer
-    alone, inline (a model has hundreds of tensors, and a plan estimates twice)."""
-    layers, n = p.layers, len(p.layers)
-    out = []
-    for name in [t.name for t in inv.tensors]:
+class ByLayer(NamedTuple):
+    """A model's weights by the layer that holds them."""
+
+    blocks: tuple[int, ...]
+    """Bytes of each block's tensors."""
+    output: int
+    """Bytes of the output layer's."""
+    host: int
+    """Bytes of the rest (the input layer), which stay on the host."""
+
+
+def bytes_by_layer(inv: ModelInventory) -> ByLayer:
+    """`ByLayer` of `inv`: one pass over its tensors."""
+    n = inv.blocks
+    blocks = [0] * n
+    output = host = 0
+    for name, size in [(t.name, t.size) for t in inv.tensors]:
         # `TensorInfo.layer`, inline: a call per tensor costs as much as the rest.
         head = name[4:].partition(".")[0] if name.startswith("blk.") else ""
         if head.isdigit():
-            layer = int(head)
-            out.append(layers[layer] if layer < n else -1)
+            il = int(head)
+            if il < n:
+                blocks[il] += size
+            else:
+                host += size
+        elif name.startswith(_OUTPUT):
+            output += size
         else:
-            out.append(p.output if name.startswith(_OUTPUT) else -1)
-    return out
+            host += size
+    return ByLayer(tuple(blocks), output, host)
 
 
 _OUTPUT = ("output.", "output_norm.")
@@ -581,11 +605,13 @@ def _estimate(
     ctx: int | None,
     mmproj: ModelInventory | None,
     draft: ModelInventory | None,
+    by_layer: ByLayer | None = None,
 ) -> MemoryPlan:
-    """`estimate_memory` from the argv's settings, already read."""
+    """`estimate_memory` from the argv's settings, already read (and `by_layer`, the
+    inventory's `bytes_by_layer`, where the caller has it)."""
     sh = shape(inventory, s, ctx)
     p = place(inventory, s, hardware, profile.kind)
-    host, devices = _model_parts(inventory, s, sh, p)
+    host, devices = _model_parts(inventory, s, sh, p, by_layer)
     kv_total = host[0].kv + sum(d[0].kv for d in devices)  # the model's own: every block's
     if draft is not None:
         d_host, d_devices = _model_parts(
@@ -650,9 +676,9 @@ _Pair = tuple[MemoryParts, MemoryParts]
 
 
 def _model_parts(
-    inv: ModelInventory, s: MemorySettings, sh: Shape, p: Placement
+    inv: ModelInventory, s: MemorySettings, sh: Shape, p: Placement, by_layer: ByLayer | None = None
 ) -> tuple[_Pair, list[_Pair]]:
-    w_host, w_dev = weights_by_place(inv, s, p)
+    w_host, w_dev = weights_by_place(inv, s, p, by_layer)
     kv = kv_bytes(inv, s, sh)
     kv_host = 0
     kv_dev = [0] * len(p.devices)
@@ -910,6 +936,8 @@ class _Decider:
             sides,
         )
         self.s = read_settings(profile, args, env, items=items)
+        # Every estimate places the same weights: by layer once (needed with devices only).
+        self.by_layer = bytes_by_layer(inv) if device_names(hw, profile.kind) else None
         self.usable, self.how = usable_host(hw)
         self.fixed_ctx = "ctx" in self.s.explicit and self.s.ctx > 0
         self.fixed_cache = "cache_ram" in self.s.explicit
@@ -930,6 +958,7 @@ class _Decider:
                 ctx=None,
                 mmproj=mmproj,
                 draft=draft,
+                by_layer=self.by_layer,
             )
         return self.seen[key]
 
