@@ -118,17 +118,15 @@ class Merged(Value, frozen=True, kw_only=True):
     @property
     def replaced(self) -> dict[str, tuple[Said, ...]]:
         """What each winning flag (by key) or variable (by name) replaced."""
-        settings, extra = self.settings, self.replaced_env
+        settings, extra, read = self.settings, self.replaced_env, self.read
+        keys = [it.key for it in read]
+        last = dict(zip(keys, range(len(keys))))  # noqa: B905 (of one length by construction)
         seen: dict[str, list[Said]] = {}
-        for layer, it in zip(self.read_layers, self.read, strict=True):
-            if it.key in settings:
-                seen.setdefault(it.key, []).append(_said(layer, it))
-        out: dict[str, tuple[Said, ...]] = {}
-        for key, said in seen.items():
-            said.pop()  # the winner itself: a non-repeatable flag's last occurrence
-            more = extra.get(key, ())
-            if said or more:
-                out[key] = (*said, *more)
+        for j, key in enumerate(keys):
+            # Every occurrence of a winning flag but the last (the winner itself).
+            if key in settings and last[key] != j:
+                seen.setdefault(key, []).append(_said(self.read_layers[j], read[j]))
+        out = {key: (*said, *extra.get(key, ())) for key, said in seen.items()}
         for key, more in extra.items():
             out.setdefault(key, more)
         return freeze(out)
