@@ -6,10 +6,11 @@ languages. Every struct is frozen: `msgspec.structs.replace` makes a changed cop
 
 from __future__ import annotations
 
+from exedra_engine._core.executors import BUILTIN
 from exedra_engine._core.fit_params import FitMeasurement
 from exedra_engine._core.kinds import KindName
 from exedra_engine._core.memory_plan import MemoryPlan
-from exedra_engine._core.redact import REDACTED, redact_args, redact_env
+from exedra_engine._core.redact import REDACTED, redact_config, redact_shown
 from exedra_engine._core.struct import EMPTY, Value, frozen_fields
 
 
@@ -173,8 +174,11 @@ class Constraints(Value, frozen=True, kw_only=True):
         # The key stays out of logs and tracebacks that print values.
         fields = {f: getattr(self, f) for f in self.__struct_fields__}
         fields["api_key"] = REDACTED if self.api_key else ""
-        fields["extra_args"] = redact_args(self.extra_args)
-        fields["extra_env"] = tuple(redact_env(e) for e in self.extra_env)
+        fields["extra_args"], fields["extra_env"] = redact_shown(
+            self.extra_args, self.extra_env, api_key=self.api_key
+        )
+        if self.overrides is not None:
+            fields["overrides"] = redact_config(self.overrides)
         return "Constraints(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 
@@ -226,10 +230,15 @@ class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
         return base_url(self.host, self.port)
 
     def __repr__(self) -> str:
+        # No `Executors` value here to say which flags of an added executor are secret: for
+        # a built-in kind `redact_shown` also hides after any flag whose name reads as one,
+        # and the key's copies; for any other kind, every value.
         key = REDACTED if self.api_key else ""
-        env = tuple(redact_env(e) for e in self.env)
+        args, env = redact_shown(
+            self.args, self.env, api_key=self.api_key, every_value=self.spec.kind not in BUILTIN
+        )
         return (
-            f"LaunchPlan(command={self.command!r}, args={redact_args(self.args)!r}, env={env!r}, "
+            f"LaunchPlan(command={self.command!r}, args={args!r}, env={env!r}, "
             f"host={self.host!r}, port={self.port!r}, api_key={key!r}, ready={self.ready!r})"
         )
 
