@@ -100,3 +100,18 @@ def test_i20_item4_redact_config_takes_the_executors() -> None:
         Config(engines={"llama": Override(args=("--sd-auth", TOKEN, "--port", "8"))})
     )
     assert shown.engines["llama"].args == ("--sd-auth", REDACTED, "--port", "8")
+
+
+def test_i20_item4_spec_override_and_config_reprs_hide_secrets() -> None:
+    spec = ModelSpec(path="/m/q.gguf", kind="llama", run_args=("--api-key", TOKEN, "-c", "8"))
+    assert TOKEN not in repr(spec) and "'-c', '8'" in repr(spec)
+    assert TOKEN not in repr(msgspec.structs.replace(SPEC, run_args=("--sd-auth", TOKEN)))
+    o = Override(args=("--sd-token", TOKEN, "--steps", "8"), env={"MIRROR": TOKEN, "TZ": "UTC"})
+    assert TOKEN not in repr(o) and "'TZ': 'UTC'" in repr(o)
+    cfg = Config(
+        env={"HF_TOKEN": "hf-0123456789"},
+        models={"q": Override(env={"COPY": "hf-0123456789"})},
+    )
+    assert "hf-0123456789" not in repr(cfg)
+    # an exception's text built from the values shows no secret either
+    assert TOKEN not in str(ValueError(spec, o, Constraints(extra_args=("--sd-token", TOKEN))))

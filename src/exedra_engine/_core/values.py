@@ -116,6 +116,14 @@ class ModelSpec(Value, frozen=True, kw_only=True, omit_defaults=True):
     run_args: tuple[str, ...] = ()
     """Model-recommended flags, the lowest layer."""
 
+    def __repr__(self) -> str:
+        # A key flag in run_args stays out of logs and tracebacks (see `LaunchPlan.__repr__`).
+        args, _ = redact_shown(self.run_args, every_value=self.kind not in BUILTIN)
+        return (
+            f"ModelSpec(id={self.id!r}, path={self.path!r}, kind={self.kind!r}, "
+            f"capabilities={self.capabilities!r}, run_args={args!r})"
+        )
+
 
 class Override(Value, frozen=True, kw_only=True, omit_defaults=True):
     """One launch customization layer."""
@@ -126,6 +134,11 @@ class Override(Value, frozen=True, kw_only=True, omit_defaults=True):
 
     def __post_init__(self) -> None:
         frozen_fields(self, "env")
+
+    def __repr__(self) -> str:
+        args, env = redact_shown(self.args, [f"{n}={v}" for n, v in self.env.items()])
+        shown = dict(e.split("=", 1) for e in env)
+        return f"Override(args={args!r}, env={shown!r})"
 
 
 class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -139,6 +152,14 @@ class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
     def __post_init__(self) -> None:
         # Deeply frozen, so a config can key a cache and no caller can edit a shared one.
         frozen_fields(self, "env", "engines", "models")
+
+    def __repr__(self) -> str:
+        # Secrets and their copies across the files hidden (`redact_config`), and each
+        # `Override` hides again by its own repr.
+        c = redact_config(self)
+        return (
+            f"Config(env={dict(c.env)!r}, engines={dict(c.engines)!r}, models={dict(c.models)!r})"
+        )
 
 
 class Constraints(Value, frozen=True, kw_only=True):
