@@ -6,17 +6,26 @@ from __future__ import annotations
 import pytest
 
 from exedra_engine import (
+    CPU,
     AddressUnavailable,
     ArgumentRefused,
+    Config,
+    Constraints,
+    ExecutorInfo,
     ExitedUnexplained,
+    Hardware,
     IllegalInstruction,
     KilledBySignal,
+    Kind,
     LibraryNotLoaded,
     ModelNotLoaded,
+    ModelSpec,
     NotReady,
     OutOfMemory,
+    Override,
+    explain_launch,
 )
-from exedra_engine._core.diagnosis import Exit, exit_error, find_cause, layer_of
+from exedra_engine._core.diagnosis import Exit, classify, exit_error, find_cause, layer_of
 from exedra_engine._core.executors import LLAMA, WHISPER, ExecutorProfile
 from exedra_engine._core.layers import Source
 from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
@@ -189,3 +198,53 @@ def test_review_refused_inline_value_not_echoed(profile: ExecutorProfile, line: 
     assert "set by caller" in err.cause
     assert "did you mean --api-key?" in err.cause
     assert err.log[0] == "warning: no usable GPU found"
+
+
+_HOST = Hardware(
+    cpu=CPU(threads=8, ram=1 << 34),
+    executors=(ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server"),),
+)
+_QWEN = ModelSpec(id="qwen", path="/m/qwen.gguf", kind=Kind.LLAMA)
+
+
+@pytest.mark.parametrize("written", [("-c", "9"), ("--ctx-size", "9"), ("--ctx-size=9",)])
+@pytest.mark.parametrize("named", ["-c", "--ctx-size", "--ctx-size=9"])
+def test_i20_item3_a_refused_flags_layer_is_found_by_its_key(
+    written: tuple[str, ...], named: str
+) -> None:
+    # Whatever spelling the layer wrote and the executor named, the plan's provenance ties
+    # both to the flag's key.
+    con = Constraints(overrides=Config(models={"qwen": Override(args=written)}))
+    sources = explain_launch(_QWEN, _HOST, con).unwrap().sources
+    # as llama-server words each: a bad value of a separate one, an inline one it cannot cut
+    inline = "=" in named
+    log = (
+        f"error: invalid argument: {named}"
+        if inline
+        else f'error while handling argument "{named}": stoi',
+    )
+    err = classify(_exit(log), LLAMA, lambda _: "", sources=sources)
+    assert isinstance(err, ArgumentRefused) and err.flag == named.partition("=")[0]
+    assert err.layer == "config models.qwen"
+    assert "set by config models.qwen" in err.cause
+    assert layer_of(named, sources, LLAMA.flags) == "config models.qwen"
+
+
+def test_i20_item3_a_refused_flag_set_by_its_variable_names_that_layer() -> None:
+    sources = (
+        explain_launch(_QWEN, _HOST, Constraints(extra_env=("LLAMA_ARG_CTX_SIZE=x",)))
+        .unwrap()
+        .sources
+    )
+    assert layer_of("--ctx-size", sources, LLAMA.flags) == "caller"
+    # a flag no layer set is the engine's, or nobody's
+    assert layer_of("--port", sources, LLAMA.flags) == "engine"
+    assert layer_of("--temp", sources, LLAMA.flags) == ""
+
+
+def test_i20_item3_an_unknown_flag_is_found_by_its_spelling() -> None:
+    con = Constraints(extra_args=("--ctx-szie", "64", "--zz=1"))
+    sources = explain_launch(_QWEN, _HOST, con).unwrap().sources
+    assert layer_of("--ctx-szie", sources, LLAMA.flags) == "caller"
+    assert layer_of("--zz=1", sources, LLAMA.flags) == "caller"
+    assert layer_of("--ctx-sz", sources, LLAMA.flags) == ""

@@ -26,6 +26,7 @@ from returns.result import Failure
 from exedra_engine import (
     AddressUnavailable,
     ArgumentRefused,
+    Config,
     Constraints,
     Hardware,
     KilledBySignal,
@@ -35,6 +36,8 @@ from exedra_engine import (
     ModelSpec,
     NotReady,
     OutOfMemory,
+    Override,
+    explain_launch,
     launch,
     open_instance,
     plan,
@@ -97,13 +100,33 @@ class _Clock:
 async def test_i21_item5_refused_flag(
     real_hw: Hardware, real_model: Path, leaves_nothing: None
 ) -> None:
-    err, took = await _fails(gemma(real_hw, real_model, "--ctx-szie", "64"))
+    spec = ModelSpec(id="gemma", path=str(real_model), kind=Kind.LLAMA)
+    e = explain_launch(spec, real_hw, Constraints(extra_args=("-c", "512", "--ctx-szie", "64")))
+    err, took = await _fails(e.unwrap().plan, sources=e.unwrap().sources)
     assert isinstance(err, ArgumentRefused)
     assert err.flag == "--ctx-szie" and err.suggestion == "--ctx-size"
     assert (
         "refused the argument --ctx-szie" in err.cause and "did you mean --ctx-size?" in err.cause
     )
+    assert err.layer == "caller" and "set by caller" in err.cause
     assert took < 2
+
+
+async def test_i20_item3_refused_flag_drill_names_its_layer_by_key(
+    real_hw: Hardware, real_model: Path, leaves_nothing: None
+) -> None:
+    # The config layer writes the flag inline; the executor names it by its short spelling
+    # or its long one: the plan's provenance finds the layer by the flag's key.
+    spec = ModelSpec(id="gemma", path=str(real_model), kind=Kind.LLAMA)
+    con = Constraints(
+        extra_args=("-c", "512"),
+        overrides=Config(models={"gemma": Override(args=("--threads-http=many",))}),
+    )
+    e = explain_launch(spec, real_hw, con).unwrap()
+    err, _ = await _fails(e.plan, sources=e.sources)
+    assert isinstance(err, ArgumentRefused), err
+    assert err.flag == "--threads-http", err.cause
+    assert err.layer == "config models.gemma" and "set by config models.gemma" in err.cause
 
 
 async def test_i21_item5_out_of_memory(

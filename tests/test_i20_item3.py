@@ -3,6 +3,8 @@ against the reader on hostile argvs, is properties/test_i20_item3_props.py."""
 
 from __future__ import annotations
 
+import json
+
 import msgspec
 import pytest
 
@@ -20,7 +22,7 @@ from exedra_engine import (
     plan_launch,
 )
 from exedra_engine._core import planner
-from exedra_engine._core.emit.shape import _Origins
+from exedra_engine._core.emit.shape import layer_of
 from exedra_engine._core.executors import executor_profile
 from exedra_engine._core.layers import Layer, Said, merge
 from exedra_engine._core.redact import REDACTED, redact_provenance
@@ -115,6 +117,42 @@ def test_i20_item3_emit_names_a_fields_layer_by_key() -> None:
     e = explain_launch(
         SPEC, HOST, Constraints(overrides=Config(models={"qwen": Override(args=("--port=9100",))}))
     ).unwrap()
-    assert _Origins(e.sources).layer_of(LLAMA.port_flag, LLAMA.port_env) == (
-        "set by the config models.qwen layer"
+    assert layer_of(e.sources, LLAMA.port_flag, LLAMA.port_env) == "config models.qwen"
+
+
+def test_i20_item3_shaping_returns_its_decisions_as_data() -> None:
+    import io
+
+    from exedra_engine._core.emit import EmitOptions, Target, emit_files
+    from exedra_engine._core.emit.shape import READ_BACK, shape
+    from exedra_engine.cli.emit import print_origins
+
+    con = Constraints(
+        host="0.0.0.0",
+        no_gpu=True,
+        overrides=Config(models={"qwen": Override(args=("--port=9100",))}),
     )
+    e = explain_launch(SPEC, HOST, con).unwrap()
+    s = shape(e.plan, Target.K8S, EmitOptions(), HOST, e.sources)
+    assert s == shape(e.plan, Target.K8S, EmitOptions(), HOST, e.sources)  # pure
+    by = {o.field: o for o in s.origins}
+    # the layer is data, found by the port flag's key in the provenance; no text for it
+    assert (by["port"].value, by["port"].layer, by["port"].why) == (
+        "9100",
+        "config models.qwen",
+        "",
+    )
+    assert (by["host"].layer, by["host"].why) == ("engine", "")  # Constraints.host
+    # without provenance (a saved plan) the plan's argv is all that says it
+    bare = {o.field: o for o in shape(e.plan, Target.K8S, EmitOptions(), HOST).origins}
+    assert (bare["port"].layer, bare["port"].why) == ("", READ_BACK)
+    assert (by["gpu"].value, by["gpu"].source) == ("none", "plan")
+    assert (by["stop timeout"].source, by["name"].source) == ("default", "default")
+    # the text is rendered only where --explain prints
+    out = io.StringIO()
+    print_origins(emit_files(e.plan, Target.K8S, EmitOptions(), HOST, e.sources), out)
+    port_row = next(
+        line for line in out.getvalue().splitlines() if line.lstrip().startswith("port")
+    )
+    assert port_row.endswith("plan  (set by the config models.qwen layer)")
+    assert json.loads(msgspec.json.encode(s.origins))[0]["field"] == "name"

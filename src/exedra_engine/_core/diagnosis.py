@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Final, Literal, TypeVar
 
 from exedra_engine._core.executors import CauseKind, ExecutorProfile, ExitCause
+from exedra_engine._core.flags import FlagTable
 from exedra_engine._core.layers import Source
 from exedra_engine._core.memory_plan import MemoryPlan, PlaceMemory
 from exedra_engine._core.redact import REDACTED
@@ -94,12 +95,25 @@ class Exit(Value, frozen=True, kw_only=True):
     port: int = 0
 
 
-def layer_of(flag: str, sources: Sequence[Source]) -> str:
-    """The layer that set `flag` in the plan's argv, from its sources ("" unknown)."""
-    for s in sources:
-        if s.what == "arg" and s.text.split(" ", 1)[0].split("=", 1)[0] == flag:
-            return s.layer
-    return ""
+def layer_of(flag: str, sources: Sequence[Source], table: FlagTable | None = None) -> str:
+    """The layer that set the flag the executor named (`flag`, as its log spells it: ``-c``,
+    ``--ctx-size``, ``--ctx-size=N``), from the plan's provenance ("" unknown).
+
+    A flag `table` knows is found by its key, whatever spelling the layer wrote, or by a
+    variable that sets it; an unknown one by its spelling (the reader keeps such a token as
+    written)."""
+    name = flag.partition("=")[0]
+    known = table.lookup(name) if table is not None else None
+    if known is not None:
+        f = known[0]
+        return next((s.layer for s in sources if s.key == f.key or s.key in f.env), "")
+    return next(
+        (s.layer for s in sources if s.what == "arg" and not s.key and _spelled(s) == name), ""
+    )
+
+
+def _spelled(s: Source) -> str:
+    return s.text.split(" ", 1)[0].partition("=")[0]
 
 
 def exit_error(
@@ -250,7 +264,7 @@ def classify(
     return exit_error(
         exit,
         found,
-        layer=layer_of(flag, sources) if flag else "",
+        layer=layer_of(flag, sources, profile.flags) if flag else "",
         suggestion=suggest(flag) if flag else "",
         memory=memory,
     )

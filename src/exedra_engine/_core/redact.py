@@ -81,6 +81,83 @@ def redact_args(args: Sequence[str], *, executors: Executors = BUILTIN) -> tuple
     return tuple(out)
 
 
+def _reads_secret(name: str, executors: Executors) -> bool:
+    """Whether an option's name (``--sd-token``) is a secret flag of `executors`, or reads
+    as one (`is_secret_name`)."""
+    return name[:1] == "-" and (executors.is_secret_flag(name) or is_secret_name(name))
+
+
+def _known_flag(name: str, executors: Executors) -> bool:
+    return any(p.flags.lookup(name) is not None for p in executors)
+
+
+def _secret_values_shown(
+    args: Sequence[str], executors: Executors
+) -> Iterator[tuple[int, str, str]]:
+    """`_secret_values`, with the value of every flag whose name reads as a secret
+    (`_reads_secret`) and of every flag no table of `executors` knows (a mistyped
+    ``--api-kee``, an added executor's ``--sd-auth``): an unknown flag's value is taken to
+    be the next token unless that is a known flag."""
+    taken = -1  # a value already hidden is no flag of its own (``--api-key -=K``)
+    for i, tok in enumerate(args):
+        name, eq, value = tok.partition("=")
+        if name[:1] != "-" or i == taken:
+            continue
+        secret = _reads_secret(name, executors)
+        if not secret and _known_flag(name, executors):
+            continue
+        if eq and value:
+            yield i, value, name
+        elif not eq and i + 1 < len(args):
+            after = args[i + 1]
+            if secret or not _known_flag(after.partition("=")[0], executors):
+                taken = i + 1
+                yield taken, after, ""
+
+
+def redact_shown(
+    args: Sequence[str],
+    env: Iterable[str] = (),
+    *,
+    api_key: str = "",
+    executors: Executors = BUILTIN,
+    every_value: bool = False,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`args` and `env` as a repr may show them, without the `Executors` value a plan was
+    made with: the value after any flag that is a secret flag of `executors` or whose name
+    reads as a secret (``--sd-token``, a third executor's key flag), and of any secret-named
+    variable, hidden; then every copy of those values and of `api_key`, in any token or
+    variable. It hides more than `redact_args` (``--ssl-key-file``'s path too): a repr that
+    shows too little costs a look at the plan, one that shows a key leaks it.
+
+    With `every_value` (argv for an executor `executors` does not know, whose secret flags
+    may read as anything), every value and every variable's value is hidden."""
+    if every_value:
+        return _every_value_hidden(args), tuple(f"{e.partition('=')[0]}={REDACTED}" for e in env)
+    found = list(_secret_values_shown(args, executors))
+    secrets = {*plan_secrets(args, env, executors=executors), *(v for _, v, _ in found)}
+    out = list(args)
+    for i, _, inline in found:
+        out[i] = f"{inline}={REDACTED}" if inline else REDACTED
+    if api_key:
+        secrets.update((api_key, *api_key.split(",")))
+    secrets.discard("")
+    for i, tok in enumerate(out):
+        name, eq, value = tok.partition("=")
+        if copied_secret(tok, secrets):
+            out[i] = REDACTED
+        elif eq and name[:1] == "-" and copied_secret(value, secrets):
+            out[i] = f"{name}={REDACTED}"
+    return tuple(out), tuple(_redact_env_copy(e, secrets) for e in env)
+
+
+def _every_value_hidden(args: Sequence[str]) -> tuple[str, ...]:
+    return tuple(
+        (f"{t.partition('=')[0]}={REDACTED}" if "=" in t else t) if t[:1] == "-" else REDACTED
+        for t in args
+    )
+
+
 def redact_plan(
     plan: LaunchPlan, sources: Iterable[Source] = (), *, executors: Executors = BUILTIN
 ) -> LaunchPlan:
@@ -240,16 +317,14 @@ def _said_arg(s: Said, secrets: Collection[str], executors: Executors) -> tuple[
     return s.tokens
 
 
-def redact_config(cfg: Config) -> Config:
+def redact_config(cfg: Config, *, executors: Executors = BUILTIN) -> Config:
     """Override files as they may be shown: secret variables and key flags hidden, and a
     key's value wherever the files copy it (after a mistyped ``--api-kee``, in another
-    variable), as `redact_plan` hides it in a plan."""
+    variable), as `redact_plan` hides it in a plan. The key flags are those of `executors`
+    (the ones the files were read with) and any flag whose name reads as a secret
+    (``--sd-token``): an override file may name an executor the caller added."""
     overrides = [*cfg.engines.values(), *cfg.models.values()]
-    secrets = frozenset(
-        v
-        for o in overrides
-        for v in plan_secrets(o.args, [f"{n}={x}" for n, x in (*cfg.env.items(), *o.env.items())])
-    )
+    secrets = frozenset(v for o in overrides for v in _override_secrets(o, cfg.env, executors))
 
     def env(m: dict[str, str]) -> dict[str, str]:
         return {
@@ -264,9 +339,8 @@ def redact_config(cfg: Config) -> Config:
         return REDACTED if copied_secret(tok, secrets) else tok
 
     def over(o: Override) -> Override:
-        return msgspec.structs.replace(
-            o, args=tuple(arg(t) for t in redact_args(o.args)), env=env(o.env)
-        )
+        shown, _ = redact_shown(o.args, executors=executors)
+        return msgspec.structs.replace(o, args=tuple(arg(t) for t in shown), env=env(o.env))
 
     return msgspec.structs.replace(
         cfg,
@@ -274,6 +348,12 @@ def redact_config(cfg: Config) -> Config:
         engines={k: over(o) for k, o in cfg.engines.items()},
         models={k: over(o) for k, o in cfg.models.items()},
     )
+
+
+def _override_secrets(o: Override, env: dict[str, str], executors: Executors) -> Iterator[str]:
+    variables = [f"{n}={x}" for n, x in (*env.items(), *o.env.items())]
+    yield from plan_secrets(o.args, variables, executors=executors)
+    yield from (v for _, v, _ in _secret_values_shown(o.args, executors))
 
 
 SHORT_KEY: Final = 8

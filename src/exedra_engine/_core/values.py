@@ -6,10 +6,11 @@ languages. Every struct is frozen: `msgspec.structs.replace` makes a changed cop
 
 from __future__ import annotations
 
+from exedra_engine._core.executors import BUILTIN
 from exedra_engine._core.fit_params import FitMeasurement
 from exedra_engine._core.kinds import KindName
 from exedra_engine._core.memory_plan import MemoryPlan
-from exedra_engine._core.redact import REDACTED, redact_args, redact_env
+from exedra_engine._core.redact import REDACTED, redact_config, redact_shown
 from exedra_engine._core.struct import EMPTY, Value, frozen_fields
 
 
@@ -115,6 +116,14 @@ class ModelSpec(Value, frozen=True, kw_only=True, omit_defaults=True):
     run_args: tuple[str, ...] = ()
     """Model-recommended flags, the lowest layer."""
 
+    def __repr__(self) -> str:
+        # A key flag in run_args stays out of logs and tracebacks (see `LaunchPlan.__repr__`).
+        args, _ = redact_shown(self.run_args, every_value=self.kind not in BUILTIN)
+        return (
+            f"ModelSpec(id={self.id!r}, path={self.path!r}, kind={self.kind!r}, "
+            f"capabilities={self.capabilities!r}, run_args={args!r})"
+        )
+
 
 class Override(Value, frozen=True, kw_only=True, omit_defaults=True):
     """One launch customization layer."""
@@ -125,6 +134,11 @@ class Override(Value, frozen=True, kw_only=True, omit_defaults=True):
 
     def __post_init__(self) -> None:
         frozen_fields(self, "env")
+
+    def __repr__(self) -> str:
+        args, env = redact_shown(self.args, [f"{n}={v}" for n, v in self.env.items()])
+        shown = dict(e.split("=", 1) for e in env)
+        return f"Override(args={args!r}, env={shown!r})"
 
 
 class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -138,6 +152,14 @@ class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
     def __post_init__(self) -> None:
         # Deeply frozen, so a config can key a cache and no caller can edit a shared one.
         frozen_fields(self, "env", "engines", "models")
+
+    def __repr__(self) -> str:
+        # Secrets and their copies across the files hidden (`redact_config`), and each
+        # `Override` hides again by its own repr.
+        c = redact_config(self)
+        return (
+            f"Config(env={dict(c.env)!r}, engines={dict(c.engines)!r}, models={dict(c.models)!r})"
+        )
 
 
 class Constraints(Value, frozen=True, kw_only=True):
@@ -173,8 +195,11 @@ class Constraints(Value, frozen=True, kw_only=True):
         # The key stays out of logs and tracebacks that print values.
         fields = {f: getattr(self, f) for f in self.__struct_fields__}
         fields["api_key"] = REDACTED if self.api_key else ""
-        fields["extra_args"] = redact_args(self.extra_args)
-        fields["extra_env"] = tuple(redact_env(e) for e in self.extra_env)
+        fields["extra_args"], fields["extra_env"] = redact_shown(
+            self.extra_args, self.extra_env, api_key=self.api_key
+        )
+        if self.overrides is not None:
+            fields["overrides"] = redact_config(self.overrides)
         return "Constraints(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 
@@ -226,10 +251,15 @@ class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
         return base_url(self.host, self.port)
 
     def __repr__(self) -> str:
+        # No `Executors` value here to say which flags of an added executor are secret: for
+        # a built-in kind `redact_shown` also hides after any flag whose name reads as one,
+        # and the key's copies; for any other kind, every value.
         key = REDACTED if self.api_key else ""
-        env = tuple(redact_env(e) for e in self.env)
+        args, env = redact_shown(
+            self.args, self.env, api_key=self.api_key, every_value=self.spec.kind not in BUILTIN
+        )
         return (
-            f"LaunchPlan(command={self.command!r}, args={redact_args(self.args)!r}, env={env!r}, "
+            f"LaunchPlan(command={self.command!r}, args={args!r}, env={env!r}, "
             f"host={self.host!r}, port={self.port!r}, api_key={key!r}, ready={self.ready!r})"
         )
 

@@ -64,9 +64,9 @@ def config(a: argparse.Namespace) -> int | Report:
         return run_check(a)
     if a.executor or a.strict:
         raise EngineError("--executor and --strict go with --check")
-    cfg = read_config(a.path)
+    cfg = read_config(a.path, executors=a.executors)
     if not a.show_secrets:
-        cfg = redact_config(cfg)
+        cfg = redact_config(cfg, executors=a.executors)
     return Report(cfg, _lines(cfg, a.path))
 
 

@@ -378,7 +378,8 @@ def _write(out: str, emitted: Emitted) -> int:
 def print_origins(emitted: Emitted, out: TextIO) -> None:
     print("\nwhere each emitted field came from:", file=out)
     for o in emitted.origins:
-        why = f"  ({o.why})" if o.why else ""
+        said = o.why or (f"set by the {o.layer} layer" if o.layer else "")
+        why = f"  ({said})" if said else ""
         print(f"  {o.field:<38} {shown(o.value):<40} {o.source}{shown(why)}", file=out)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from typing import Final
 
 from exedra_engine._core.budget import START_BASE, START_RATE, START_UNKNOWN, load_budget
 from exedra_engine._core.emit import names
@@ -74,13 +75,18 @@ class EmitOptions(Value, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class Origin(Value, frozen=True, kw_only=True):
-    """Where one emitted field came from."""
+    """Where one emitted field came from: one decision of the shaping, as data (``emit
+    --explain`` renders it)."""
 
     field: str
     value: str
     source: str
-    """``plan`` (with its layer when known), ``probe``, ``option`` or ``default``."""
+    """``plan``, ``probe``, ``option`` or ``default``."""
     why: str = ""
+    """The reason, for a value the source alone does not explain ("": none needed)."""
+    layer: str = ""
+    """For a plan field that a layer's flag or variable set (by its key or name in the
+    plan's provenance, whatever spelling the layer wrote): that layer ("": none known)."""
 
 
 class Gpu(Value, frozen=True, kw_only=True):
@@ -182,33 +188,24 @@ def shape(
     p = executors.profile(plan.spec.kind)
     check_options(options, target)
     _check_plan(p, plan)
-    o = _Origins(sources)
-    name = _name(plan, options, o)
+    name, named = _name(plan, options)
     items = p.flags.split_items(plan.args, "plan args")
     keyed, args = _without_keys(p, plan, items)
     env = _env_without_keys(p, plan)
-    _key_origin(p, keyed, o)
+    key = _key_origin(p, keyed)
     files = _files(p, plan, args, env)
-    mounts = _mounts(files, options, o)
-    gpu = _gpu(p, plan, items=items, env=env, hw=hardware, options=options, o=o)
+    mounts, mounted = _mounts(files, options)
+    gpu, gpu_origins = _gpu(p, plan, items=items, env=env, hw=hardware, options=options)
     container = target is not Target.SYSTEMD
     if container:
         _check_container_host(p, plan)
-    image, image_command = _image(p, gpu, options, o) if container else ("", "")
-    start = _start_budget(files, options, o)
-    stop = _stop_timeout(options, o)
+    image, image_command, imaged = _image(p, gpu, options) if container else ("", "", ())
+    start, started = _start_budget(files, options)
+    stop, stopped = _stop_timeout(options)
     secret = options.secret or f"{name}-{KEY_NAME}"
     key_file = options.key_file or f"/etc/exedra/{name}.key"
-    _secret_origins(keyed, target, options, (secret, key_file), o)
-    o.add(
-        "ready path",
-        plan.ready,
-        "plan",
-        f"plan.ready, the profile's {p.ready_path} under the plan's prefix: answers 200 only "
-        "once the model is loaded (a models endpoint answers while loading)",
-    )
-    o.add("port", str(plan.port), "plan", o.layer_of(p.port_flag, p.port_env))
-    o.add("host", plan.host, "plan", o.layer_of(p.host_flag, p.host_env))
+    secrets = _secret_origins(keyed, target, options, (secret, key_file))
+    memory, remembered = _memory(plan)
     return Shape(
         plan=plan,
         profile=p,
@@ -220,7 +217,7 @@ def shape(
         mounts=mounts,
         gpu=gpu,
         needs=_needs(p, p.flags.split_items(args, "plan args"), env),
-        memory=_memory(plan, o),
+        memory=memory,
         threads=_threads(p, items),
         start_budget=start,
         stop_timeout=stop,
@@ -228,7 +225,18 @@ def shape(
         image_command=image_command,
         secret=secret,
         key_file=key_file,
-        origins=tuple(o.items),
+        origins=(
+            named,
+            *key,
+            *mounted,
+            *gpu_origins,
+            *imaged,
+            started,
+            stopped,
+            *secrets,
+            *_endpoint_origins(p, plan, sources),
+            remembered,
+        ),
     )
 
 
@@ -303,77 +311,77 @@ def _check_plan(p: ExecutorProfile, plan: LaunchPlan) -> None:
         raise EmitError(problem)
 
 
-def _key_origin(p: ExecutorProfile, keyed: bool, o: _Origins) -> None:
+def _key_origin(p: ExecutorProfile, keyed: bool) -> tuple[Origin, ...]:
     if keyed and not p.key_file_flag:
         raise EmitError(f"{p.binary} reads no key file: a keyed plan cannot be emitted without it")
-    if keyed:
-        o.add(
-            "key",
-            "a file",
-            "plan",
-            f"the plan is keyed; the key comes from a file given to "
-            f"{p.key_file_flag}, never from env or args",
-        )
+    if not keyed:
+        return ()
+    why = f"the plan is keyed; the key comes from a file given to {p.key_file_flag}, never from "
+    return (Origin(field="key", value="a file", source="plan", why=why + "env or args"),)
 
 
-def _stop_timeout(options: EmitOptions, o: _Origins) -> int:
+def _stop_timeout(options: EmitOptions) -> tuple[int, Origin]:
     stop = math.ceil(options.stop_timeout)
     if stop < 1:
         raise EmitError(f"stop timeout {options.stop_timeout} is not a positive time")
-    given = options.stop_timeout != STOP_TIMEOUT
-    o.add(
-        "stop timeout",
-        f"{stop}s",
-        "option" if given else "default",
-        "" if given else f"STOP_TIMEOUT, the launcher's own SIGTERM grace ({STOP_TIMEOUT:g} s)",
-    )
-    return stop
+    if options.stop_timeout != STOP_TIMEOUT:
+        return stop, Origin(field="stop timeout", value=f"{stop}s", source="option")
+    why = f"STOP_TIMEOUT, the launcher's own SIGTERM grace ({STOP_TIMEOUT:g} s)"
+    return stop, Origin(field="stop timeout", value=f"{stop}s", source="default", why=why)
 
 
 def _secret_origins(
-    keyed: bool, target: Target, options: EmitOptions, names_: tuple[str, str], o: _Origins
-) -> None:
+    keyed: bool, target: Target, options: EmitOptions, names_: tuple[str, str]
+) -> tuple[Origin, ...]:
     secret, key_file = names_
     if not keyed:
-        return
+        return ()
     if target is not Target.SYSTEMD:
         names.subdomain(secret, "secret name")
-        o.add(
-            "secret",
-            secret,
-            "option" if options.secret else "default",
-            "" if options.secret else "NAME-api-key",
-        )
-        return
-    o.add(
-        "key file",
-        key_file,
-        "option" if options.key_file else "default",
-        "" if options.key_file else "/etc/exedra/NAME.key, loaded as a credential",
+        return (_chosen("secret", secret, options.secret, "NAME-api-key"),)
+    why = "/etc/exedra/NAME.key, loaded as a credential"
+    return (_chosen("key file", key_file, options.key_file, why),)
+
+
+def _chosen(field: str, value: str, option: str, why: str) -> Origin:
+    """A field an option sets, else a default whose reason is `why`."""
+    if option:
+        return Origin(field=field, value=value, source="option")
+    return Origin(field=field, value=value, source="default", why=why)
+
+
+READ_BACK: Final = "the plan's argv and env, read back as the executor reads them"
+"""Why a plan field no layer is known to have set has its value."""
+
+
+def layer_of(sources: Sequence[Source], flag: str, var: str) -> str:
+    """The layer that set the plan field of `flag` or its variable `var` ("" unknown): by the
+    flag's key and the variable's name as the merge recorded them, whatever spelling
+    (``--port``, ``-p``, ``--port=N``) the layer wrote."""
+    return next((s.layer for s in reversed(sources) if s.key and s.key in (flag, var)), "")
+
+
+def _endpoint_origins(
+    p: ExecutorProfile, plan: LaunchPlan, sources: Sequence[Source]
+) -> tuple[Origin, ...]:
+    ready = (
+        f"plan.ready, the profile's {p.ready_path} under the plan's prefix: answers 200 only "
+        "once the model is loaded (a models endpoint answers while loading)"
     )
+    out = [Origin(field="ready path", value=plan.ready, source="plan", why=ready)]
+    for field, value, flag, var in (
+        ("port", str(plan.port), p.port_flag, p.port_env),
+        ("host", plan.host, p.host_flag, p.host_env),
+    ):
+        layer = layer_of(sources, flag, var)
+        why = "" if layer else READ_BACK
+        out.append(Origin(field=field, value=value, source="plan", why=why, layer=layer))
+    return tuple(out)
 
 
-class _Origins:
-    def __init__(self, sources: Sequence[Source]) -> None:
-        self.items: list[Origin] = []
-        self.sources = sources
-
-    def add(self, field: str, value: str, source: str, why: str = "") -> None:
-        self.items.append(Origin(field=field, value=value, source=source, why=why))
-
-    def layer_of(self, flag: str, var: str) -> str:
-        # By the flag's key and the variable's name, as the merge recorded them: whatever
-        # spelling (``--port``, ``-p``) a layer wrote.
-        for s in reversed(self.sources):
-            if s.key and s.key in (flag, var):
-                return f"set by the {s.layer} layer"
-        return "the plan's argv and env, read back as the executor reads them"
-
-
-def _name(plan: LaunchPlan, options: EmitOptions, o: _Origins) -> str:
+def _name(plan: LaunchPlan, options: EmitOptions) -> tuple[str, Origin]:
     if options.name:
-        o.add("name", options.name, "option")
-        return options.name
+        return options.name, Origin(field="name", value=options.name, source="option")
     base = plan.spec.id or _stem(plan.spec.path)
     name, changed = names.derived_name(base, f"exedra-{plan.spec.kind}")
     why = "the model id" if plan.spec.id else "the model file's name"
@@ -382,8 +390,7 @@ def _name(plan: LaunchPlan, options: EmitOptions, o: _Origins) -> str:
             ", made an RFC 1035 label and ended with a hash of it (ids that normalise or cut "
             "alike stay apart)"
         )
-    o.add("name", name, "default", why)
-    return name
+    return name, Origin(field="name", value=name, source="default", why=why)
 
 
 def _stem(path: str) -> str:
@@ -476,7 +483,9 @@ def _under(path: str, d: str) -> bool:
     return path.startswith(d.rstrip("/") + "/")
 
 
-def _mounts(files: Sequence[ModelFile], options: EmitOptions, o: _Origins) -> tuple[Mount, ...]:
+def _mounts(
+    files: Sequence[ModelFile], options: EmitOptions
+) -> tuple[tuple[Mount, ...], tuple[Origin, ...]]:
     paths = [f.path for f in files]
     if options.models_dir:
         d = normal_path(options.models_dir)
@@ -485,20 +494,19 @@ def _mounts(files: Sequence[ModelFile], options: EmitOptions, o: _Origins) -> tu
         for f in paths:
             if not _under(f, d):
                 raise EmitError(f"model file {f} is not under --models-dir {d}")
-        o.add("models dir", d, "option", f"mounted read-only at {MOUNT}")
-        return (Mount(host=d, container=MOUNT),)
+        why = f"mounted read-only at {MOUNT}"
+        return (Mount(host=d, container=MOUNT),), (
+            Origin(field="models dir", value=d, source="option", why=why),
+        )
     if not paths:
-        return ()
+        return (), ()
     common = _common_dir(paths)
     if common not in SYSTEM_TOP:
-        o.add(
-            "models dir",
-            common,
-            "plan",
-            f"the deepest directory holding every file the executor loads, mounted at {MOUNT}",
+        why = f"the deepest directory holding every file the executor loads, mounted at {MOUNT}"
+        return (Mount(host=common, container=MOUNT),), (
+            Origin(field="models dir", value=common, source="plan", why=why),
         )
-        return (Mount(host=common, container=MOUNT),)
-    return _mounts_apart(paths, common, o)
+    return _mounts_apart(paths, common)
 
 
 def _common_dir(paths: Sequence[str]) -> str:
@@ -512,7 +520,9 @@ def _common_dir(paths: Sequence[str]) -> str:
     return "/".join(common) or "/"
 
 
-def _mounts_apart(paths: Sequence[str], common: str, o: _Origins) -> tuple[Mount, ...]:
+def _mounts_apart(
+    paths: Sequence[str], common: str
+) -> tuple[tuple[Mount, ...], tuple[Origin, ...]]:
     # One mount per distinct directory (a directory inside another rides along); a file
     # directly in a system tree is mounted alone, so the tree itself never is.
     dirs: list[str] = []
@@ -528,14 +538,12 @@ def _mounts_apart(paths: Sequence[str], common: str, o: _Origins) -> tuple[Mount
         for f in paths:
             if _parent(f) == d:
                 out.append(Mount(host=f, container=f"{at}/{f.rsplit('/', 1)[1]}", is_file=True))
-    o.add(
-        "models dir",
-        " ".join(f"{m.host}={m.container}" for m in out),
-        "plan",
+    why = (
         f"the files' common directory is {common}, which is never mounted: one read-only "
-        "mount per directory (a file in a system tree alone)",
+        "mount per directory (a file in a system tree alone)"
     )
-    return tuple(out)
+    value = " ".join(f"{m.host}={m.container}" for m in out)
+    return tuple(out), (Origin(field="models dir", value=value, source="plan", why=why),)
 
 
 def in_container(path: str, mounts: Sequence[Mount]) -> str:
@@ -568,13 +576,13 @@ def _needs(
     return tuple(sorted(found.items()))
 
 
-def _memory(plan: LaunchPlan, o: _Origins) -> MemoryLimits | None:
+def _memory(plan: LaunchPlan) -> tuple[MemoryLimits | None, Origin]:
     limits = memory_limits(plan)
     if limits is None:
-        o.add("memory", "none", "plan", "the plan has no memory plan (made without the model)")
-        return None
-    o.add("memory", f"{limits.peak} MiB peak, limit {limits.limit} MiB", "plan", limits.why)
-    return limits
+        why = "the plan has no memory plan (made without the model)"
+        return None, Origin(field="memory", value="none", source="plan", why=why)
+    value = f"{limits.peak} MiB peak, limit {limits.limit} MiB"
+    return limits, Origin(field="memory", value=value, source="plan", why=limits.why)
 
 
 def _threads(p: ExecutorProfile, items: Sequence[Item]) -> int:
@@ -620,20 +628,27 @@ def _gpu(
     env: Sequence[tuple[str, str]],
     hw: Hardware | None,
     options: EmitOptions,
-    o: _Origins,
-) -> Gpu | None:
+) -> tuple[Gpu | None, tuple[Origin, ...]]:
     if _runs_on_cpu(p, items, env):
-        o.add("gpu", "none", "plan", f"the plan runs on the CPU ({' '.join(p.cpu_only_args)})")
-        return None
+        why = f"the plan runs on the CPU ({' '.join(p.cpu_only_args)})"
+        return None, (Origin(field="gpu", value="none", source="plan", why=why),)
     if options.gpu_resource:
         count = options.gpu_count or 1
-        o.add("gpu", f"{count} x {options.gpu_resource}", "option")
-        return Gpu(driver="", backend="", count=count, resource=options.gpu_resource)
+        value = f"{count} x {options.gpu_resource}"
+        return Gpu(driver="", backend="", count=count, resource=options.gpu_resource), (
+            Origin(field="gpu", value=value, source="option"),
+        )
     if hw is None:
         raise EmitError(
             "the plan runs on a GPU, but no hardware file says which: give the one it was "
             "planned with (--hardware), or --gpu-resource"
         )
+    return _probed_gpu(p, plan, hw, options)
+
+
+def _probed_gpu(
+    p: ExecutorProfile, plan: LaunchPlan, hw: Hardware, options: EmitOptions
+) -> tuple[Gpu, tuple[Origin, ...]]:
     exe = hw.executor(plan.spec.kind)
     backends = exe.backends if exe is not None else ()
     present = [g.driver for g in hw.gpus]
@@ -647,22 +662,16 @@ def _gpu(
     backend, driver, drivers = pair
     count = options.gpu_count or present.count(driver)
     resource = GPU_RESOURCES.get(driver, "")
-    o.add(
-        "gpu",
-        f"{count} x {driver}",
-        "probe",
+    why = (
         f"the {backend} backend of {exe.path if exe else p.binary} drives "
         f"{'/'.join(drivers)}; the hardware file has {present.count(driver)} "
-        f"{driver} GPU(s)" + (" (count by option)" if options.gpu_count else ""),
+        f"{driver} GPU(s)" + (" (count by option)" if options.gpu_count else "")
     )
+    origins = [Origin(field="gpu", value=f"{count} x {driver}", source="probe", why=why)]
     if resource:
-        o.add(
-            "gpu resource",
-            resource,
-            "default",
-            f"the device plugin's resource for the {driver} driver",
-        )
-    return Gpu(driver=driver, backend=backend, count=count, resource=resource)
+        why = f"the device plugin's resource for the {driver} driver"
+        origins.append(Origin(field="gpu resource", value=resource, source="default", why=why))
+    return Gpu(driver=driver, backend=backend, count=count, resource=resource), tuple(origins)
 
 
 def _pair(
@@ -688,15 +697,14 @@ def _check_container_host(p: ExecutorProfile, plan: LaunchPlan) -> None:
 
 
 def _image(
-    p: ExecutorProfile, gpu: Gpu | None, options: EmitOptions, o: _Origins
-) -> tuple[str, str]:
+    p: ExecutorProfile, gpu: Gpu | None, options: EmitOptions
+) -> tuple[str, str, tuple[Origin, ...]]:
     backend = gpu.backend if gpu else ""
-    floats = (
-        "; a tag floats: pin the build the plan was checked against with --image REF@sha256:..."
-    )
+    floats = "a tag floats: pin the build the plan was checked against with --image REF@sha256:..."
     if options.image:
         image = options.image
-        o.add("image", image, "option", "" if names.DIGEST.search(image) else floats[2:])
+        why = "" if names.DIGEST.search(image) else floats
+        imaged = Origin(field="image", value=image, source="option", why=why)
     else:
         image = p.images.get(backend, "")
         if not image:
@@ -704,50 +712,35 @@ def _image(
                 f"no published {p.binary} image is known for the {backend or 'cpu'} backend: "
                 "give --image"
             )
-        o.add(
-            "image",
-            image,
-            "default",
-            f"the published {p.binary} image for the {backend or 'CPU'} backend{floats}",
-        )
+        why = f"the published {p.binary} image for the {backend or 'CPU'} backend; {floats}"
+        imaged = Origin(field="image", value=image, source="default", why=why)
     command = options.image_command or p.image_command
     if not command:
         raise EmitError(f"the path of {p.binary} in the image is unknown: give --image-command")
-    o.add(
-        "command",
-        command,
-        "option" if options.image_command else "default",
-        "" if options.image_command else f"{p.binary}'s path in the published images",
-    )
-    return image, command
+    why = f"{p.binary}'s path in the published images"
+    return image, command, (imaged, _chosen("command", command, options.image_command, why))
 
 
-def _start_budget(files: Sequence[ModelFile], options: EmitOptions, o: _Origins) -> int:
+def _start_budget(files: Sequence[ModelFile], options: EmitOptions) -> tuple[int, Origin]:
     if options.start_budget:
-        o.add("start budget", f"{options.start_budget}s", "option")
-        return options.start_budget
+        value = f"{options.start_budget}s"
+        return options.start_budget, Origin(field="start budget", value=value, source="option")
     known = sum(f.size for f in files)
     unknown = [f.path for f in files if f.size <= 0]
     rate = f"{START_RATE // (1024 * 1024)} MiB/s"
     if unknown or not files:
         budget = START_UNKNOWN + (load_budget(known) - START_BASE if known else 0)
-        o.add(
-            "start budget",
-            f"{budget}s",
-            "default",
+        why = (
             f"a file's size is unknown (planned without it: {', '.join(unknown) or 'no file'}): "
-            f"{START_UNKNOWN} s + the known {known} bytes at {rate}",
+            f"{START_UNKNOWN} s + the known {known} bytes at {rate}"
         )
-        return budget
-    budget = load_budget(known)
-    o.add(
-        "start budget",
-        f"{budget}s",
-        "default",
-        f"{START_BASE} s + model size / {rate} (a cold read from network storage) = "
-        f"{START_BASE} + ceil({known} / {START_RATE}), counting {len(files)} file(s)",
-    )
-    return budget
+    else:
+        budget = load_budget(known)
+        why = (
+            f"{START_BASE} s + model size / {rate} (a cold read from network storage) = "
+            f"{START_BASE} + ceil({known} / {START_RATE}), counting {len(files)} file(s)"
+        )
+    return budget, Origin(field="start budget", value=f"{budget}s", source="default", why=why)
 
 
 def read_back(
