@@ -235,9 +235,24 @@ def merge(
     # (A frozenset's `intersection` walks its argument; `&` with a dict's keys walks both.)
     repeated = table.repeatable_keys.intersection(read.last)
     kept = _kept(read, repeated, dropped, key_flag)
-    its, lays = read.items, read.layers
+    if required_key and profile.key_env:
+        _keep_key(profile, required_key, env)
+    if key_flag is not None and key_flag in read.last:
+        _move_keys(profile, read, key_flag, env)
+    return _merged(read, kept, repeated, env, arg_over)
+
+
+def _merged(
+    read: _Read,
+    kept: list[int] | None,
+    repeated: frozenset[str],
+    env: _Env,
+    arg_over: dict[str, list[Said]],
+) -> Merged:
+    """The `Merged` of the items `kept` (None: all) and the folded env."""
+    its = read.items
     # (Comprehensions, not map(attrgetter): on these structs they are twice as fast.)
-    read_layers = tuple([layer.name for layer in lays])
+    read_layers = tuple([layer.name for layer in read.layers])
     if kept is None:
         items, item_layers = tuple(its), read_layers
     else:
@@ -246,27 +261,31 @@ def merge(
     settings = {it.key: it.values for it in items if it.key is not None}
     for k in repeated:
         settings.pop(k, None)
-    if required_key and profile.key_env:
-        _keep_key(profile, required_key, env)
-    if key_flag is not None and key_flag in read.last:
-        _move_keys(profile, read, key_flag, env)
     names = sorted(env.val)
+    return Merged(
+        args=tuple(chain.from_iterable([it.tokens for it in items])),
+        env=tuple([f"{n}={env.val[n]}" for n in names]),
+        settings=freeze(settings),
+        items=items,
+        item_layers=item_layers,
+        env_layers=freeze({n: env.layer[n].name for n in names}),
+        env_map=freeze(env.val),
+        read=tuple(its),
+        read_layers=read_layers,
+        replaced_env=_replaced_env(arg_over, settings, env),
+    )
+
+
+def _replaced_env(
+    arg_over: dict[str, list[Said]], settings: dict[str, tuple[str, ...]], env: _Env
+) -> dict[str, tuple[Said, ...]]:
+    """`Merged.replaced_env`: what the winning flags replaced of their variables, and what
+    each variable left in the env replaced."""
     over = {k: tuple(v) for k, v in arg_over.items() if k in settings}
     for name, said in env.over.items():
         if said and name in env.val:
             over[name] = tuple(said)
-    return Merged(
-        args=tuple(chain.from_iterable([it.tokens for it in items])),
-        env=tuple([f"{n}={env.val[n]}" for n in names]),
-        settings=FrozenDict(settings) if settings else EMPTY,
-        items=items,
-        item_layers=item_layers,
-        env_layers=FrozenDict([(n, env.layer[n].name) for n in names]) if names else EMPTY,
-        env_map=FrozenDict(env.val) if env.val else EMPTY,
-        read=tuple(its),
-        read_layers=read_layers,
-        replaced_env=FrozenDict(over) if over else EMPTY,
-    )
+    return freeze(over)
 
 
 def _read(
