@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import FrozenDict, Value
 from exedra_engine._core.values import base_url
 from exedra_engine.constants import DEFAULT_HOST
 from exedra_engine.errors import EngineError, NoEndpoint, PlanError
@@ -127,7 +127,8 @@ def resolve_merged(
     p = executors.profile(kind)
     if p.key_flag and not p.key_env:  # its keys stay in argv, repeated: walk it
         return resolve(kind, args, env, executors=executors)
-    envmap = env if isinstance(env, Mapping) else env_dict(env)
+    # (`type() is dict` first: a test against the Mapping ABC costs more than the rest.)
+    envmap = env if type(env) is FrozenDict or isinstance(env, Mapping) else env_dict(env)
     host, port, keys = _from_env(p, envmap)
     if p.host_flag in settings:
         host = settings[p.host_flag][0]

@@ -99,6 +99,10 @@ class FlagTable:
             for e in f.env:
                 self._by_env.setdefault(e, f)
         self._env_names = frozenset(self._by_env)
+        self._plain: dict[str, tuple[str, int]] = {
+            n: (f.key, f.nargs) for n, (f, negated) in self._by_name.items() if not negated
+        }
+        """Each positive spelling's key and value count: the fast path of a reading."""
         self.repeatable_keys = frozenset(f.key for f in flags if f.repeatable)
         """The flags whose every occurrence counts (``--lora``), not only the last."""
         self._memo: tuple[_Memo, _Memo] = ({}, {})
@@ -154,58 +158,68 @@ class FlagTable:
             hit = memo[key] = self._read(key, checking)
         return hit
 
-    def _read(self, argv: Sequence[str], checking: bool) -> tuple[tuple[Item, ...], Item | None]:
+    def _read(self, argv: tuple[str, ...], checking: bool) -> tuple[tuple[Item, ...], Item | None]:
         # The one place that decides which token of an argv is a flag and which a value.
-        get = self._by_name.get
+        plain = None if checking else self._plain.get
         items: list[Item] = []
-        append = items.append
         bad: Item | None = None
         n = len(argv)
         i = 0
         while i < n:
-            at = i
-            tok = argv[i]
-            i += 1
-            hit = get(tok)
-            inline: str | None = None
-            if hit is None:
-                if tok[:1] == "-" and "=" in tok:
-                    name, _, inline = tok.partition("=")
-                    hit = get(name)
-                if hit is None:
-                    if checking:
-                        i = _unknown(argv, at, append)
-                    else:
-                        append(Item(tokens=(tok,), at=at))
-                    continue
-                tok = name
-            flag, negated = hit
-            nargs = 0 if negated else flag.nargs
-            problem: Problem | None = None
-            if inline is not None:
-                values: tuple[str, ...] = (inline,) if nargs == 1 else ()
-                problem = None if nargs == 1 else "equals-form"
-            elif nargs == 0:
-                values = ()
-            elif checking or i + nargs > n:
-                values, problem = _short(argv, i, nargs, get if checking else None)
-                i += len(values)
-            else:
-                values = tuple(argv[i : i + nargs])
-                i += nargs
-            it = Item(
-                tokens=(tok, *values),
-                key=flag.key,
-                values=values,
-                negated=negated,
-                at=at,
-                inline=inline is not None,
-                problem=problem,
-            )
-            append(it)
-            if problem is not None and bad is None:
-                bad = it
+            p = plain(argv[i]) if plain is not None else None
+            if p is not None and i + 1 + p[1] <= n:
+                # The common case, a known flag with all its values: no more to decide.
+                j = i + 1 + p[1]
+                items.append(Item(tokens=argv[i:j], key=p[0], values=argv[i + 1 : j], at=i))
+                i = j
+                continue
+            i, refused = self._one(argv, i, checking, items.append)
+            if bad is None:
+                bad = refused
         return tuple(items), bad
+
+    def _one(
+        self, argv: tuple[str, ...], at: int, checking: bool, append: Callable[[Item], None]
+    ) -> tuple[int, Item | None]:
+        """Read the item at `at` (any form); returns the index after it, and the item if it
+        is a flag's with a `Item.problem`."""
+        get = self._by_name.get
+        tok = argv[at]
+        hit = get(tok)
+        inline: str | None = None
+        if hit is None:
+            if tok[:1] == "-" and "=" in tok:
+                tok, _, inline = tok.partition("=")
+                hit = get(tok)
+            if hit is None:
+                if checking:
+                    return _unknown(argv, at, append), None
+                append(Item(tokens=(argv[at],), at=at))
+                return at + 1, None
+        flag, negated = hit
+        nargs = 0 if negated else flag.nargs
+        i = at + 1
+        problem: Problem | None = None
+        if inline is not None:
+            values: tuple[str, ...] = (inline,) if nargs == 1 else ()
+            problem = None if nargs == 1 else "equals-form"
+        elif checking or i + nargs > len(argv):
+            values, problem = _short(argv, i, nargs, get if checking else None)
+            i += len(values)
+        else:
+            values = argv[i : i + nargs]
+            i += nargs
+        it = Item(
+            tokens=(tok, *values),
+            key=flag.key,
+            values=values,
+            negated=negated,
+            at=at,
+            inline=inline is not None,
+            problem=problem,
+        )
+        append(it)
+        return i, it if problem is not None else None
 
     def nargs(self, it: Item) -> int:
         """How many values the flag of `it` takes (0 for a negation or an unknown token)."""

@@ -25,13 +25,12 @@ Rules, per flag table (`exedra_engine._core.flags`):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain, filterfalse
-from operator import attrgetter
+from itertools import chain
 from typing import Literal, NamedTuple
 
 from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.flags import FlagTable, Item
-from exedra_engine._core.struct import EMPTY, Value, frozen_fields
+from exedra_engine._core.struct import EMPTY, FrozenDict, Value, freeze, frozen_fields
 from exedra_engine.errors import PlanError
 
 
@@ -105,10 +104,32 @@ class Merged(Value, frozen=True, kw_only=True):
     """The layer that put each of `items` there."""
     env_layers: dict[str, str] = EMPTY
     """The layer that set each variable of `env`, by name."""
-    replaced: dict[str, tuple[Said, ...]] = EMPTY
-    """What each winning flag (by key) or variable (by name) replaced."""
     env_map: dict[str, str] = EMPTY
     """`env` by name, for its readers."""
+    read: tuple[Item, ...] = ()
+    """Every layer's items in rank order, kept or not: what `replaced` is worked out from,
+    only when provenance is asked for (``--explain``, an error's wording)."""
+    read_layers: tuple[str, ...] = ()
+    """The layer of each of `read`."""
+    replaced_env: dict[str, tuple[Said, ...]] = EMPTY
+    """What was replaced through the environment: by variable name, what each variable of
+    `env` replaced; by flag key, the variables that a winning flag replaced."""
+
+    @property
+    def replaced(self) -> dict[str, tuple[Said, ...]]:
+        """What each winning flag (by key) or variable (by name) replaced."""
+        settings, extra, read = self.settings, self.replaced_env, self.read
+        keys = [it.key for it in read]
+        last = dict(zip(keys, range(len(keys))))  # noqa: B905 (of one length by construction)
+        seen: dict[str, list[Said]] = {}
+        for j, key in enumerate(keys):
+            # Every occurrence of a winning flag but the last (the winner itself).
+            if key in settings and last[key] != j:
+                seen.setdefault(key, []).append(_said(self.read_layers[j], read[j]))
+        out = {key: (*said, *extra.get(key, ())) for key, said in seen.items()}
+        for key, more in extra.items():
+            out.setdefault(key, more)
+        return freeze(out)
 
     @property
     def provenance(self) -> tuple[Provenance, ...]:
@@ -116,7 +137,7 @@ class Merged(Value, frozen=True, kw_only=True):
         over = self.replaced
         args = [
             Provenance(
-                said=Said(layer=layer, what="arg", tokens=it.tokens, at=it.at),
+                said=_said(layer, it),
                 key=it.key,
                 replaced=over.get(it.key, ()) if it.key is not None else (),
             )
@@ -138,11 +159,18 @@ class Merged(Value, frozen=True, kw_only=True):
         return tuple(o.source() for o in self.provenance)
 
     def __post_init__(self) -> None:
-        frozen_fields(self, "settings", "env_layers", "replaced", "env_map")
+        # The merge passes frozen mappings already: test cheaply before converting.
+        if not (
+            type(self.settings) is FrozenDict
+            and type(self.env_layers) is FrozenDict
+            and type(self.env_map) is FrozenDict
+            and type(self.replaced_env) is FrozenDict
+        ):
+            frozen_fields(self, "settings", "env_layers", "env_map", "replaced_env")
 
 
-def _said(layer: Layer, it: Item) -> Said:
-    return Said(layer=layer.name, what="arg", tokens=it.tokens, at=it.at)
+def _said(layer: str, it: Item) -> Said:
+    return Said(layer=layer, what="arg", tokens=it.tokens, at=it.at)
 
 
 class _Env:
@@ -166,6 +194,23 @@ class _Env:
         del self.val[name], self.layer[name]
 
 
+class _Read(NamedTuple):
+    """Every layer's items in rank order, as parallel lists."""
+
+    items: list[Item]
+    layers: list[Layer]
+    """The layer of each item."""
+    keys: list[str | None]
+    """The key of each item."""
+    last: dict[str | None, int]
+    """Where each key last stands."""
+
+    def said(self, key: str, upto: int) -> list[Said]:
+        """Every occurrence of `key` before index `upto`, as data."""
+        keys, items, layers = self.keys, self.items, self.layers
+        return [_said(layers[j].name, items[j]) for j in range(upto) if keys[j] == key]
+
+
 def merge(
     profile: ExecutorProfile,
     layers: Sequence[Layer],
@@ -178,12 +223,76 @@ def merge(
 
     `required_key` is the caller's API key, which the merged env keeps in the profile's key
     variable whatever the layers say. `executors` are those whose key flags it refuses.
-    Provenance is kept as data (`Merged.provenance`); its text is made only for
-    ``--explain`` (`Merged.sources`).
+    Provenance is kept as data (`Merged.provenance`), worked out only when asked for; its
+    text is made only for ``--explain`` (`Merged.sources`).
     """
-    table = profile.flags
+    table = profile.flags  # (a property, looked up through a cache: once)
     ordered = sorted(layers, key=_rank)
-    # Every layer's items in rank order, and beside each the layer it came from.
+    read = _read(profile, table, ordered, executors)
+    env = _Env(ordered)
+    dropped, arg_over = _flag_or_variable(table, read, env)
+    key_flag = profile.key_flag if profile.key_env else None
+    # (A frozenset's `intersection` walks its argument; `&` with a dict's keys walks both.)
+    repeated = table.repeatable_keys.intersection(read.last)
+    kept = _kept(read, repeated, dropped, key_flag)
+    if required_key and profile.key_env:
+        _keep_key(profile, required_key, env)
+    if key_flag is not None and key_flag in read.last:
+        _move_keys(profile, read, key_flag, env)
+    return _merged(read, kept, repeated, env, arg_over)
+
+
+def _merged(
+    read: _Read,
+    kept: list[int] | None,
+    repeated: frozenset[str],
+    env: _Env,
+    arg_over: dict[str, list[Said]],
+) -> Merged:
+    """The `Merged` of the items `kept` (None: all) and the folded env."""
+    its = read.items
+    # (Comprehensions, not map(attrgetter): on these structs they are twice as fast.)
+    read_layers = tuple([layer.name for layer in read.layers])
+    if kept is None:
+        items, item_layers = tuple(its), read_layers
+    else:
+        items = tuple([its[j] for j in kept])
+        item_layers = tuple([read_layers[j] for j in kept])
+    settings = {it.key: it.values for it in items if it.key is not None}
+    for k in repeated:
+        settings.pop(k, None)
+    names = sorted(env.val)
+    return Merged(
+        args=tuple(chain.from_iterable([it.tokens for it in items])),
+        env=tuple([f"{n}={env.val[n]}" for n in names]),
+        settings=freeze(settings),
+        items=items,
+        item_layers=item_layers,
+        env_layers=freeze({n: env.layer[n].name for n in names}),
+        env_map=freeze(env.val),
+        read=tuple(its),
+        read_layers=read_layers,
+        replaced_env=_replaced_env(arg_over, settings, env),
+    )
+
+
+def _replaced_env(
+    arg_over: dict[str, list[Said]], settings: dict[str, tuple[str, ...]], env: _Env
+) -> dict[str, tuple[Said, ...]]:
+    """`Merged.replaced_env`: what the winning flags replaced of their variables, and what
+    each variable left in the env replaced."""
+    over = {k: tuple(v) for k, v in arg_over.items() if k in settings}
+    for name, said in env.over.items():
+        if said and name in env.val:
+            over[name] = tuple(said)
+    return freeze(over)
+
+
+def _read(
+    profile: ExecutorProfile, table: FlagTable, ordered: Sequence[Layer], executors: Executors
+) -> _Read:
+    """Every layer's items in rank order, each layer judged first (`check_layer`) unless all
+    fit, the common case tested at once."""
     its: list[Item] = []
     lays: list[Layer] = []
     foreign = executors.foreign_key_flags(profile)
@@ -197,60 +306,32 @@ def merge(
                 _refuse_foreign_key(profile, layer, read, foreign)
             its += read
             lays += [layer] * len(read)
-    env = _Env(ordered)
-    # Where each flag last stands (the winner of a non-repeatable one), and which flags
-    # stand more than once (the only ones that replace anything).
-    # (In C, by map and zip: a plan's merge is a hot path; see bench row 2.)
-    keys: list[str | None] = list(map(_KEY, its))
-    n = len(keys)
-    last = dict(zip(keys, range(n), strict=True))
+    keys: list[str | None] = [it.key for it in its]
+    last = dict(zip(keys, range(len(keys))))  # noqa: B905 (of one length by construction)
     last.pop(None, None)
-    again: set[str] = set()
-    first = last
-    if len(last) + keys.count(None) != n:  # some flag stands twice: it replaces something
-        first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
-        again = {k for k, i in last.items() if k is not None and first[k] != i}
-    read_ = _Read(its, lays, keys, last, first)
-    dropped, arg_over = _flag_or_variable(table, read_, env)
-    args = _Args(profile, read_, again=again, dropped=dropped, arg_over=arg_over)
-    if required_key and profile.key_env:
-        _keep_key(profile, required_key, env)
-    if args.keys:
-        _move_keys(profile, args, env)
-    names = sorted(env.val)
-    replaced = args.over
-    for name, over in env.over.items():
-        if over and name in env.val:
-            replaced[name] = tuple(over)
-    return Merged(
-        args=tuple(args.out),
-        env=tuple(f"{n}={env.val[n]}" for n in names),
-        settings=args.settings,
-        items=args.items,
-        item_layers=args.item_layers,
-        env_layers={n: env.layer[n].name for n in names},
-        env_map=env.val,
-        replaced=replaced,
-    )
+    return _Read(its, lays, keys, last)
 
 
-class _Read(NamedTuple):
-    """Every layer's items in rank order, as parallel lists."""
-
-    items: list[Item]
-    layers: list[Layer]
-    """The layer of each item."""
-    keys: list[str | None]
-    """The key of each item."""
-    last: dict[str | None, int]
-    """Where each key last stands."""
-    first: dict[str | None, int]
-    """Where each key first stands."""
-
-    def said(self, key: str, upto: int) -> list[Said]:
-        """Every occurrence of `key` before index `upto`, as data."""
-        keys, items, layers = self.keys, self.items, self.layers
-        return [_said(layers[j], items[j]) for j in range(upto) if keys[j] == key]
+def _kept(
+    read: _Read, repeated: frozenset[str], dropped: set[str], key_flag: str | None
+) -> list[int] | None:
+    """Which items stay, by index (None: all of them): tokens the table does not know, every
+    occurrence of a repeatable flag, and the last of any other unless its variable won; key
+    flags go to the key variable."""
+    keys, last = read.keys, read.last
+    unknown = keys.count(None)
+    if len(last) + unknown == len(keys) and not dropped and key_flag not in last:
+        return None  # every flag stands once: the common case without overrides
+    win = dict(last)
+    for k in dropped:
+        del win[k]
+    win.pop(key_flag, None)
+    if not unknown and not repeated:
+        return sorted(win.values())
+    keep = set(win.values())
+    return [
+        j for j, k in enumerate(keys) if j in keep or k is None or (k in repeated and k != key_flag)
+    ]
 
 
 def _flag_or_variable(
@@ -262,11 +343,14 @@ def _flag_or_variable(
     arg_over: dict[str, list[Said]] = {}
     last = read.last
     # Only the flags whose variable some layer sets: far fewer than the flags in argv.
+    for_env = table.flag_for_env
     both = {
         f.key
         for name in env.layer
-        if (f := table.flag_for_env(name)) is not None and f.key in last and not f.repeatable
+        if (f := for_env(name)) is not None and f.key in last and not f.repeatable
     }
+    if not both:
+        return dropped, arg_over
     for key in sorted(both, key=last.__getitem__):
         flag = table.flags[key]
         names = [e for e in flag.env if e in env.layer]
@@ -283,73 +367,27 @@ def _flag_or_variable(
     return dropped, arg_over
 
 
-class _Args:
-    """The merged argv: each non-repeatable flag once, at its winner's place; key flags'
-    values collected for the key variable."""
-
-    def __init__(
-        self,
-        profile: ExecutorProfile,
-        read: _Read,
-        *,
-        again: set[str],
-        dropped: set[str],
-        arg_over: dict[str, list[Said]],
-    ) -> None:
-        self.over: dict[str, tuple[Said, ...]] = {}
-        self.keys: list[str] = []
-        self.key_layers: list[str] = []
-        its, keys, last = read.items, read.keys, read.last
-        repeatable = profile.flags.repeatable_keys
-        key_flag = profile.key_flag if profile.key_env else None
-        if key_flag in last:
-            for j, k in enumerate(keys):
-                if k == key_flag:
-                    self.keys += _split_keys(profile, its[j].values[0])
-                    self.key_layers.append(read.layers[j].name)
-        # Kept: tokens the table does not know, every occurrence of a repeatable flag, and
-        # the last of any other unless its variable won; key flags go to the key variable.
-        gone = {
-            j for k in again - repeatable for j in range(read.first[k], last[k]) if keys[j] == k
-        }
-        gone.update(last[k] for k in dropped)
-        if key_flag in last:
-            gone.update(j for j, k in enumerate(keys) if k == key_flag)
-        kept = list(filterfalse(gone.__contains__, range(len(keys))))
-        self.items = items = tuple(map(its.__getitem__, kept))
-        self.item_layers = tuple(map(_NAME, map(read.layers.__getitem__, kept)))
-        self.out = list(chain.from_iterable(map(_TOKENS, items)))
-        settings = dict(zip(map(_KEY, items), map(_VALUES, items), strict=True))
-        settings.pop(None, None)
-        for k in repeatable & settings.keys():
-            del settings[k]
-        self.settings: dict[str, tuple[str, ...]] = settings
-        for k in again | arg_over.keys():
-            if k in self.settings:
-                self.over[k] = (*read.said(k, last[k]), *arg_over.get(k, ()))
-
-
-_KEY = attrgetter("key")
-_VALUES = attrgetter("values")
-_TOKENS = attrgetter("tokens")
-_NAME = attrgetter("name")
-_ARGS = attrgetter("args")
-_ENV = attrgetter("env")
-
-
 def _split_keys(profile: ExecutorProfile, value: str) -> list[str]:
     return [k for k in value.split(profile.key_separator) if k]
 
 
-def _move_keys(profile: ExecutorProfile, args: _Args, env: _Env) -> None:
+def _move_keys(profile: ExecutorProfile, read: _Read, key_flag: str, env: _Env) -> None:
     # Every key flag's value joins the key variable, after the variable's own keys, so no key
     # is visible in the process's argv.
+    keys: list[str] = []
+    key_layers: list[str] = []
+    for j, k in enumerate(read.keys):
+        if k == key_flag:
+            keys += _split_keys(profile, read.items[j].values[0])
+            key_layers.append(read.layers[j].name)
+    if not keys:  # only empty lists (``--api-key ,``): nothing to move
+        return
     name = profile.key_env
     prior = _split_keys(profile, env.val.get(name, ""))
     if name in env.layer:
-        args.key_layers.insert(0, env.layer[name].name)
-    env.val[name] = profile.key_separator.join(prior + args.keys)
-    env.layer[name] = Layer(name=" + ".join(dict.fromkeys(args.key_layers)), rank=-1)
+        key_layers.insert(0, env.layer[name].name)
+    env.val[name] = profile.key_separator.join(prior + keys)
+    env.layer[name] = Layer(name=" + ".join(dict.fromkeys(key_layers)), rank=-1)
 
 
 def _keep_key(profile: ExecutorProfile, key: str, env: _Env) -> None:
@@ -394,15 +432,10 @@ def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
 
 def _all_fit(layers: Sequence[Layer]) -> bool:
     # `_fits` for every layer at once: one string to test, the common case.
-    args = "".join(map("".join, map(_ARGS, layers)))
-    env = "".join(map("".join, chain.from_iterable(map(_ENV, layers))))
-    return (
-        args.isascii()
-        and env.isascii()
-        and "\0" not in args
-        and "\0" not in env
-        and "" not in chain.from_iterable(map(_ARGS, layers))
-    )
+    args = tuple(chain.from_iterable([layer.args for layer in layers]))
+    env = tuple(chain.from_iterable(chain.from_iterable([layer.env for layer in layers])))
+    text = "".join(args + env)
+    return text.isascii() and "\0" not in text and "" not in args
 
 
 def _fits(layer: Layer) -> bool:

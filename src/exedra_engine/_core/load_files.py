@@ -57,13 +57,16 @@ def named_files(
         except EngineError:
             items = ()
     files = p.model_file_flags
-    for it in items:
-        if it.key in files and it.values:
-            seen.add(it.key)
-            found.setdefault(normal_path(it.values[0]), _role(p, it.key))
-    for_env = p.flags.flag_for_env
-    for name, value in (env if isinstance(env, Mapping) else env_dict(env)).items():
-        f = for_env(name)
+    for key, values in [(it.key, it.values) for it in items if it.key in files]:
+        if values:
+            seen.add(key)
+            found.setdefault(normal_path(values[0]), _role(p, key))
+    table = p.flags
+    # (`dict` first: a test against the Mapping ABC costs more than this whole loop.)
+    envmap = env if isinstance(env, dict | Mapping) else env_dict(env)
+    for name in [n for n in envmap if n in table.env_names]:
+        f = table.flag_for_env(name)
+        value = envmap[name]
         if f is not None and f.key in files and value and f.key not in seen:
             found.setdefault(normal_path(value), _role(p, f.key))
     return tuple(found.items())

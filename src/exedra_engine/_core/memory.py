@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, NamedTuple, TypeVar
 
 from msgspec.structs import replace
 
 from exedra_engine._core.executors import ExecutorProfile
 from exedra_engine._core.fit_params import FitMeasurement, FitRow, measurement_for
+from exedra_engine._core.flags import Item
 from exedra_engine._core.inventory import CACHE_TYPES, ModelInventory, TensorInfo
 from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.struct import Value, freeze
@@ -94,6 +95,7 @@ _GPU_BACKENDS: Final = freeze(
         "cann": "CANN",
     }
 )
+_T = TypeVar("_T")
 _EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch)?exps")
 
 
@@ -129,72 +131,104 @@ class MemorySettings(Value, frozen=True, kw_only=True):
 
 
 def read_settings(
-    profile: ExecutorProfile, args: Sequence[str], env: Sequence[str] = ()
+    profile: ExecutorProfile,
+    args: Sequence[str],
+    env: Sequence[str] = (),
+    *,
+    items: Sequence[Item] | None = None,
 ) -> MemorySettings:
     """The memory settings of an argv (and ``NAME=VALUE`` env) through the profile's table;
-    a flag in argv wins over its variable, as the executor reads them."""
-    table = profile.flags
-    role_of = {key: role for role, key in profile.memory_flags.items()}
-    found: dict[str, tuple[str, ...]] = {}
-    negated: dict[str, bool] = {}
-    repeated: dict[str, list[str]] = {}
-    for item in table.split_items(args, "plan args"):
-        role = role_of.get(item.key or "")
-        if role is None:
-            continue
-        found[role] = item.values
-        negated[role] = item.negated
-        if role == "override_tensor":
-            repeated.setdefault(role, []).extend(item.values)
-    for entry in env:
-        name, _, value = entry.partition("=")
-        flag = table.flag_for_env(name)
-        role = role_of.get(flag.key) if flag is not None else None
-        if role is None or role in found:
-            continue
-        found[role] = (value,) if flag is not None and flag.nargs else ()
-        negated[role] = flag is not None and not flag.nargs and _falsy(value)
-        if role == "override_tensor":
-            repeated.setdefault(role, []).append(value)
+    a flag in argv wins over its variable, as the executor reads them. `items` are `args`
+    as the table reads them, where the caller has them already (the merge's)."""
+    if items is None:
+        items = profile.flags.split_items(args, "plan args")
+    found = _Found(profile)
+    found.read_items(items)
+    found.read_env(env)
+    return found.settings()
 
-    def val(role: str) -> str | None:
-        v = found.get(role)
-        return v[0] if v else None
 
-    def on(role: str, default: bool) -> bool:
-        if role not in found:
+class _Found:
+    """The memory roles an argv and env set: each one's values, whether it was negated, and
+    every value of the repeatable ``-ot``."""
+
+    def __init__(self, profile: ExecutorProfile) -> None:
+        self.table = profile.flags
+        self.role_of = {key: role for role, key in profile.memory_flags.items()}
+        self.found: dict[str, tuple[str, ...]] = {}
+        self.negated: dict[str, bool] = {}
+        self.override_tensor: list[str] = []
+
+    def read_items(self, items: Sequence[Item]) -> None:
+        role_of = self.role_of
+        for item in [it for it in items if it.key in role_of]:
+            role = role_of[item.key or ""]
+            self.found[role] = item.values
+            self.negated[role] = item.negated
+            if role == "override_tensor":
+                self.override_tensor.extend(item.values)
+
+    def read_env(self, env: Sequence[str]) -> None:
+        for entry in env:
+            name, _, value = entry.partition("=")
+            flag = self.table.flag_for_env(name)
+            role = self.role_of.get(flag.key) if flag is not None else None
+            if flag is None or role is None or role in self.found:
+                continue
+            self.found[role] = (value,) if flag.nargs else ()
+            self.negated[role] = not flag.nargs and _falsy(value)
+            if role == "override_tensor":
+                self.override_tensor.append(value)
+
+    def val(self, role: str, default: str = "") -> str:
+        v = self.found.get(role)
+        return (v[0] if v else "") or default
+
+    def num(self, role: str, default: int) -> int:
+        v = self.found.get(role)
+        return _int(v[0], default) if v else default
+
+    def on(self, role: str, default: bool) -> bool:
+        if role not in self.found:
             return default
-        return not negated.get(role, False)
+        return not self.negated.get(role, False)
 
-    ot = []
-    for value in repeated.get("override_tensor", ()):
+    def settings(self) -> MemorySettings:
+        val, num, on = self.val, self.num, self.on
+        return MemorySettings(
+            ctx=num("ctx", 0),
+            parallel=num("parallel", -1),
+            kv_unified=on("kv_unified", False),
+            cache_type_k=val("cache_type_k", "f16").lower(),
+            cache_type_v=val("cache_type_v", "f16").lower(),
+            flash_attn=val("flash_attn", "auto").lower(),
+            batch=num("batch", DEFAULT_BATCH),
+            ubatch=num("ubatch", DEFAULT_UBATCH),
+            gpu_layers=_gpu_layers(val("gpu_layers") or None),
+            tensor_split=_split(val("tensor_split") or None),
+            split_mode=val("split_mode", "layer").lower(),
+            override_tensor=_override_pairs(self.override_tensor),
+            cpu_moe=on("cpu_moe", False),
+            n_cpu_moe=num("n_cpu_moe", 0),
+            mmproj=val("mmproj"),
+            draft=val("draft"),
+            cache_ram_mib=num("cache_ram", DEFAULT_CACHE_RAM_MIB),
+            swa_full=on("swa_full", False),
+            kv_offload=on("kv_offload", True),
+            embeddings=on("embeddings", False),
+            explicit=frozenset(self.found),
+        )
+
+
+def _override_pairs(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``-ot`` values as (pattern, buffer type) pairs, in order; malformed parts skipped."""
+    out = []
+    for value in values:
         for part in value.split(","):
             pattern, _, buft = part.partition("=")
             if pattern and buft:
-                ot.append((pattern, buft))
-    return MemorySettings(
-        ctx=_int(val("ctx"), 0),
-        parallel=_int(val("parallel"), -1),
-        kv_unified=on("kv_unified", False),
-        cache_type_k=(val("cache_type_k") or "f16").lower(),
-        cache_type_v=(val("cache_type_v") or "f16").lower(),
-        flash_attn=(val("flash_attn") or "auto").lower(),
-        batch=_int(val("batch"), DEFAULT_BATCH),
-        ubatch=_int(val("ubatch"), DEFAULT_UBATCH),
-        gpu_layers=_gpu_layers(val("gpu_layers")),
-        tensor_split=_split(val("tensor_split")),
-        split_mode=(val("split_mode") or "layer").lower(),
-        override_tensor=tuple(ot),
-        cpu_moe=on("cpu_moe", False),
-        n_cpu_moe=_int(val("n_cpu_moe"), 0),
-        mmproj=val("mmproj") or "",
-        draft=val("draft") or "",
-        cache_ram_mib=_int(val("cache_ram"), DEFAULT_CACHE_RAM_MIB),
-        swa_full=on("swa_full", False),
-        kv_offload=on("kv_offload", True),
-        embeddings=on("embeddings", False),
-        explicit=frozenset(found),
-    )
+                out.append((pattern, buft))
+    return tuple(out)
 
 
 def _falsy(v: str) -> bool:
@@ -280,25 +314,45 @@ def _row(type_name: str, elements: int) -> int:
 def kv_bytes(inv: ModelInventory, s: MemorySettings, sh: Shape) -> tuple[int, ...]:
     """Bytes of each block's KV cache or recurrent state."""
     out = []
+    n = inv.blocks
     swa_used = inv.sliding_window > 0 and any(inv.swa_layers)
-    for il in range(inv.blocks):
-        if il < len(inv.recurrent_layers) and inv.recurrent_layers[il]:
+    # Blocks alike (same heads, same window) cost alike: each kind is worked out once.
+    alike: dict[tuple[int, int, bool], int] = {}
+    per_block = zip(
+        _padded(inv.recurrent_layers, n, False),
+        _padded(inv.head_count_kv, n, 0),
+        _padded(inv.head_count, n, 0),
+        _padded(inv.swa_layers, n, False),
+        strict=True,
+    )
+    for il, (recurrent, n_kv, heads, window) in enumerate(per_block):
+        if recurrent:
             out.append(_recurrent_bytes(inv) * sh.seqs)
             continue
-        n_kv = inv.head_count_kv[il] if il < len(inv.head_count_kv) else 0
-        if n_kv == 0:
-            out.append(0)
-            continue
-        swa = swa_used and il < len(inv.swa_layers) and inv.swa_layers[il]
-        dk, dv = _head_dims(inv, il, swa)
-        cells = sh.ctx_seq
-        if swa and not s.swa_full:
-            window = inv.sliding_window * (sh.seqs if sh.streams == 1 else 1)
-            cells = _pad(min(sh.ctx_seq, window + sh.ubatch))
-        k = _row(s.cache_type_k, dk * n_kv)
-        v = 0 if inv.key_length_mla else _row(s.cache_type_v, dv * n_kv)
-        out.append((k + v) * cells * sh.streams)
+        key = (n_kv, heads, swa_used and window)
+        b = alike.get(key)
+        if b is None:
+            b = alike[key] = _kv_block(inv, s, sh, il, key[2]) if n_kv else 0
+        out.append(b)
     return tuple(out)
+
+
+def _padded(values: tuple[_T, ...], n: int, fill: _T) -> tuple[_T, ...]:
+    """`values` cut or filled out to `n` entries (a short per-layer tuple: `fill` beyond)."""
+    return values[:n] + (fill,) * (n - len(values))
+
+
+def _kv_block(inv: ModelInventory, s: MemorySettings, sh: Shape, il: int, swa: bool) -> int:
+    """Bytes of the KV cache of block `il` (one with KV heads)."""
+    n_kv = inv.head_count_kv[il]
+    dk, dv = _head_dims(inv, il, swa)
+    cells = sh.ctx_seq
+    if swa and not s.swa_full:
+        window = inv.sliding_window * (sh.seqs if sh.streams == 1 else 1)
+        cells = _pad(min(sh.ctx_seq, window + sh.ubatch))
+    k = _row(s.cache_type_k, dk * n_kv)
+    v = 0 if inv.key_length_mla else _row(s.cache_type_v, dv * n_kv)
+    return (k + v) * cells * sh.streams
 
 
 def _head_dims(inv: ModelInventory, il: int, swa: bool) -> tuple[int, int]:
@@ -379,19 +433,68 @@ def _free(g: GPU) -> int:
 
 
 def weights_by_place(
-    inv: ModelInventory, s: MemorySettings, p: Placement
+    inv: ModelInventory, s: MemorySettings, p: Placement, by_layer: ByLayer | None = None
 ) -> tuple[int, tuple[int, ...]]:
-    """Bytes of weights on the host and on each device."""
-    host = 0
+    """Bytes of weights on the host and on each device. `by_layer`: `bytes_by_layer(inv)`,
+    where the caller has it (an estimate's caller estimates more than once)."""
+    if not p.devices:  # every tensor on the host (a CPU-only plan)
+        return sum([t.size for t in inv.tensors]), ()
     dev = [0] * len(p.devices)
     overrides = [(_compile(pat), buft) for pat, buft in s.override_tensor]
-    for t in inv.tensors:
-        where = _tensor_place(t, inv, s, p, overrides)
+    if overrides or s.cpu_moe or s.n_cpu_moe > 0:
+        host = 0
+        for t in inv.tensors:
+            where = _tensor_place(t, inv, s, p, overrides)
+            if where < 0:
+                host += t.size
+            else:
+                dev[where] += t.size
+        return host, tuple(dev)
+    # By layer alone: `_tensor_place` without overrides or experts kept on the host.
+    b = by_layer or bytes_by_layer(inv)
+    host = b.host
+    for where, size in ((p.output, b.output), *zip(p.layers, b.blocks, strict=True)):
         if where < 0:
-            host += t.size
+            host += size
         else:
-            dev[where] += t.size
+            dev[where] += size
     return host, tuple(dev)
+
+
+class ByLayer(NamedTuple):
+    """A model's weights by the layer that holds them."""
+
+    blocks: tuple[int, ...]
+    """Bytes of each block's tensors."""
+    output: int
+    """Bytes of the output layer's."""
+    host: int
+    """Bytes of the rest (the input layer), which stay on the host."""
+
+
+def bytes_by_layer(inv: ModelInventory) -> ByLayer:
+    """`ByLayer` of `inv`: one pass over its tensors."""
+    n = inv.blocks
+    blocks = [0] * n
+    output = host = 0
+    for name, size in [(t.name, t.size) for t in inv.tensors]:
+        # `TensorInfo.layer`, inline: a call per tensor costs as much as the rest.
+        head = name[4:].partition(".")[0] if name.startswith("blk.") else ""
+        if head.isdigit():
+            il = int(head)
+            if il < n:
+                blocks[il] += size
+            else:
+                host += size
+        elif name.startswith(_OUTPUT):
+            output += size
+        else:
+            host += size
+    return ByLayer(tuple(blocks), output, host)
+
+
+_OUTPUT = ("output.", "output_norm.")
+"""The output layer's tensors, placed with it."""
 
 
 def _compile(pattern: str) -> re.Pattern[str] | None:
@@ -416,7 +519,7 @@ def _tensor_place(
         return -1
     if layer is not None:
         return p.layers[layer] if layer < len(p.layers) else -1
-    if t.name.startswith(("output.", "output_norm.")):
+    if t.name.startswith(_OUTPUT):
         return p.output
     return -1  # token_embd and the rest of the input layer stay on the host
 
@@ -490,9 +593,26 @@ def estimate_memory(
     the projector and draft model the argv names, when they were read.
     """
     s = read_settings(profile, args, env)
+    return _estimate(inventory, s, hardware, profile, ctx=ctx, mmproj=mmproj, draft=draft)
+
+
+def _estimate(
+    inventory: ModelInventory,
+    s: MemorySettings,
+    hardware: Hardware,
+    profile: ExecutorProfile,
+    *,
+    ctx: int | None,
+    mmproj: ModelInventory | None,
+    draft: ModelInventory | None,
+    by_layer: ByLayer | None = None,
+) -> MemoryPlan:
+    """`estimate_memory` from the argv's settings, already read (and `by_layer`, the
+    inventory's `bytes_by_layer`, where the caller has it)."""
     sh = shape(inventory, s, ctx)
     p = place(inventory, s, hardware, profile.kind)
-    host, devices = _model_parts(inventory, s, sh, p)
+    host, devices = _model_parts(inventory, s, sh, p, by_layer)
+    kv_total = host[0].kv + sum(d[0].kv for d in devices)  # the model's own: every block's
     if draft is not None:
         d_host, d_devices = _model_parts(
             draft, s, shape(draft, s, sh.ctx), place(draft, s, hardware, profile.kind)
@@ -505,7 +625,7 @@ def estimate_memory(
             devices[0] = _add(devices[0], (w, w))
         else:
             host = _add(host, (w, w))
-    cache = prompt_cache_bytes(s, sum(kv_bytes(inventory, s, sh)))
+    cache = prompt_cache_bytes(s, kv_total)
     h_res = replace(host[0], prompt_cache=cache)
     h_rsd = replace(host[1], prompt_cache=cache)
     return MemoryPlan(
@@ -556,9 +676,9 @@ _Pair = tuple[MemoryParts, MemoryParts]
 
 
 def _model_parts(
-    inv: ModelInventory, s: MemorySettings, sh: Shape, p: Placement
+    inv: ModelInventory, s: MemorySettings, sh: Shape, p: Placement, by_layer: ByLayer | None = None
 ) -> tuple[_Pair, list[_Pair]]:
-    w_host, w_dev = weights_by_place(inv, s, p)
+    w_host, w_dev = weights_by_place(inv, s, p, by_layer)
     kv = kv_bytes(inv, s, sh)
     kv_host = 0
     kv_dev = [0] * len(p.devices)
@@ -783,13 +903,15 @@ def decide_memory(
     *,
     mmproj: ModelInventory | None = None,
     draft: ModelInventory | None = None,
+    items: Sequence[Item] | None = None,
 ) -> MemoryDecision:
     """The plan's memory for its merged argv and env, raising `DoesNotFit` when a setting a
     layer chose cannot fit; an unset context that does not fit becomes the largest that
     does (never below 4096 tokens unless the model's own is smaller), and an unset
-    ``--cache-ram`` gets what is left of the budget (at most its default)."""
+    ``--cache-ram`` gets what is left of the budget (at most its default). `items` are
+    `args` as the profile's table reads them, where the caller has them (the merge's)."""
     return _Decider(
-        inventory, args, env=env, hw=hardware, profile=profile, sides=(mmproj, draft)
+        inventory, args, env=env, hw=hardware, profile=profile, sides=(mmproj, draft), items=items
     ).run()
 
 
@@ -803,6 +925,7 @@ class _Decider:
         hw: Hardware,
         profile: ExecutorProfile,
         sides: tuple[ModelInventory | None, ModelInventory | None],
+        items: Sequence[Item] | None = None,
     ) -> None:
         self.inv, self.args, self.env, self.hw, self.p, self.sides = (
             inv,
@@ -812,7 +935,9 @@ class _Decider:
             profile,
             sides,
         )
-        self.s = read_settings(profile, args, env)
+        self.s = read_settings(profile, args, env, items=items)
+        # Every estimate places the same weights: by layer once (needed with devices only).
+        self.by_layer = bytes_by_layer(inv) if device_names(hw, profile.kind) else None
         self.usable, self.how = usable_host(hw)
         self.fixed_ctx = "ctx" in self.s.explicit and self.s.ctx > 0
         self.fixed_cache = "cache_ram" in self.s.explicit
@@ -825,16 +950,35 @@ class _Decider:
         key = tuple(extra)
         if key not in self.seen:
             mmproj, draft = self.sides
-            self.seen[key] = estimate_memory(
+            self.seen[key] = _estimate(
                 self.inv,
-                (*self.args, *key),
+                self.settings(extra),
                 self.hw,
                 self.p,
-                env=self.env,
+                ctx=None,
                 mmproj=mmproj,
                 draft=draft,
+                by_layer=self.by_layer,
             )
         return self.seen[key]
+
+    def settings(self, extra: Sequence[str]) -> MemorySettings:
+        """`read_settings` of the argv with `extra` (`flags`: a context and a prompt cache,
+        flags that no layer set) after it, from the settings already read: a flag added
+        last wins over any earlier one and over its variable."""
+        s = self.s
+        if not extra:
+            return s
+        found = dict(zip(extra[::2], extra[1::2], strict=True))
+        ctx = found.get(self.p.memory_flags["ctx"])
+        cache = found.get(self.p.memory_flags["cache_ram"])
+        roles = {role for role, flag in self.p.memory_flags.items() if flag in found}
+        return replace(
+            s,
+            ctx=s.ctx if ctx is None else _int(ctx, 0),
+            cache_ram_mib=s.cache_ram_mib if cache is None else _int(cache, DEFAULT_CACHE_RAM_MIB),
+            explicit=s.explicit | roles,
+        )
 
     def flags(self, ctx: int | None, cache_mib: int | None) -> tuple[str, ...]:
         out: tuple[str, ...] = ()
