@@ -43,7 +43,14 @@ from exedra_engine._core.load_files import load_files
 from exedra_engine._core.memory import MemoryDecision, decide_memory, read_settings
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value, freeze
-from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
+from exedra_engine._core.values import (
+    Constraints,
+    ExecutorInfo,
+    Hardware,
+    LaunchPlan,
+    ModelInfo,
+    ModelSpec,
+)
 from exedra_engine.constants import DEFAULT_HOST, DEFAULT_PORT_BASE, INSTALL_HINT, MAX_THREADS
 from exedra_engine.errors import (
     EngineError,
@@ -204,12 +211,7 @@ def _plan(
     if hw is None:
         raise NoHardware("hardware snapshot is None: call probe() first")
     profile = executors.profile(spec.kind)
-    exe = hw.executor(spec.kind)
-    if exe is None:
-        raise ExecutorNotFound(
-            f"{profile.binary} (kind {spec.kind}) is not installed: not on PATH nor in "
-            f"the executor cache; {INSTALL_HINT}, or name the binary (--executor PATH)"
-        )
+    exe = _installed(profile, hw, spec)
     _check(profile, spec, constraints, model)
     engine_port = _choose_port(constraints, ports_in_use)
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
@@ -245,7 +247,26 @@ def _plan(
         if judge is not None
         else ()
     )
-    notes = memory.notes if memory is not None else ()
+    return _explained(plan, m, found, memory.notes if memory is not None else (), explain)
+
+
+def _installed(profile: ExecutorProfile, hw: Hardware, spec: ModelSpec) -> ExecutorInfo:
+    exe = hw.executor(spec.kind)
+    if exe is None:
+        raise ExecutorNotFound(
+            f"{profile.binary} (kind {spec.kind}) is not installed: not on PATH nor in "
+            f"the executor cache; {INSTALL_HINT}, or name the binary (--executor PATH)"
+        )
+    return exe
+
+
+def _explained(
+    plan: LaunchPlan,
+    m: Merged,
+    found: tuple[Finding, ...],
+    notes: tuple[str, ...],
+    explain: bool,
+) -> Explained:
     if not explain:  # provenance is data in `m`; its text is made only for --explain
         return Explained(plan=plan, sources=(), findings=found, memory=notes)
     prov = m.provenance
