@@ -89,6 +89,14 @@ _GGML_THREADS = frozenset(
 """The flags whose value is a count of ggml's compute threads (not ``--threads-http``)."""
 
 
+def too_many_threads(shown: str, binary: str) -> str:
+    """Why a thread count above `MAX_THREADS` (`shown` as the caller wrote it) is refused."""
+    return (
+        f"{shown} is more than {MAX_THREADS}, the most CPU threads ggml places "
+        f"(GGML_MAX_N_THREADS); far more make {binary} abort (std::bad_alloc) once started"
+    )
+
+
 def value_problem(flag: Flag, value: str, binary: str, name: str = "") -> tuple[str, str] | None:
     """Why `binary` would refuse or misread `value` for `flag` (and what to write instead), or
     None when the table does not say what it takes or the value fits. `name` is the flag's
@@ -96,11 +104,7 @@ def value_problem(flag: Flag, value: str, binary: str, name: str = "") -> tuple[
     t = flag.takes
     name = name or flag.key
     if flag.key in _GGML_THREADS and _INT.fullmatch(value) and int(value) > MAX_THREADS:
-        return (
-            f"{name} {value} is more than {MAX_THREADS}, the most CPU threads ggml places "
-            f"(GGML_MAX_N_THREADS); far more make {binary} abort (std::bad_alloc) once started",
-            str(MAX_THREADS),
-        )
+        return too_many_threads(f"{name} {value}", binary), str(MAX_THREADS)
     if t == "int":
         return _int_problem(name, value, binary)
     if t in ("float", "number"):

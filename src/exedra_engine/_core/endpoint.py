@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.struct import FrozenDict, Value
+from exedra_engine._core.struct import Value
 from exedra_engine._core.values import base_url
 from exedra_engine.constants import DEFAULT_HOST
 from exedra_engine.errors import EngineError, NoEndpoint, PlanError
@@ -72,6 +72,13 @@ def env_dict(env: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def env_map(env: Mapping[str, str] | Sequence[str]) -> Mapping[str, str]:
+    """`env` as a mapping: itself when it is one (a merge's `env_map`), else `env_dict`."""
+    # A dict (a FrozenDict is one) is tested first: the Mapping ABC's test costs more than
+    # the whole read-back that follows.
+    return env if isinstance(env, dict | Mapping) else env_dict(env)
+
+
 def resolve_endpoint(
     kind: str,
     args: Sequence[str],
@@ -104,7 +111,7 @@ def resolve_for(
     p: ExecutorProfile, args: Sequence[str], env: Mapping[str, str] | Sequence[str]
 ) -> Resolved:
     """`resolve` for the executor of `p`."""
-    envmap = env if isinstance(env, Mapping) else env_dict(env)
+    envmap = env_map(env)
     # The executor reads its environment first, then argv: a flag beats its variable.
     host, port, keys = _from_env(p, envmap)
     h, pt, k = _from_args(p, args)
@@ -127,8 +134,7 @@ def resolve_merged(
     p = executors.profile(kind)
     if p.key_flag and not p.key_env:  # its keys stay in argv, repeated: walk it
         return resolve(kind, args, env, executors=executors)
-    # (`type() is dict` first: a test against the Mapping ABC costs more than the rest.)
-    envmap = env if type(env) is FrozenDict or isinstance(env, Mapping) else env_dict(env)
+    envmap = env_map(env)
     host, port, keys = _from_env(p, envmap)
     if p.host_flag in settings:
         host = settings[p.host_flag][0]

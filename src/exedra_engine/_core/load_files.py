@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from exedra_engine._core.endpoint import env_dict
+from exedra_engine._core.endpoint import env_map
 from exedra_engine._core.executors import ExecutorProfile
 from exedra_engine._core.flags import Item
 from exedra_engine._core.struct import freeze
@@ -62,8 +62,7 @@ def named_files(
             seen.add(key)
             found.setdefault(normal_path(values[0]), _role(p, key))
     table = p.flags
-    # (`dict` first: a test against the Mapping ABC costs more than this whole loop.)
-    envmap = env if isinstance(env, dict | Mapping) else env_dict(env)
+    envmap = env_map(env)
     for name in [n for n in envmap if n in table.env_names]:
         f = table.flag_for_env(name)
         value = envmap[name]

@@ -438,7 +438,7 @@ def weights_by_place(
     """Bytes of weights on the host and on each device. `by_layer`: `bytes_by_layer(inv)`,
     where the caller has it (an estimate's caller estimates more than once)."""
     if not p.devices:  # every tensor on the host (a CPU-only plan)
-        return sum([t.size for t in inv.tensors]), ()
+        return inv.tensor_bytes, ()
     dev = [0] * len(p.devices)
     overrides = [(_compile(pat), buft) for pat, buft in s.override_tensor]
     if overrides or s.cpu_moe or s.n_cpu_moe > 0:
@@ -904,14 +904,23 @@ def decide_memory(
     mmproj: ModelInventory | None = None,
     draft: ModelInventory | None = None,
     items: Sequence[Item] | None = None,
+    settings: MemorySettings | None = None,
 ) -> MemoryDecision:
     """The plan's memory for its merged argv and env, raising `DoesNotFit` when a setting a
     layer chose cannot fit; an unset context that does not fit becomes the largest that
     does (never below 4096 tokens unless the model's own is smaller), and an unset
     ``--cache-ram`` gets what is left of the budget (at most its default). `items` are
-    `args` as the profile's table reads them, where the caller has them (the merge's)."""
+    `args` as the profile's table reads them, and `settings` their `read_settings`, where
+    the caller has them (the merge's)."""
     return _Decider(
-        inventory, args, env=env, hw=hardware, profile=profile, sides=(mmproj, draft), items=items
+        inventory,
+        args,
+        env=env,
+        hw=hardware,
+        profile=profile,
+        sides=(mmproj, draft),
+        items=items,
+        settings=settings,
     ).run()
 
 
@@ -926,6 +935,7 @@ class _Decider:
         profile: ExecutorProfile,
         sides: tuple[ModelInventory | None, ModelInventory | None],
         items: Sequence[Item] | None = None,
+        settings: MemorySettings | None = None,
     ) -> None:
         self.inv, self.args, self.env, self.hw, self.p, self.sides = (
             inv,
@@ -935,7 +945,9 @@ class _Decider:
             profile,
             sides,
         )
-        self.s = read_settings(profile, args, env, items=items)
+        self.s = (
+            settings if settings is not None else read_settings(profile, args, env, items=items)
+        )
         # Every estimate places the same weights: by layer once (needed with devices only).
         self.by_layer = bytes_by_layer(inv) if device_names(hw, profile.kind) else None
         self.usable, self.how = usable_host(hw)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from exedra_engine._core.check import Finding, check_plan_layers
+from exedra_engine._core.check import Finding, check_plan_layers, too_many_threads
 from exedra_engine._core.config import LocatedConfig
 from exedra_engine._core.endpoint import resolve, resolve_merged
 from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
@@ -292,6 +292,7 @@ def _memory(
         mmproj=by_path.get(s.mmproj) if s.mmproj else None,
         draft=by_path.get(s.draft) if s.draft else None,
         items=m.items,
+        settings=s,
     )
 
 
@@ -380,11 +381,7 @@ def _check(p: ExecutorProfile, spec: ModelSpec, c: Constraints, model: ModelInfo
         if not 0 <= n <= _INT32_MAX:
             raise PlanError(f"{what} {n} is outside 0-{_INT32_MAX} (0: the executor's default)")
     if c.threads > MAX_THREADS:
-        raise PlanError(
-            f"threads {c.threads} ({p.threads_flag}) is more than {MAX_THREADS}, the most CPU "
-            f"threads ggml places (GGML_MAX_N_THREADS); far more make {p.binary} abort "
-            "(std::bad_alloc) once started"
-        )
+        raise PlanError(too_many_threads(f"threads {c.threads} ({p.threads_flag})", p.binary))
 
 
 def _check_serves(p: ExecutorProfile, spec: ModelSpec, model: ModelInfo | None) -> None:

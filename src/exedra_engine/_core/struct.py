@@ -84,6 +84,8 @@ def frozen_fields(value: msgspec.Struct, *names: str) -> None:
     fields default to `EMPTY`, so that an empty one stays out of the JSON as before."""
     for name in names:
         current = getattr(value, name)
+        if type(current) is FrozenDict and (current or current is EMPTY):
+            continue  # frozen already, the common case of a value built from values
         frozen = freeze(current)
         if frozen is not current:
             msgspec.structs.force_setattr(value, name, frozen)
