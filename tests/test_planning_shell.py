@@ -67,3 +67,18 @@ def test_ports_in_use_here_are_skipped_or_refused(tmp_path: Path) -> None:
         assert scanned.port > taken and scanned.port_scanned
         r = plan(spec, HW, Constraints(port=taken))
         assert isinstance(r, Failure) and isinstance(r.failure(), PortInUse)
+
+
+def test_i20_item3_side_models_are_found_by_the_one_reader(tmp_path: Path) -> None:
+    from exedra_engine._shell.host import LocalHost
+    from exedra_engine._shell.plan import side_inventories
+    from exedra_engine.testing import write_arch_model
+
+    side = str(write_arch_model(tmp_path / "mmproj.gguf", "llama"))
+    spec = ModelSpec(path=str(tmp_path / "m.gguf"), kind=Kind.LLAMA)
+    for args in (("--mmproj", side), (f"--mmproj={side}",), ("-mm", side)):
+        found = side_inventories(spec, Constraints(extra_args=args), LocalHost())
+        assert [inv.paths[0] for inv in found] == [side], args
+    # As the executor reads it, "--mmproj" here is the alias's value, not a flag.
+    alias = ("--alias", "--mmproj", side)
+    assert side_inventories(spec, Constraints(extra_args=alias), LocalHost()) == ()

@@ -182,10 +182,10 @@ def side_inventories(
         lists += [o.args for o in (*c.overrides.engines.values(), *c.overrides.models.values())]
     paths: list[str] = []
     for args in lists:
-        for tok_i, tok in enumerate(args[:-1]):
-            hit = p.flags.lookup(tok)
-            if hit is not None and hit[0].key in keys and args[tok_i + 1] not in paths:
-                paths.append(args[tok_i + 1])
+        # Read as the merge reads them: ``--mmproj=P`` names P, ``--no-mmproj`` names nothing.
+        for it in p.flags.read_items(args):
+            if it.key in keys and it.values and it.values[0] not in paths:
+                paths.append(it.values[0])
     out = []
     for path in paths:
         if "\0" not in path and files.exists(path):
