@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from returns.result import Failure, Success
 
 from exedra_engine import Config, ConfigError, load_config
-from exedra_engine._core.config import config_from_yaml, merge_configs
+from exedra_engine._core.config.parse import config_from_yaml, merge_configs
 from properties.strategies import configs
 
 

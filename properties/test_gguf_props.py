@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from returns.result import Failure, Success
 
 from exedra_engine import NotGGUF, inspect
-from exedra_engine._core.gguf_header import HeaderFacts, parse_gguf_header
-from exedra_engine._core.quant import quant_name
+from exedra_engine._core.gguf.header import HeaderFacts, parse_gguf_header
+from exedra_engine._core.gguf.quant import quant_name
 from properties.conftest import scaled
 
 keys = st.from_regex(r"[a-z]{1,8}\.[a-z_]{1,12}", fullmatch=True)

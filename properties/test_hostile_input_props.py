@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from returns.result import Failure, Success
 
 from exedra_engine import ConfigError, NotGGUF, inspect, load_config
-from exedra_engine._core.config import config_from_yaml
+from exedra_engine._core.config.parse import config_from_yaml
 
 TAGS = st.sampled_from(
     ["", "!!str ", "!!null ", "!!map ", "!!seq ", "!!int ", "!!bool ", "!!binary ", "!x ", "! "]

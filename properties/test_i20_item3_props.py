@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exedra_engine._core.check import check_plan_layers
-from exedra_engine._core.endpoint import _keys, _port, resolve
-from exedra_engine._core.executors import BUILTIN, ExecutorProfile, executor_profile
-from exedra_engine._core.flags import Item
-from exedra_engine._core.kinds import Kind
-from exedra_engine._core.planner import with_port
+from exedra_engine._core.config.check import check_plan_layers
+from exedra_engine._core.executors.flags import Item
+from exedra_engine._core.executors.kinds import Kind
+from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, executor_profile
+from exedra_engine._core.plan.endpoint import _keys, _port, resolve
+from exedra_engine._core.plan.planner import with_port
 from exedra_engine._core.redact import REDACTED, redact_args
 from exedra_engine._core.values import LaunchPlan, ModelSpec
 from exedra_engine.errors import EngineError, PlanError
@@ -101,7 +101,7 @@ def _outcome(f: object, *args: object) -> object:
 def test_i20_item3_endpoint_reads_as_the_old_loop(kind: str, data: st.DataObject) -> None:
     p = executor_profile(kind)
     args = data.draw(argvs(kind))
-    from exedra_engine._core import endpoint
+    from exedra_engine._core.plan import endpoint
 
     assert _outcome(endpoint._from_args, p, args) == _outcome(_old_from_args, p, args)
     # and through the public resolution, whose endpoint checks come after

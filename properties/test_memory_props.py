@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from returns.result import Failure
 
 from exedra_engine import Constraints, DoesNotFit, ModelInfo, ModelSpec, plan_launch
-from exedra_engine._core.executors import LLAMA
-from exedra_engine._core.inventory import ModelInventory, TensorInfo
-from exedra_engine._core.kinds import Kind
-from exedra_engine._core.memory import (
+from exedra_engine._core.executors.kinds import Kind
+from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
+from exedra_engine._core.memory.estimate import (
     HOST_MARGIN,
     estimate_memory,
     kv_bytes,

@@ -41,8 +41,8 @@ from hypothesis import strategies as st
 from tests.log_pump import feed
 
 from exedra_engine import LaunchPlan
-from exedra_engine._core.endpoint import resolve
-from exedra_engine._core.logs import log_secrets
+from exedra_engine._core.launch.logs import log_secrets
+from exedra_engine._core.plan.endpoint import resolve
 from exedra_engine._core.redact import TextRedactor, redact_bytes
 from exedra_engine._trio.logs import LogPump
 from exedra_engine.cli import main

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from returns.result import Success
 
-from exedra_engine._core.config import config_from_yaml
-from exedra_engine._core.schema import config_schema
+from exedra_engine._core.config.parse import config_from_yaml
+from exedra_engine._core.config.schema import config_schema
 
 VALIDATOR = jsonschema.Draft202012Validator(config_schema())
 

@@ -3,8 +3,8 @@ estimate's tests need no file: their shapes are the real models' headers."""
 
 from __future__ import annotations
 
-from exedra_engine._core.inventory import ModelInventory, TensorInfo
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.executors.kinds import Kind
+from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
 from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
 
 

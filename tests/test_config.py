@@ -10,7 +10,7 @@ import pytest
 from returns.result import Failure
 
 from exedra_engine import Config, ConfigError, Kind, Override, load_config
-from exedra_engine._core.config import config_from_yaml, merge_configs
+from exedra_engine._core.config.parse import config_from_yaml, merge_configs
 
 FULL = """\
 env:

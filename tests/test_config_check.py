@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from exedra_engine._core.check import Finding, check_file
-from exedra_engine._core.config import located_config_from_yaml
+from exedra_engine._core.config.check import Finding, check_file
+from exedra_engine._core.config.parse import located_config_from_yaml
 from tests.conftest import Run
 
 

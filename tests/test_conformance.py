@@ -34,7 +34,7 @@ import trio
 
 import exedra_engine as engine
 from exedra_engine import aio
-from exedra_engine._core.actual import Actual
+from exedra_engine._core.launch.actual import Actual
 from exedra_engine.testing import free_port
 from tests.conftest import FAKE
 from tests.http_client import health, http

@@ -6,7 +6,7 @@ import pytest
 from returns.result import Failure
 
 from exedra_engine import Kind, NoEndpoint, PlanError, resolve_endpoint
-from exedra_engine._core.endpoint import stoi
+from exedra_engine._core.plan.endpoint import stoi
 
 L, W = Kind.LLAMA, Kind.TRANSCRIBE
 

@@ -27,8 +27,8 @@ from exedra_engine import (
     plan_launch,
 )
 from exedra_engine._core.emit import EmitOptions, Target, emit
-from exedra_engine._core.executors import LLAMA, WHISPER, _flag_table
-from exedra_engine._core.hardware_file import hardware_from_json
+from exedra_engine._core.executors.profile import LLAMA, WHISPER, _flag_table
+from exedra_engine._core.host.hardware_file import hardware_from_json
 from exedra_engine._core.redact import REDACTED, redact_plan
 from exedra_engine._core.struct import FrozenDict
 from exedra_engine.cli import main
@@ -145,7 +145,7 @@ def test_i20_item4_the_flag_tables_are_built_lazily() -> None:
     code = textwrap.dedent(
         """
         import exedra_engine
-        from exedra_engine._core.executors import _flag_table
+        from exedra_engine._core.executors.profile import _flag_table
         print(_flag_table.cache_info().currsize)
         """
     )
@@ -208,7 +208,7 @@ def test_i20_item4_a_third_executor_is_emitted_from_its_set() -> None:
 
 
 def test_i20_item4_the_launchers_default_port_reader_knows_the_given_kinds() -> None:
-    from exedra_engine._core.readiness import LoadLimits
+    from exedra_engine._core.launch.readiness import LoadLimits
     from exedra_engine._shell import drive
     from exedra_engine._shell.host import LocalHost
 

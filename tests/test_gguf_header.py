@@ -16,8 +16,8 @@ import pytest
 from returns.result import Failure, Success
 
 from exedra_engine import ModelUnreadable, NotGGUF, inspect
-from exedra_engine._core.gguf_header import parse_gguf_header
-from exedra_engine._core.quant import FILE_TYPES, quant_name
+from exedra_engine._core.gguf.header import parse_gguf_header
+from exedra_engine._core.gguf.quant import FILE_TYPES, quant_name
 from exedra_engine.testing import write_header_model, write_tiny_llama
 
 

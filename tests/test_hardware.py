@@ -7,7 +7,7 @@ import os
 import pytest
 
 from exedra_engine import GPU, Kind, probe
-from exedra_engine._core.hardware import (
+from exedra_engine._core.host.hardware import (
     DrmNode,
     HostSnapshot,
     available_bytes,

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from exedra_engine import Kind, LaunchPlan
-from exedra_engine._core.hardware_file import hardware_from_json
+from exedra_engine._core.host.hardware_file import hardware_from_json
 from exedra_engine._shell.hardware_file import load_hardware
 from exedra_engine._shell.probe import probe
 from exedra_engine.errors import HardwareFileError

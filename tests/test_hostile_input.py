@@ -13,8 +13,8 @@ import pytest
 from returns.result import Failure, Success
 
 from exedra_engine import ConfigError, EngineError, inspect, load_config
-from exedra_engine._core.config import config_from_yaml, merge_all, merge_configs
-from exedra_engine._core.gguf_header import MAX_KV
+from exedra_engine._core.config.parse import config_from_yaml, merge_all, merge_configs
+from exedra_engine._core.gguf.header import MAX_KV
 from exedra_engine._core.values import Config
 
 

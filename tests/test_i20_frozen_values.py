@@ -28,7 +28,7 @@ from exedra_engine import (
     load_config,
     plan_launch,
 )
-from exedra_engine._core.config import located_config, merge_all, merge_configs
+from exedra_engine._core.config.parse import located_config, merge_all, merge_configs
 from exedra_engine._core.emit import Target, emit_files
 from exedra_engine._core.emit.shape import EmitOptions
 from exedra_engine._core.redact import redact_config
@@ -239,7 +239,7 @@ def test_i20_item4_merged_settings_and_emitted_files_are_frozen() -> None:
         executors=(ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server"),),
     )
     con = Constraints(host="0.0.0.0", extra_args=("--ctx-size", "4096"))
-    from exedra_engine._core.layers import Merged
+    from exedra_engine._core.plan.layers import Merged
 
     merged = Merged(
         args=(), env=(), settings={"ctx_size": ("4096",)}, env_map={"A": "1"}, env_layers={}

@@ -21,10 +21,10 @@ from exedra_engine import (
     explain_launch,
     plan_launch,
 )
-from exedra_engine._core import planner
 from exedra_engine._core.emit.shape import layer_of
-from exedra_engine._core.executors import executor_profile
-from exedra_engine._core.layers import Layer, Said, merge
+from exedra_engine._core.executors.profile import executor_profile
+from exedra_engine._core.plan import planner
+from exedra_engine._core.plan.layers import Layer, Said, merge
 from exedra_engine._core.redact import REDACTED, redact_provenance
 
 HOST = Hardware(

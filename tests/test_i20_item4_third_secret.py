@@ -16,7 +16,7 @@ from exedra_engine import (
     Override,
     plan_launch,
 )
-from exedra_engine._core.executors import ExecutorProfile
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.redact import REDACTED, redact_config, redact_shown
 
 TOKEN = "sdtok-0123456789"

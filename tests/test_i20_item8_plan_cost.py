@@ -20,11 +20,10 @@ from exedra_engine import (
     explain_launch,
     plan_launch,
 )
-from exedra_engine._core.executors import LLAMA
-from exedra_engine._core.flags import Item
-from exedra_engine._core.inventory import ModelInventory
-from exedra_engine._core.layers import Layer, Said, merge
-from exedra_engine._core.memory import (
+from exedra_engine._core.executors.flags import Item
+from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.memory.estimate import (
     _kv_block,
     _tensor_place,
     bytes_by_layer,
@@ -34,6 +33,7 @@ from exedra_engine._core.memory import (
     shape,
     weights_by_place,
 )
+from exedra_engine._core.plan.layers import Layer, Said, merge
 from tests.memory_models import cpu_host, gemma3_270m, gpu_host, llama_135m
 
 
@@ -191,7 +191,7 @@ def test_i20_item8_settings_from_the_merge_items() -> None:
 def test_i20_item8_decider_settings_read_as_the_argv_would(
     argv: tuple[str, ...], env: tuple[str, ...], ctx: int | None, cache: int | None
 ) -> None:
-    from exedra_engine._core.memory import _Decider
+    from exedra_engine._core.memory.estimate import _Decider
 
     d = _Decider(gemma3_270m(), argv, env=env, hw=cpu_host(), profile=LLAMA, sides=(None, None))
     extra = d.flags(ctx, cache)

@@ -214,7 +214,7 @@ def _id(p: Path) -> str:
 
 def test_the_core_and_its_leaves_are_found() -> None:
     names = {p.name for p in CORE_FILES}
-    assert {"__init__.py", "planner.py", "layers.py", "values.py", "gguf_header.py"} <= names
+    assert {"__init__.py", "planner.py", "layers.py", "values.py", "header.py"} <= names
     assert all(p.is_file() for p in LEAF_FILES)
     assert SHELL_FILES
 
@@ -249,7 +249,7 @@ def test_a_shell_imports_no_trio_and_no_cli(path: Path) -> None:
 
 # -- the checker itself catches what it must ------------------------------------------------
 
-CORE_MODULE = "exedra_engine._core.planner"
+CORE_MODULE = "exedra_engine._core.plan.planner"
 
 
 @pytest.mark.parametrize(
@@ -261,8 +261,8 @@ CORE_MODULE = "exedra_engine._core.planner"
         ("from exedra_engine._trio import launcher\n", "exedra_engine._trio.launcher: a layer"),
         ("from exedra_engine import _shell\n", "exedra_engine._shell: a layer"),
         ("from exedra_engine import Kind\n", "exedra_engine.Kind: not a core module"),
-        ("from .. import cli\n", "exedra_engine.cli: a layer"),
-        ("from ..testing import write_tiny_llama\n", "exedra_engine.testing.write_tiny_llama"),
+        ("from ... import cli\n", "exedra_engine.cli: a layer"),
+        ("from ...testing import write_tiny_llama\n", "exedra_engine.testing.write_tiny_llama"),
         ("def f():\n    import subprocess\n", "2: subprocess: effectful"),
         (
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pathlib\n",
@@ -286,7 +286,7 @@ def test_the_checker_passes_a_pure_module() -> None:
         "from __future__ import annotations\n"
         "import re\nimport struct\nfrom collections.abc import Sequence\n"
         "import msgspec\nimport yaml\nfrom returns.result import Success\n"
-        "from exedra_engine._core.kinds import Kind\nfrom . import _flagdata\n"
+        "from exedra_engine._core.executors.kinds import Kind\nfrom . import _flagdata\n"
         "from exedra_engine.errors import PlanError\n"
         "from exedra_engine.constants import DEFAULT_HOST\n"
         "def f():\n    from exedra_engine._core.values import LaunchPlan\n"
@@ -297,4 +297,4 @@ def test_the_checker_passes_a_pure_module() -> None:
 def test_an_exception_is_per_module() -> None:
     source = "from exedra_engine._sysconf import CONFIG_PATH\n"
     assert core_violations(source, "exedra_engine.constants", "exedra_engine/constants.py") == []
-    assert core_violations(source, CORE_MODULE, "exedra_engine/_core/planner.py")
+    assert core_violations(source, CORE_MODULE, "exedra_engine/_core/plan/planner.py")

@@ -22,8 +22,8 @@ from exedra_engine import (
     PlanError,
     plan_launch,
 )
-from exedra_engine._core.check import check_file
-from exedra_engine._core.config import located_config_from_yaml
+from exedra_engine._core.config.check import check_file
+from exedra_engine._core.config.parse import located_config_from_yaml
 from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.instance import _drained
 from exedra_engine.cli import render

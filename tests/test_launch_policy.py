@@ -6,12 +6,18 @@ import math
 
 import msgspec
 
-from exedra_engine._core.actual import actual, planned_ctx
-from exedra_engine._core.budget import STALL, START_UNKNOWN, load_budget, load_limits, plan_bytes
-from exedra_engine._core.child import child_spec
-from exedra_engine._core.executors import LLAMA
-from exedra_engine._core.logs import MAX_LINE, LogLines
-from exedra_engine._core.readiness import (
+from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.launch.actual import actual, planned_ctx
+from exedra_engine._core.launch.budget import (
+    STALL,
+    START_UNKNOWN,
+    load_budget,
+    load_limits,
+    plan_bytes,
+)
+from exedra_engine._core.launch.child import child_spec
+from exedra_engine._core.launch.logs import MAX_LINE, LogLines
+from exedra_engine._core.launch.readiness import (
     POLL_FIRST,
     POLL_MAX,
     LoadLimits,
@@ -19,7 +25,15 @@ from exedra_engine._core.readiness import (
     next_interval,
     proc_state,
 )
-from exedra_engine._core.stop import KILL, TERM, Send, Wait, settle_left, should_send, stop_steps
+from exedra_engine._core.launch.stop import (
+    KILL,
+    TERM,
+    Send,
+    Wait,
+    settle_left,
+    should_send,
+    stop_steps,
+)
 from exedra_engine._core.values import LaunchPlan, ModelFile, ModelSpec
 
 

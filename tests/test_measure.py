@@ -10,8 +10,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from exedra_engine._core.executors import LLAMA
-from exedra_engine._core.fit_params import (
+from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.host.hardware_file import hardware_from_json
+from exedra_engine._core.memory.fit_params import (
     FitMeasurement,
     FitRow,
     MiB,
@@ -23,7 +24,6 @@ from exedra_engine._core.fit_params import (
     memory_settings,
     rows_from_print,
 )
-from exedra_engine._core.hardware_file import hardware_from_json
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine._shell.measure import find_companion, measure_model, run_bounded
 from exedra_engine._shell.plan import PlanRequest

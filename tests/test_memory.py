@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from exedra_engine._core.executors import LLAMA
-from exedra_engine._core.fit_params import FitMeasurement, FitRow, memory_settings
-from exedra_engine._core.memory import (
+from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.memory.estimate import (
     MIB,
     estimate_memory,
     explain_memory,
@@ -20,6 +19,7 @@ from exedra_engine._core.memory import (
     shape,
     with_measurement,
 )
+from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow, memory_settings
 from exedra_engine._shell.inspect import read_inventory
 from tests.conftest import _executor
 from tests.memory_models import cpu_host, gemma3_270m, gpu_host, llama_135m

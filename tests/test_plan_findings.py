@@ -21,9 +21,9 @@ from exedra_engine import (
     explain_launch,
     plan_launch,
 )
-from exedra_engine._core.config import located_config_from_yaml
-from exedra_engine._core.executors import executor_profile
-from exedra_engine._core.flags import table_from_rows
+from exedra_engine._core.config.parse import located_config_from_yaml
+from exedra_engine._core.executors.flags import table_from_rows
+from exedra_engine._core.executors.profile import executor_profile
 from exedra_engine._core.values import CPU
 from tests.conftest import FAKE, Run
 

@@ -11,9 +11,9 @@ import jsonschema
 import pytest
 import yaml
 
-from exedra_engine._core.config import config_from_yaml
-from exedra_engine._core.kinds import supported_kinds
-from exedra_engine._core.schema import config_schema
+from exedra_engine._core.config.parse import config_from_yaml
+from exedra_engine._core.config.schema import config_schema
+from exedra_engine._core.executors.kinds import supported_kinds
 from exedra_engine.cli import main
 from tests.test_docs import PAGES, ROOT, blocks
 
@@ -119,5 +119,5 @@ def test_empty_documents_sections_and_fields_are_accepted_by_both(text: str) -> 
     ],
 )
 def test_what_only_the_loader_sees(text: str) -> None:
-    # Documented in exedra_engine._core.schema: the loader refuses these, the schema cannot.
+    # Documented in exedra_engine._core.config.schema: the loader refuses these, the schema cannot.
     assert config_from_yaml(text, "x.yaml").failure()

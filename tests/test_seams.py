@@ -322,7 +322,7 @@ LAZY = (
     "returns",  # the CLI makes no Result
     "exedra_engine._core.emit",  # a plain plan emits nothing
     "exedra_engine._shell.flag_tables",  # only --explain/--strict and probe ask binaries
-    "exedra_engine._core.helptext",
+    "exedra_engine._core.executors.helptext",
     "yaml",  # only `config` prints YAML and override files parse it
     "socket",  # the port dump needs _socket only
     "trio",  # the launcher

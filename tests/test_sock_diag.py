@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from exedra_engine._core.netstat import (
+from exedra_engine._core.host.netstat import (
     DiagError,
     holding_states,
     ports_in_use,

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.config import config_from_yaml, merge_configs
-from exedra_engine._core.endpoint import Resolved, resolve_endpoint
-from exedra_engine._core.executors import BUILTIN as BUILTIN_EXECUTORS
-from exedra_engine._core.executors import ExecutorProfile, Executors, executor_profile
-from exedra_engine._core.hardware import HostSnapshot, hardware_from
-from exedra_engine._core.kinds import Kind, KindName, parse_kind, supported_kinds
-from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
-from exedra_engine._core.planner import Explained, explain_launch, plan_launch
+from exedra_engine._core.config.parse import config_from_yaml, merge_configs
+from exedra_engine._core.executors.kinds import Kind, KindName, parse_kind, supported_kinds
+from exedra_engine._core.executors.profile import BUILTIN as BUILTIN_EXECUTORS
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors, executor_profile
+from exedra_engine._core.host.hardware import HostSnapshot, hardware_from
+from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
+from exedra_engine._core.plan.endpoint import Resolved, resolve_endpoint
+from exedra_engine._core.plan.planner import Explained, explain_launch, plan_launch
 from exedra_engine._core.values import (
     CPU,
     GPU,
@@ -79,9 +79,9 @@ from exedra_engine.errors import (
 
 if TYPE_CHECKING:
     from exedra_engine._blocking.run import run
-    from exedra_engine._core.check import Finding
+    from exedra_engine._core.config.check import Finding
+    from exedra_engine._core.config.schema import config_schema
     from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
-    from exedra_engine._core.schema import config_schema
     from exedra_engine._shell.check import CheckReport, check_config
     from exedra_engine._shell.hardware_file import load_hardware
     from exedra_engine._trio.launcher import ExitReason, Instance, launch, open_instance
@@ -178,8 +178,8 @@ _LAZY = {
     **dict.fromkeys(
         ("EmitOptions", "Emitted", "Selinux", "Storage", "Target", "emit"), "_core.emit"
     ),
-    "Finding": "_core.check",
-    "config_schema": "_core.schema",
+    "Finding": "_core.config.check",
+    "config_schema": "_core.config.schema",
     "CheckReport": "_shell.check",
     "check_config": "_shell.check",
     "load_hardware": "_shell.hardware_file",

@@ -1,10 +1,11 @@
 """The asyncio adapter: start an executor, stream its logs, wait until it is ready, stop it.
 
 Native asyncio, no trio underneath. What a launch decides lives once, outside this module,
-for every adapter: the child's set-up (`_core.child`, carried out by `_shell.child` on its
+for every adapter: the child's set-up (`_core.launch.child`, carried out by `_shell.child` on its
 one spawner thread, so the parent-death signal outlives any worker thread), log splitting
-and redaction (`_core.logs`), the readiness request and deadlines (`_core.readiness`), the
-stop sequence (`_core.stop`), and the loops that run them (`_shell.drive`). This module only
+and redaction (`_core.launch.logs`), the readiness request and deadlines
+(`_core.launch.readiness`), the stop sequence (`_core.launch.stop`), and the loops that run
+them (`_shell.drive`). This module only
 gives those loops asyncio's primitives:
 
 - the exit is awaited on a pidfd registered with the loop (``add_reader``), the output pipe
@@ -31,12 +32,12 @@ from typing import IO, Any, Final, TypeVar
 
 from returns.result import Failure, Result, Success
 
-from exedra_engine._core.budget import load_limits
-from exedra_engine._core.child import child_spec
-from exedra_engine._core.endpoint import Resolved, resolve
-from exedra_engine._core.executors import BUILTIN, Executors
-from exedra_engine._core.layers import Source
-from exedra_engine._core.logs import MAX_LINE, LogLines, log_secrets
+from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.launch.budget import load_limits
+from exedra_engine._core.launch.child import child_spec
+from exedra_engine._core.launch.logs import MAX_LINE, LogLines, log_secrets
+from exedra_engine._core.plan.endpoint import Resolved, resolve
+from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import LaunchPlan, connect_host
 from exedra_engine._shell import child, drive
 from exedra_engine._shell.child import ExitReason

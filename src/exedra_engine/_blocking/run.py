@@ -30,9 +30,9 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from exedra_engine._aio import launcher as aio
-from exedra_engine._core.actual import Actual
-from exedra_engine._core.executors import BUILTIN, Executors
-from exedra_engine._core.layers import Source
+from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.launch.actual import Actual
+from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import Endpoint, LaunchPlan
 from exedra_engine._shell.child import ExitReason
 from exedra_engine.constants import STOP_TIMEOUT

@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from exedra_engine._core.executors import BUILTIN, Executors
+from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine.errors import PlanError
 
 if TYPE_CHECKING:
-    from exedra_engine._core.layers import Provenance, Said, Source
+    from exedra_engine._core.plan.layers import Provenance, Said, Source
     from exedra_engine._core.values import Config, LaunchPlan, Override
 
 REDACTED = "<redacted>"
 ENGINE_LAYER: Final = "engine"
-"""The layer of the flags the planner derives itself (`exedra_engine._core.planner`)."""
+"""The layer of the flags the planner derives itself (`exedra_engine._core.plan.planner`)."""
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 
 

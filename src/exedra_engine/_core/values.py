@@ -6,10 +6,10 @@ languages. Every struct is frozen: `msgspec.structs.replace` makes a changed cop
 
 from __future__ import annotations
 
-from exedra_engine._core.executors import BUILTIN
-from exedra_engine._core.fit_params import FitMeasurement
-from exedra_engine._core.kinds import KindName
-from exedra_engine._core.memory_plan import MemoryPlan
+from exedra_engine._core.executors.kinds import KindName
+from exedra_engine._core.executors.profile import BUILTIN
+from exedra_engine._core.memory.fit_params import FitMeasurement
+from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.redact import REDACTED, redact_config, redact_shown
 from exedra_engine._core.struct import EMPTY, Value, frozen_fields
 

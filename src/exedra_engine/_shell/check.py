@@ -1,5 +1,5 @@
 """`check_config`: read override files through `HostFiles` as `load_config` does, and judge
-each one purely (`exedra_engine._core.check`) by the flag tables it is given."""
+each one purely (`exedra_engine._core.config.check`) by the flag tables it is given."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.check import Finding, check_file
-from exedra_engine._core.config import LocatedConfig, located_config
-from exedra_engine._core.executors import BUILTIN, Executors
-from exedra_engine._core.flags import FlagTable
+from exedra_engine._core.config.check import Finding, check_file
+from exedra_engine._core.config.parse import LocatedConfig, located_config
+from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._shell.host import LocalHost

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-from exedra_engine._core.child import ChildSpec
+from exedra_engine._core.launch.child import ChildSpec
 from exedra_engine._core.struct import Value
 
 _PR_SET_PDEATHSIG: Final = 1

@@ -4,8 +4,8 @@ Each function is plain ``async`` code that awaits only the primitives an adapter
 (a poll, a wait for news or for the exit, a clock), so trio and asyncio run the very same
 readiness loop, stop sequence and port re-planning; an adapter supplies the primitives and
 its own shielding from cancellation. What the loops decide comes from the pure core:
-`exedra_engine._core.readiness` (the request, the intervals, the deadlines) and
-`exedra_engine._core.stop` (the steps).
+`exedra_engine._core.launch.readiness` (the request, the intervals, the deadlines) and
+`exedra_engine._core.launch.stop` (the steps).
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ import shutil
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from exedra_engine._core import diagnosis, readiness
-from exedra_engine._core.actual import Actual, actual
-from exedra_engine._core.endpoint import resolve
-from exedra_engine._core.executors import BUILTIN, Executors
-from exedra_engine._core.layers import Source
-from exedra_engine._core.planner import next_free_port, with_port
-from exedra_engine._core.readiness import LoadLimits, field_at, prefix_of
+from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.launch import diagnosis, readiness
+from exedra_engine._core.launch.actual import Actual, actual
+from exedra_engine._core.launch.readiness import LoadLimits, field_at, prefix_of
+from exedra_engine._core.launch.stop import Send, Step
+from exedra_engine._core.plan.endpoint import resolve
+from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.planner import next_free_port, with_port
 from exedra_engine._core.redact import refuse_redacted
-from exedra_engine._core.stop import Send, Step
 from exedra_engine._core.values import LaunchPlan, connect_host
 from exedra_engine._shell.child import group_alive, group_peak_rss, signal_name
 from exedra_engine._shell.flag_tables import suggest_flag

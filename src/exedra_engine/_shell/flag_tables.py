@@ -1,6 +1,6 @@
 """An installed executor's own flags and version: ``BINARY --help`` and ``BINARY --version``
 run under a timeout, parsed by the code that generated the bundled tables
-(`exedra_engine._core.helptext`), cached per binary.
+(`exedra_engine._core.executors.helptext`), cached per binary.
 
 The cache is one JSON file per binary in ``${XDG_CACHE_HOME:-~/.cache}/exedra-engine/
 flag-tables/``, keyed by the binary's real path, size and modification time (and the
@@ -17,21 +17,21 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from exedra_engine._core.executors import ExecutorProfile
-from exedra_engine._core.flags import FlagTable, Row
-from exedra_engine._core.helptext import (
+from exedra_engine._core.executors.flags import FlagTable, Row
+from exedra_engine._core.executors.helptext import (
     PARSER_VERSION,
     rows_from_help,
     table_from_help_rows,
     version_from,
 )
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.struct import Value
 from exedra_engine._shell import notice
 
 if TYPE_CHECKING:
     import subprocess
 
-    from exedra_engine._core.check import TableOrigin
+    from exedra_engine._core.config.check import TableOrigin
 
 # subprocess, tempfile and the findings module are imported where used: `probe` (every plan's
 # cold start) reads a cached version and needs none of them.
@@ -79,7 +79,7 @@ def executor_version(profile: ExecutorProfile, path: str) -> str:
 def executor_table(profile: ExecutorProfile, path: str) -> tuple[FlagTable, TableOrigin]:
     """The flag table of the binary at `path`, from its own help, and where it came from;
     `profile`'s bundled table (saying why) when the help gives no flags."""
-    from exedra_engine._core.check import TableOrigin, bundled_origin
+    from exedra_engine._core.config.check import TableOrigin, bundled_origin
 
     facts = _facts(profile, path, want_rows=True)
     if facts is None:
@@ -99,7 +99,7 @@ def executor_table(profile: ExecutorProfile, path: str) -> tuple[FlagTable, Tabl
 def suggest_flag(profile: ExecutorProfile, path: str, flag: str) -> str:
     """The installed binary's flag closest to `flag`, which it refused ("" when `flag` is one
     of its own, a known flag with a bad value, or nothing is close)."""
-    from exedra_engine._core.check import did_you_mean
+    from exedra_engine._core.config.check import did_you_mean
 
     table, _ = executor_table(profile, path)
     return "" if table.lookup(flag) is not None else did_you_mean(flag, table)

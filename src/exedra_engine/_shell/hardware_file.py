@@ -1,13 +1,13 @@
 """`load_hardware`: read a hardware file (``exedra-engine probe --json`` on the target host)
-and decode it purely (`exedra_engine._core.hardware_file`)."""
+and decode it purely (`exedra_engine._core.host.hardware_file`)."""
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.executors import BUILTIN, Executors
-from exedra_engine._core.hardware_file import hardware_from_json
+from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.host.hardware_file import hardware_from_json
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware
 from exedra_engine.errors import EngineError, HardwareFileError

@@ -11,7 +11,7 @@ import os
 import stat
 from typing import BinaryIO
 
-from exedra_engine._core.netstat import (
+from exedra_engine._core.host.netstat import (
     LISTENING,
     NETLINK_SOCK_DIAG,
     DiagError,

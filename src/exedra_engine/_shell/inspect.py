@@ -6,10 +6,10 @@ import errno
 import os
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.gguf_header import HeaderFacts, read_gguf_header, read_gguf_inventory
-from exedra_engine._core.inventory import ModelInventory, combine_shards, shard_paths
+from exedra_engine._core.gguf.header import HeaderFacts, read_gguf_header, read_gguf_inventory
+from exedra_engine._core.gguf.inventory import ModelInventory, combine_shards, shard_paths
+from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.quant import quant_name
 from exedra_engine._core.values import ModelInfo
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.ports import HostFiles, NotRegularFile

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
-from exedra_engine._core import stop as policy
-from exedra_engine._core.actual import Actual
-from exedra_engine._core.endpoint import Resolved
-from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
-from exedra_engine._core.readiness import busy_slots, prefix_of
+from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.launch import stop as policy
+from exedra_engine._core.launch.actual import Actual
+from exedra_engine._core.launch.readiness import busy_slots, prefix_of
+from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
 from exedra_engine._shell import drive, notice
 from exedra_engine._shell.child import ExitReason, group_alive, signal_group

@@ -6,8 +6,8 @@ import os
 import posixpath
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.config import merge_all, parse_config
-from exedra_engine._core.executors import BUILTIN, Executors
+from exedra_engine._core.config.parse import merge_all, parse_config
+from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Config
 from exedra_engine._shell.host import LocalHost
@@ -32,8 +32,9 @@ def load_config(
     """Load admin overrides from a directory or one YAML file.
 
     A directory contributes its ``*.yaml`` and ``*.yml`` files (hidden ones excepted) in
-    file-name order, a later file over an earlier one (see `exedra_engine._core.config`); a name
-    whose ending differs only in case (``x.YAML``) is an error, not silently skipped. None or
+    file-name order, a later file over an earlier one (see
+    `exedra_engine._core.config.parse`); a name whose ending differs only in case (``x.YAML``)
+    is an error, not silently skipped. None or
     "" means `DEFAULT_CONFIG_PATH`. Only a path that does not exist is an empty config;
     anything else that cannot be read (a FIFO, a device, a path too long) is a `ConfigError`
     naming file, line and field. `files` is the port the files are read through (default:

@@ -4,7 +4,7 @@ plan would reserve, and keep its answer as a `FitMeasurement`.
 The companion loads the model without allocating anything and prints, per device and for the
 host, the MiB it would reserve for weights, context and compute: the engine's own arithmetic,
 which no estimate reproduces exactly. It is run with the plan's memory flags only (see
-`exedra_engine._core.fit_params.companion_args`), no shell, a clean ``LLAMA_ARG_*``
+`exedra_engine._core.memory.fit_params.companion_args`), no shell, a clean ``LLAMA_ARG_*``
 environment, a timeout that kills its whole process group, and bounded output. It is found
 beside the plan's executor (both are built from the same source), else on PATH.
 
@@ -22,8 +22,8 @@ from typing import IO
 
 from returns.result import Result
 
-from exedra_engine._core.executors import ExecutorProfile, executor_profile
-from exedra_engine._core.fit_params import (
+from exedra_engine._core.executors.profile import ExecutorProfile, executor_profile
+from exedra_engine._core.memory.fit_params import (
     FitMeasurement,
     companion_args,
     measurement_from,
@@ -41,7 +41,7 @@ _KEEP_LOG_TAIL = 40
 """Lines of its log kept for an error message."""
 VERBOSITY = ("--verbose",)
 """Debug verbosity: the engine then logs the context it sized for and each device's free
-memory (`exedra_engine._core.fit_params.ctx_from_log`, `device_free_from_log`); ~1000 lines,
+memory (`exedra_engine._core.memory.fit_params.ctx_from_log`, `device_free_from_log`); ~1000 lines,
 of which only those are kept."""
 
 
@@ -146,7 +146,7 @@ def measure_model(
     """Run `binary` on `model` with the memory flags of `args`/`env` (a plan's); raises
     `MeasureError`. `ctx` is the context recorded when the engine's log does not say it;
     `arch` and `window` are the model's, for a shared cache's sliding-window layers (see
-    `exedra_engine._core.fit_params.companion_args`)."""
+    `exedra_engine._core.memory.fit_params.companion_args`)."""
     from exedra_engine._shell.flag_tables import executor_table, executor_version
 
     table, origin = executor_table(profile, binary)

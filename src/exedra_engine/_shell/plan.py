@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from exedra_engine._core.config import LocatedConfig
-from exedra_engine._core.executors import BUILTIN, Executors
-from exedra_engine._core.flags import FlagTable
-from exedra_engine._core.inventory import ModelInventory
-from exedra_engine._core.load_files import with_sizes
-from exedra_engine._core.netstat import holding_states, ports_in_use
+from exedra_engine._core.config.parse import LocatedConfig
+from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.gguf.quant import quant_name
+from exedra_engine._core.host.netstat import holding_states, ports_in_use
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.planner import Explained, explain_plan
-from exedra_engine._core.quant import quant_name
+from exedra_engine._core.plan.load_files import with_sizes
+from exedra_engine._core.plan.planner import Explained, explain_plan
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine._shell.host import LocalHost

@@ -1,6 +1,6 @@
 """One running executor, owned by the launch that started it (`exedra_engine._trio.launcher`).
 
-It only runs the stop policy of `exedra_engine._core.stop`: one SIGTERM to the process
+It only runs the stop policy of `exedra_engine._core.launch.stop`: one SIGTERM to the process
 group, SIGKILL at the deadline, the group reaped before a stop returns.
 """
 
@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from exedra_engine._core import stop as policy
-from exedra_engine._core.endpoint import Resolved
-from exedra_engine._core.executors import BUILTIN, Executors
+from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.launch import stop as policy
+from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.instance import InstanceState

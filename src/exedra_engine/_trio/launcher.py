@@ -1,9 +1,10 @@
 """The trio adapter: start an executor, stream its logs, wait until it is ready, stop it.
 
 What a launch decides lives once, outside this module, for every adapter: the child's set-up
-(`_core.child`, carried out by `_shell.child`), log splitting and redaction (`_core.logs`),
-the readiness request, its parsing and its deadlines (`_core.readiness`), the stop sequence
-(`_core.stop`). This module and `_trio.instance` run them with trio:
+(`_core.launch.child`, carried out by `_shell.child`), log splitting and redaction
+(`_core.launch.logs`), the readiness request, its parsing and its deadlines
+(`_core.launch.readiness`), the stop sequence
+(`_core.launch.stop`). This module and `_trio.instance` run them with trio:
 
 - `launch` and `open_instance` start the child outside the nursery and report it with
   ``task_status.started`` once ready, as trio's own ``run_process`` does; if the launch fails
@@ -26,12 +27,12 @@ from contextlib import asynccontextmanager
 import trio
 from returns.result import Failure, Result, Success
 
-from exedra_engine._core.budget import load_limits
-from exedra_engine._core.child import child_spec
-from exedra_engine._core.endpoint import resolve
-from exedra_engine._core.executors import BUILTIN, Executors
-from exedra_engine._core.layers import Source
-from exedra_engine._core.logs import log_secrets
+from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.launch.budget import load_limits
+from exedra_engine._core.launch.child import child_spec
+from exedra_engine._core.launch.logs import log_secrets
+from exedra_engine._core.plan.endpoint import resolve
+from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import LaunchPlan, connect_host
 from exedra_engine._shell import drive
 from exedra_engine._shell.child import ExitReason

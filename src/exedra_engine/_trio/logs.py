@@ -9,7 +9,7 @@ from typing import IO, Any, Final
 
 import trio
 
-from exedra_engine._core.logs import MAX_LINE, LogLines
+from exedra_engine._core.launch.logs import MAX_LINE, LogLines
 
 Logs = IO[str] | IO[bytes] | trio.abc.SendStream | None
 """Where an executor's lines go: a text or binary file, a trio stream, or nowhere."""

@@ -10,7 +10,7 @@ import subprocess
 
 import trio
 
-from exedra_engine._core.child import ChildSpec
+from exedra_engine._core.launch.child import ChildSpec
 from exedra_engine._shell import child
 
 

@@ -1,4 +1,4 @@
-"""Running the stop sequence of `exedra_engine._core.stop` in trio."""
+"""Running the stop sequence of `exedra_engine._core.launch.stop` in trio."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from exedra_engine._core.stop import Step, stop_steps
+from exedra_engine._core.launch.stop import Step, stop_steps
 from exedra_engine._shell import drive
 
 

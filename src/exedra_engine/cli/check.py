@@ -7,9 +7,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from exedra_engine._core.check import TableOrigin, bundled_origin, has_errors
-from exedra_engine._core.executors import BUILTIN, Executors
-from exedra_engine._core.flags import FlagTable
+from exedra_engine._core.config.check import TableOrigin, bundled_origin, has_errors
+from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._shell.check import judge_config
 from exedra_engine._shell.flag_tables import executor_table
 from exedra_engine._shell.probe import host_hardware
@@ -97,7 +97,7 @@ def run_check(a: argparse.Namespace) -> int:
 
 def print_schema() -> int:
     """The JSON Schema of override files, for editors and CI (see docs/how-to/lint-overrides.md)."""
-    from exedra_engine._core.schema import config_schema
+    from exedra_engine._core.config.schema import config_schema
 
     print_json(config_schema())
     return 0

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.executors.kinds import Kind
 from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
 from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware

@@ -10,8 +10,8 @@ from typing import IO, Final
 
 import trio
 
-from exedra_engine._core.budget import load_limits
-from exedra_engine._core.layers import Source
+from exedra_engine._core.launch.budget import load_limits
+from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._trio.launcher import Instance, start_instance
 from exedra_engine.cli.signals import SIGNALS, Signals, interrupted_exit

@@ -5,7 +5,7 @@
 the measurement in `Hardware.measurements`, so the plan's memory is the engine's own answer.
 ``probe --json --measure MODEL`` stores measurements in the host file, so that ``plan
 --hardware host.json`` on another machine uses the target's own figures (a plan finds the
-one made for its model and memory flags: `exedra_engine._core.fit_params.measurement_for`).
+one made for its model and memory flags: `exedra_engine._core.memory.fit_params.measurement_for`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from exedra_engine._core.fit_params import FitMeasurement, FitRow
-from exedra_engine._core.kinds import Kind
+from exedra_engine._core.executors.kinds import Kind
+from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelSpec
 from exedra_engine.cli.render import shown
 

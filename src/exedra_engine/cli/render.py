@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
-from exedra_engine._core.executors import BUILTIN, Executors
-from exedra_engine._core.memory import size_text as mem_size
-from exedra_engine._core.memory_plan import MemoryPlan
+from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.memory.estimate import size_text as mem_size
+from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.redact import redact_plan
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, NotReady
 
 if TYPE_CHECKING:
-    from exedra_engine._core.check import Finding
-    from exedra_engine._core.layers import Source
+    from exedra_engine._core.config.check import Finding
+    from exedra_engine._core.plan.layers import Source
 
 PROG = "exedra-engine"
 
@@ -202,7 +202,7 @@ def print_plan(plan: LaunchPlan) -> None:
 
 def load_line(plan: LaunchPlan) -> str:
     """How long `launch` waits for this plan's executor to become ready, and why."""
-    from exedra_engine._core.budget import STALL, load_limits, plan_bytes
+    from exedra_engine._core.launch.budget import STALL, load_limits, plan_bytes
 
     size = plan_bytes(plan)
     limits = load_limits(plan)

@@ -28,8 +28,8 @@ from exedra_engine._core.emit.shape import (
     expected_ready,
     in_container,
 )
-from exedra_engine._core.executors import ExecutorProfile
-from exedra_engine._core.load_files import normal_path
+from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.plan.load_files import normal_path
 from exedra_engine._core.targets import Storage
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EmitError

@@ -1,7 +1,7 @@
 """Memory limits for the emitted units, from the plan's memory (`LaunchPlan.memory`). Pure.
 
 The plan's ``memory.host.total`` is the expected resident peak of the executor (the figure a
-cgroup counts; see `exedra_engine._core.memory_plan`). A limit exactly there would kill a
+cgroup counts; see `exedra_engine._core.memory.plan`). A limit exactly there would kill a
 process whose peak the estimate missed by a little, so each limit adds a stated margin:
 
     margin  = max(20 % of the peak, 256 MiB)   the estimate's error (its goal is 10 %), the

@@ -25,7 +25,7 @@ from exedra_engine._core.emit.k8s import container_argv, key_path
 from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
 from exedra_engine._core.emit.shape import SYSTEM_TOP, EmitOptions, Origin, Shape
 from exedra_engine._core.emit.systemd import RESTART_DELAY, memory_problems
-from exedra_engine._core.executors import ExecutorProfile
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.targets import Selinux
 from exedra_engine._core.values import LaunchPlan, base_url

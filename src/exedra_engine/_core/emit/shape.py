@@ -14,14 +14,14 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from exedra_engine._core.budget import START_BASE, START_RATE, START_UNKNOWN, load_budget
 from exedra_engine._core.emit import names
 from exedra_engine._core.emit.memory import MemoryLimits, memory_limits
-from exedra_engine._core.endpoint import env_dict, resolve
-from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
-from exedra_engine._core.flags import Item
-from exedra_engine._core.layers import Source
-from exedra_engine._core.load_files import load_files, normal_path
+from exedra_engine._core.executors.flags import Item
+from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.launch.budget import START_BASE, START_RATE, START_UNKNOWN, load_budget
+from exedra_engine._core.plan.endpoint import env_dict, resolve
+from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.load_files import load_files, normal_path
 from exedra_engine._core.redact import is_secret_name
 from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.targets import Selinux, Storage, Target

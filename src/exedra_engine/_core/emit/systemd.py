@@ -23,8 +23,8 @@ from exedra_engine._core.emit.ini import (
 from exedra_engine._core.emit.memory import bytes_of
 from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
 from exedra_engine._core.emit.shape import KEY_NAME, EmitOptions, Origin, Shape, plan_is_keyed
-from exedra_engine._core.executors import ExecutorProfile
-from exedra_engine._core.load_files import named_files
+from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.plan.load_files import named_files
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError

@@ -1,7 +1,7 @@
 """Endpoint resolution: where an executor will listen, read from argv and env the way the
 executor itself reads them.
 
-Driven by the executor's profile (`exedra_engine._core.executors`); the rules were checked
+Driven by the executor's profile (`exedra_engine._core.executors.profile`); the rules were checked
 against the real llama-server (build 0.10434) and whisper-server 1.8.5:
 
 - The executor reads its environment first, then argv: a flag beats its variable, and the
@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import base_url

@@ -1,6 +1,6 @@
 """An executor's ``--help`` text to flag rows, and its ``--version`` text to a version. Pure.
 
-The same parser made the bundled tables (`exedra_engine._core._flagdata`, through
+The same parser made the bundled tables (`exedra_engine._core.executors._flagdata`, through
 scripts/gen_flag_tables.py) and reads an installed binary's own help (the shell in
 `exedra_engine._shell.flag_tables`), so the two can only differ where the binaries do.
 
@@ -35,8 +35,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from exedra_engine._core.executors import ExecutorProfile
-from exedra_engine._core.flags import FlagTable, Row, table_from_rows
+from exedra_engine._core.executors.flags import FlagTable, Row, table_from_rows
+from exedra_engine._core.executors.profile import ExecutorProfile
 
 STYLES = ("llama.cpp", "whisper.cpp")
 PARSER_VERSION = 1

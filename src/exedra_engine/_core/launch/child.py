@@ -7,7 +7,7 @@ Chosen so that nothing is left behind:
 - The kernel sends it `death_signal` when the thread that started it dies
   (``PR_SET_PDEATHSIG``), so ``kill -9`` of the caller leaves no executor holding memory or
   a port.
-- Its environment is the plan's (`exedra_engine._core.environ`), with stdin closed and
+- Its environment is the plan's (`exedra_engine._core.launch.environ`), with stdin closed and
   stdout and stderr on one pipe.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from exedra_engine._core.environ import child_environment
-from exedra_engine._core.executors import BUILTIN, Executors
+from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.launch.environ import child_environment
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan
 

@@ -2,7 +2,7 @@
 subclass by the patterns of its profile (`ExitCause`, data). Pure.
 
 Each pattern was taken from the real binary's output (llama-server 0.3.36, the
-engine's own source build; whisper-server 1.8.5): see `exedra_engine._core.executors`.
+engine's own source build; whisper-server 1.8.5): see `exedra_engine._core.executors.profile`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final, Literal, TypeVar
 
-from exedra_engine._core.executors import CauseKind, ExecutorProfile, ExitCause
-from exedra_engine._core.flags import FlagTable
-from exedra_engine._core.layers import Source
-from exedra_engine._core.memory_plan import MemoryPlan, PlaceMemory
+from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import CauseKind, ExecutorProfile, ExitCause
+from exedra_engine._core.memory.plan import MemoryPlan, PlaceMemory
+from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.redact import REDACTED
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import (

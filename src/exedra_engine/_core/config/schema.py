@@ -2,7 +2,7 @@
 
 `msgspec.json.schema(Config)` gives the shape: the three sections, `Override`'s two fields,
 string values, and ``additionalProperties: false`` wherever the structs forbid unknown fields.
-The loader (`exedra_engine._core.config`) is a little more lenient and a little stricter than
+The loader (`exedra_engine._core.config.parse`) is a little more lenient and a little stricter than
 the structs alone, and the schema says so too, so that schema and loader agree:
 
 - an empty document, and a section or field written but left empty (``env:``), read as empty;
@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from exedra_engine._core.executors import BUILTIN, Executors
+from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import Config
 

@@ -16,7 +16,7 @@ import struct
 from itertools import repeat
 from typing import TYPE_CHECKING, BinaryIO, Final
 
-from exedra_engine._core.inventory import GGML_TYPES, ModelInventory, TensorInfo
+from exedra_engine._core.gguf.inventory import GGML_TYPES, ModelInventory, TensorInfo
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value, freeze
 from exedra_engine.errors import EngineError, NotGGUF

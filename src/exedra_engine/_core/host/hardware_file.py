@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from exedra_engine._core.executors import BUILTIN, Executors
+from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.values import Hardware
 from exedra_engine.errors import HardwareFileError
 

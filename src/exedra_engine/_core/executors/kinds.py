@@ -3,7 +3,7 @@
 `Kind` names the built-in families and is never extended. A field that holds a family's name
 (`ModelSpec.kind`, `ExecutorInfo.kind`, the ``engines:`` keys of override files) is a
 `KindName`, a plain validated string: a profile added through
-`exedra_engine._core.executors.Executors.with_` has a usable kind without touching the enum,
+`exedra_engine._core.executors.profile.Executors.with_` has a usable kind without touching the enum,
 and which kinds exist is answered by the `Executors` value a function is given.
 """
 

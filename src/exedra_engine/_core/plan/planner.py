@@ -24,13 +24,15 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from exedra_engine._core.check import Finding, check_plan_layers, too_many_threads
-from exedra_engine._core.config import LocatedConfig
-from exedra_engine._core.endpoint import resolve, resolve_merged
-from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
-from exedra_engine._core.flags import FlagTable
-from exedra_engine._core.inventory import ModelInventory
-from exedra_engine._core.layers import (
+from exedra_engine._core.config.check import Finding, check_plan_layers, too_many_threads
+from exedra_engine._core.config.parse import LocatedConfig
+from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.memory.estimate import MemoryDecision, decide_memory, read_settings
+from exedra_engine._core.outcome import as_result
+from exedra_engine._core.plan.endpoint import resolve, resolve_merged
+from exedra_engine._core.plan.layers import (
     Layer,
     Merged,
     Provenance,
@@ -39,9 +41,7 @@ from exedra_engine._core.layers import (
     merge,
     unfit,
 )
-from exedra_engine._core.load_files import load_files
-from exedra_engine._core.memory import MemoryDecision, decide_memory, read_settings
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.plan.load_files import load_files
 from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import (
     Constraints,
@@ -90,8 +90,8 @@ class Explained(Value, frozen=True, kw_only=True):
     sources: tuple[Source, ...]
     """`provenance` as ``plan --explain`` shows it."""
     findings: tuple[Finding, ...] = ()
-    """Warnings about the layers (`exedra_engine._core.check`), judged by the flag table given
-    to `explain_launch`: the plan is made as it would be without them."""
+    """Warnings about the layers (`exedra_engine._core.config.check`), judged by the flag
+    table given to `explain_launch`: the plan is made as it would be without them."""
     memory: tuple[str, ...] = ()
     """The memory arithmetic and what the planner decided from it (``plan --explain``)."""
     provenance: tuple[Provenance, ...] = ()

@@ -11,8 +11,8 @@ import collections
 from collections.abc import Iterable
 from typing import Final
 
-from exedra_engine._core.endpoint import Resolved
-from exedra_engine._core.executors import BUILTIN, Executors
+from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.redact import TextRedactor, plan_secrets
 from exedra_engine._core.values import LaunchPlan
 

@@ -1,6 +1,6 @@
 """Layering: merge argv and env layers into one argv and one env, recording who set what.
 
-Rules, per flag table (`exedra_engine._core.flags`):
+Rules, per flag table (`exedra_engine._core.executors.flags`):
 
 - A flag set by several layers appears once, with the highest layer's value, at the place
   that layer put it; spellings and ``--flag=value`` forms count as the same flag, and a
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import Literal, NamedTuple
 
-from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
-from exedra_engine._core.flags import FlagTable, Item
+from exedra_engine._core.executors.flags import FlagTable, Item
+from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.struct import EMPTY, Value, freeze, frozen_fields
 from exedra_engine.errors import PlanError
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from exedra_engine._core.endpoint import env_map
-from exedra_engine._core.executors import ExecutorProfile
-from exedra_engine._core.flags import Item
+from exedra_engine._core.executors.flags import Item
+from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.plan.endpoint import env_map
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import ModelFile, ModelInfo
 from exedra_engine.errors import EngineError

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 
-from exedra_engine._core.kinds import KindName
+from exedra_engine._core.executors.kinds import KindName
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
 
@@ -50,7 +50,8 @@ class ExecutorFile(Value, frozen=True, kw_only=True):
     libs: tuple[str, ...] = ()
     """File names in the binary's directory and its lib directories."""
     version: str = ""
-    """What its ``--version`` says, as `exedra_engine._core.helptext.version_from` reads it."""
+    """What its ``--version`` says, as `exedra_engine._core.executors.helptext.version_from`
+    reads it."""
 
 
 class HostSnapshot(Value, frozen=True, kw_only=True):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from exedra_engine._core.readiness import LoadLimits
+from exedra_engine._core.launch.readiness import LoadLimits
 from exedra_engine._core.values import LaunchPlan
 
 START_BASE: Final = 60

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from exedra_engine._core.endpoint import env_dict, stoi
-from exedra_engine._core.executors import ExecutorProfile
+from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.plan.endpoint import env_dict, stoi
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import PlanError

@@ -4,7 +4,7 @@ A table knows every spelling of a flag (``-c`` / ``--ctx-size``), its negations
 (``--no-webui`` unsets what ``--webui`` sets), how many values follow it, the environment
 variables the executor reads for it, and whether repeating it adds values (``--lora``) rather
 than replacing them. The data is generated from the executors' own help texts
-(`exedra_engine._core._flagdata`); this module turns argv into items against it.
+(`exedra_engine._core.executors._flagdata`); this module turns argv into items against it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class Flag(Value, frozen=True, kw_only=True):
     repeatable: bool = False
     takes: str = ""
     """What its value must be, as the executor's help says: ``int``, ``float``, ``number`` or
-    ``choice:a,b,c`` ("": any text; see `exedra_engine._core.helptext`)."""
+    ``choice:a,b,c`` ("": any text; see `exedra_engine._core.executors.helptext`)."""
 
 
 class Item(Value, frozen=True, kw_only=True):
@@ -65,7 +65,7 @@ class Item(Value, frozen=True, kw_only=True):
 
 
 Problem = Literal["missing-value", "value-is-flag", "equals-form", "unknown-flag", "stray-value"]
-"""What is wrong with one item (the checker's finding codes, `exedra_engine._core.check`):
+"""What is wrong with one item (the checker's finding codes, `exedra_engine._core.config.check`):
 a flag whose argv ends before its values; a flag followed by another flag where its value
 should be (checker reading only); ``--flag=value`` for a flag that takes no single value; a
 token written as an option that the table does not know; a value that follows no flag
@@ -140,7 +140,7 @@ class FlagTable:
         """`split_items` without raising: each item that `split_items` would refuse carries
         its `Item.problem` (the reading goes on after it).
 
-        With `checking`, the config checker's reading (`exedra_engine._core.check`), which
+        With `checking`, the config checker's reading (`exedra_engine._core.config.check`), which
         guesses at what a person meant rather than at what the executor does: a flag
         followed by a flag (or by anything ``--``) takes no more values there
         (``value-is-flag``); an unknown option takes the non-option tokens after it as its
@@ -282,7 +282,8 @@ nargs, env), as profiles registered before tables said what values take."""
 def table_from_rows(
     binary: str, rows: Sequence[Row | ShortRow], repeatable: frozenset[str]
 ) -> FlagTable:
-    """The table of `binary` from its generated rows (see `exedra_engine._core._flagdata`)."""
+    """The table of `binary` from its generated rows
+    (see `exedra_engine._core.executors._flagdata`)."""
     flags = []
     for row in rows:
         names, negations, nargs, env = row[0], row[1], row[2], row[3]

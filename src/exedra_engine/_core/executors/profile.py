@@ -20,13 +20,13 @@ from typing import Final, Literal
 
 import msgspec
 
-from exedra_engine._core import _flagdata
-from exedra_engine._core.flags import FlagTable, Row, ShortRow, table_from_rows
-from exedra_engine._core.kinds import KIND_PATTERN, Kind, KindName, unsupported
+from exedra_engine._core.executors import _flagdata
+from exedra_engine._core.executors.flags import FlagTable, Row, ShortRow, table_from_rows
+from exedra_engine._core.executors.kinds import KIND_PATTERN, Kind, KindName, unsupported
 from exedra_engine._core.struct import Value, freeze, frozen_fields
 
 CauseKind = Literal["memory", "argument", "address", "library", "model"]
-"""What an executor's failure line says went wrong (`exedra_engine._core.diagnosis`)."""
+"""What an executor's failure line says went wrong (`exedra_engine._core.launch.diagnosis`)."""
 
 
 class ExitCause(Value, frozen=True, kw_only=True):
@@ -86,8 +86,9 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     table_version: str = ""
     """The build its bundled table (`flag_rows`) was generated from, as shown to users."""
     help_style: str = ""
-    """How its ``--help`` text is laid out (`exedra_engine._core.helptext.STYLES`): the table of
-    an installed binary is read from it. "": not readable, the bundled table is used."""
+    """How its ``--help`` text is laid out (`exedra_engine._core.executors.helptext.STYLES`):
+    the table of an installed binary is read from it. "": not readable, the bundled table is
+    used."""
     help_corrections: Mapping[str, Row] = msgspec.field(default_factory=dict)
     """Facts its help text leaves out, by the last name of the row they replace (a negative
     nargs drops the row), checked against the executor's sources and behaviour."""
@@ -167,7 +168,7 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
 
     memory_flags: Mapping[str, str] = msgspec.field(default_factory=dict)
     """The flags (canonical keys) the memory estimate reads, by role (``ctx``, ``parallel``,
-    ``cache_type_k``...; see `exedra_engine._core.memory.ROLES`). Empty: the executor's
+    ``cache_type_k``...; see `exedra_engine._core.memory.estimate.ROLES`). Empty: the executor's
     memory is not estimated (its plans carry no ``memory``)."""
     fitter_off_flags: frozenset[str] = frozenset()
     """Flags (canonical keys) whose presence switches the executor's own memory fitting off."""
@@ -184,7 +185,7 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """Whether a port with sockets in TIME_WAIT is unusable to it (no SO_REUSEADDR)."""
     exit_causes: tuple[ExitCause, ...] = GGML_EXIT_CAUSES
     """The lines it writes when it fails for a known reason: a launch that ends before it is
-    ready is classified by them (`exedra_engine._core.diagnosis`)."""
+    ready is classified by them (`exedra_engine._core.launch.diagnosis`)."""
 
     measure_binary: str = ""
     """Its memory-measuring companion, built beside it ("": none): run with the plan's memory

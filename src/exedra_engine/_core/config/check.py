@@ -39,9 +39,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from exedra_engine._core.config import LocatedConfig, field_path
-from exedra_engine._core.executors import BUILTIN, ExecutorProfile, Executors
-from exedra_engine._core.flags import Flag, FlagTable, Item, flagish
+from exedra_engine._core.config.parse import LocatedConfig, field_path
+from exedra_engine._core.executors.flags import Flag, FlagTable, Item, flagish
+from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.struct import Value
 from exedra_engine.constants import MAX_THREADS
 

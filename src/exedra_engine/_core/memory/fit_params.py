@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from exedra_engine._core.executors import ExecutorProfile
-from exedra_engine._core.flags import FlagTable
+from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import MeasureError
 

@@ -1,6 +1,6 @@
 """How much memory a llama.cpp executor will use for a plan: a pure estimate.
 
-From the model's inventory (`exedra_engine._core.inventory`), the planned argv (read through
+From the model's inventory (`exedra_engine._core.gguf.inventory`), the planned argv (read through
 the profile's flag table and its `memory_flags`) and the host snapshot, `estimate_memory`
 computes for the host and each device the weights, the KV cache (and recurrent state), the
 compute buffers and the host prompt cache, twice: what llama.cpp **reserves** (what it
@@ -21,11 +21,11 @@ from typing import Final, NamedTuple, TypeVar
 
 from msgspec.structs import replace
 
-from exedra_engine._core.executors import ExecutorProfile
-from exedra_engine._core.fit_params import FitMeasurement, FitRow, measurement_for
-from exedra_engine._core.flags import Item
-from exedra_engine._core.inventory import CACHE_TYPES, ModelInventory, TensorInfo
-from exedra_engine._core.memory_plan import MemoryParts, MemoryPlan, PlaceMemory
+from exedra_engine._core.executors.flags import Item
+from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.gguf.inventory import CACHE_TYPES, ModelInventory, TensorInfo
+from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow, measurement_for
+from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import GPU, Hardware
 from exedra_engine.errors import DoesNotFit
@@ -740,7 +740,7 @@ def matching_measurement(
     env: Sequence[str] = (),
 ) -> FitMeasurement | None:
     """The host's measurement of `model` made with the same memory settings as this argv and
-    env (`exedra_engine._core.fit_params.measurement_for`), the last one taken; a path on
+    env (`exedra_engine._core.memory.fit_params.measurement_for`), the last one taken; a path on
     another machine matches by its file name."""
     return measurement_for(hw.measurements, profile, model, args, env)
 

@@ -1,0 +1,1 @@
+"""Admin override files: the YAML walk, the schema, the checker."""

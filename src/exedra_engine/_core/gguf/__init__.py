@@ -1,0 +1,1 @@
+"""The GGUF header reader, the tensor inventory, quantization names."""

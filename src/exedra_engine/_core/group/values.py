@@ -1,0 +1,61 @@
+"""The values of a group plan: what is asked (`GroupMember`), what each member is given
+(`MemberShare`) and the result (`GroupPlan`), one `LaunchPlan` per member in member order.
+
+These are the contract between the group planner, the group launchers and the group emitters;
+each is frozen and JSON-serializable like every other value of the library."""
+
+from __future__ import annotations
+
+from exedra_engine._core.struct import Value
+from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
+
+
+class GroupMember(Value, frozen=True, kw_only=True, omit_defaults=True):
+    """One executor of a group: its model, its own constraints (as `plan` takes them) and its
+    weight, its share of the host's CPUs relative to the other members'."""
+
+    spec: ModelSpec
+    """The member's model; `spec.id` names the member and must be unique in the group."""
+    constraints: Constraints = Constraints()
+    weight: int = 1
+    """Relative share of the CPUs (threads and the pinned CPU set); at least 1."""
+
+
+class MemberShare(Value, frozen=True, kw_only=True, omit_defaults=True):
+    """What the group plan gave one member, beside its `LaunchPlan`."""
+
+    id: str
+    port: int
+    memory: int = 0
+    """Bytes of host memory the member may hold resident (its plan's resident total fits it)."""
+    device_memory: tuple[int, ...] = ()
+    """Bytes of each GPU's memory (in `Hardware.gpus` order) the member may reserve."""
+    cpus: tuple[int, ...] = ()
+    """The CPU ids the member is pinned to; empty: not pinned."""
+    threads: int = 0
+    """Threads the member runs with; 0: the executor's default."""
+
+
+class GroupPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
+    """A plan for several executors on one host: `plans[i]` is member i's `LaunchPlan`
+    (member order), `shares[i]` what it was given; `budget` the host memory they share."""
+
+    plans: tuple[LaunchPlan, ...]
+    shares: tuple[MemberShare, ...]
+    budget: int = 0
+    """Bytes of host memory the members' resident totals sum within (0: unknown)."""
+    device_budgets: tuple[int, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What the group planner decided that a reader should know (fewer cores than members...)."""
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The members' ids, in member order."""
+        return tuple(s.id for s in self.shares)
+
+    def plan_of(self, member_id: str) -> LaunchPlan:
+        """The `LaunchPlan` of the member named `member_id` (KeyError if none)."""
+        for share, plan in zip(self.shares, self.plans, strict=True):
+            if share.id == member_id:
+                return plan
+        raise KeyError(member_id)

@@ -1,0 +1,1 @@
+"""The host's facts: sysfs snapshot to Hardware, the hardware file, ports in use."""

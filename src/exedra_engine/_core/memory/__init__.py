@@ -1,0 +1,1 @@
+"""The memory estimate, what the planner decides from it, the measured figures."""
