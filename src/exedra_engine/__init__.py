@@ -64,6 +64,7 @@ from exedra_engine.errors import (
     LaunchError,
     LibraryNotLoaded,
     LoadStalled,
+    MemberFailed,
     ModelNotLoaded,
     ModelUnreadable,
     NoEndpoint,
@@ -78,12 +79,15 @@ from exedra_engine.errors import (
 )
 
 if TYPE_CHECKING:
+    from exedra_engine._blocking.group import run_group
     from exedra_engine._blocking.run import run
+    from exedra_engine._core.group.start import Group
     from exedra_engine._core.config.check import Finding
     from exedra_engine._core.config.schema import config_schema
     from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
     from exedra_engine._shell.check import CheckReport, check_config
     from exedra_engine._shell.hardware_file import load_hardware
+    from exedra_engine._trio.group import open_group
     from exedra_engine._trio.launcher import ExitReason, Instance, launch, open_instance
 
 __all__ = [
@@ -169,6 +173,10 @@ __all__ = [
     "Executors",
     "BUILTIN_EXECUTORS",
     "KindName",
+    "Group",
+    "MemberFailed",
+    "open_group",
+    "run_group",
 ]
 
 # Loaded on first use, so that planning-only users never pay for them: the launcher needs trio
@@ -185,6 +193,10 @@ _LAZY = {
     "load_hardware": "_shell.hardware_file",
     # The blocking adapter (asyncio on a private thread; no trio).
     "run": "_blocking.run",
+    # Several executors at once (issue 29): each adapter's group launcher.
+    "open_group": "_trio.group",
+    "run_group": "_blocking.group",
+    "Group": "_core.group.start",
 }
 
 
