@@ -201,7 +201,8 @@ class MemberFailed(EngineError):
     `NotReady` subclass."""
 
     def __init__(self, member: str, cause: EngineError) -> None:
-        super().__init__(f"group member {member!r} failed: {cause}")
+        first = str(cause).partition("\n")[0]
+        super().__init__(f"group member {member!r} failed: {first}")
         self.member = member
         self.cause = cause
 
