@@ -16,12 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.emit.shape import (
-    EmitOptions,
-    Origin,
-    Shape,
-    shape,
-)
+from exedra_engine._core.emit.options import EmitOptions, Origin
+from exedra_engine._core.emit.shape import Shape, shape
 from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.layers import Source

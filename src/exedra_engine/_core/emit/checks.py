@@ -23,9 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from exedra_engine._core.emit.shape import (
-    ready_problem,
-)
+from exedra_engine._core.emit.ready import ready_problem
 from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.redact import REDACTED
 from exedra_engine._core.targets import Target

@@ -14,20 +14,14 @@ import json
 import math
 from typing import Any
 
-from exedra_engine._core.emit.memory import bytes_of, cpu_request
+from exedra_engine._core.emit.keys import KEY_DIR, KEY_NAME
+from exedra_engine._core.emit.limits import bytes_of, cpu_request
+from exedra_engine._core.emit.mounts import MOUNT, SYSTEM_TOP, in_container
 from exedra_engine._core.emit.names import DNS1035, DNS1123, QUALIFIED, SUBDOMAIN
+from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.emit.readback import argv_problems, get, is_port, port_of
-from exedra_engine._core.emit.shape import (
-    KEY_DIR,
-    KEY_NAME,
-    MOUNT,
-    SYSTEM_TOP,
-    EmitOptions,
-    Origin,
-    Shape,
-    expected_ready,
-    in_container,
-)
+from exedra_engine._core.emit.ready import expected_ready
+from exedra_engine._core.emit.shape import Shape
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.load_files import normal_path
 from exedra_engine._core.targets import Storage

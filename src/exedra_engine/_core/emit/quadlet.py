@@ -22,8 +22,10 @@ from exedra_engine._core.emit.ini import (
     write_ini,
 )
 from exedra_engine._core.emit.k8s import container_argv, key_path
+from exedra_engine._core.emit.mounts import SYSTEM_TOP
+from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
-from exedra_engine._core.emit.shape import SYSTEM_TOP, EmitOptions, Origin, Shape
+from exedra_engine._core.emit.shape import Shape
 from exedra_engine._core.emit.systemd import RESTART_DELAY, memory_problems
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.struct import freeze
