@@ -40,7 +40,6 @@ from exedra_engine.errors import EmitRefused
 
 MIB = 1024 * 1024
 DEFAULT_NAME = "exedra-group"
-_ADDED = frozenset({"After"})
 
 
 def member_name(group: str, member: str) -> str:
@@ -98,7 +97,7 @@ def _given_share(
     if target is Target.K8S:
         return _k8s_share(text, plan, share, origins)
     memory = _memory(plan, share)
-    tie = [("PartOf", f"{group}.target"), ("After", f"{group}.target")]
+    tie = [("PartOf", f"{group}.target")]
     if target is Target.SYSTEMD:
         service: list[tuple[str, str]] = []
         if share.cpus:
@@ -168,8 +167,7 @@ def _edit_ini(text: str, edits: dict[str, list[tuple[str, str]]]) -> str:
     for name, settings in sections.items():
         new = edits.get(name, [])
         keys = {k for k, _ in new}
-        # After= adds to the ordering it already has; every other key is replaced.
-        kept = [(k, v) for k, v in settings if k not in keys or k in _ADDED]
+        kept = [(k, v) for k, v in settings if k not in keys]
         out.append((name, [*kept, *new]))
     return write_ini(out, header)
 
