@@ -4,6 +4,7 @@ every file passes the validators `emit` passes today."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,12 @@ import yaml
 
 from exedra_engine import EmitOptions
 from exedra_engine._core.emit.formats.ini import read_ini, setting
+from exedra_engine._core.emit.group.llama_swap import (
+    SCHEMA_FIELDS,
+    dump,
+    fitting_groups,
+    llama_swap_config,
+)
 from exedra_engine._core.emit.group.units import cpu_list, emit_group_files
 from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine._core.targets import Target
@@ -114,3 +121,47 @@ def test_group_manifests_pass_kubernetes_validate_strict(tmp_path: Path) -> None
         paths.append(tmp_path / name)
         paths[-1].write_text(text)
     assert kubernetes_validate(paths) == ""
+
+
+# -- llama-swap --------------------------------------------------------------------------------
+
+
+def _sized_group(sizes_gib: tuple[int, ...], budget_gib: int) -> GroupPlan:
+    plans, shares = [], []
+    for i, size in enumerate(sizes_gib):
+        name = f"m{i}"
+        p = with_memory(_plan(id_=name, extra_args=("--port", str(8080 + i))), size * GIB)
+        plans.append(p)
+        shares.append(MemberShare(id=name, port=8080 + i, memory=size * GIB))
+    return GroupPlan(plans=tuple(plans), shares=tuple(shares), budget=budget_gib * GIB)
+
+
+def test_llama_swap_groups_hold_what_fits_together_largest_first() -> None:
+    # Budget 10: 6 and 4 fit (the largest first), then 5 and 3 and 2 together.
+    groups = fitting_groups(_sized_group((5, 6, 3, 4, 2), 10))
+    assert groups == [["m1", "m3"], ["m0", "m2", "m4"]]
+    # An unknown budget bounds nothing: one group.
+    assert fitting_groups(_sized_group((5, 6), 0)) == [["m0", "m1"]]
+
+
+def test_llama_swap_config_uses_only_its_schemas_fields_and_starts_each_plan() -> None:
+    group = _sized_group((3, 2), 4)
+    config = yaml.safe_load(dump(llama_swap_config(group, start_budget=30)))
+    assert set(config) <= SCHEMA_FIELDS[""]
+    assert config["healthCheckTimeout"] == 30
+    for name, model in config["models"].items():
+        assert set(model) <= SCHEMA_FIELDS["model"] and "cmd" in model
+        plan = group.plan_of(name)
+        assert shlex.split(model["cmd"]) == [plan.command, *plan.args]
+        assert model["proxy"] == plan.url and model["checkEndpoint"] == "/health"
+    for g in config["groups"].values():
+        assert set(g) <= SCHEMA_FIELDS["group"] and g["swap"] is False and g["exclusive"]
+    members = [m for g in config["groups"].values() for m in g["members"]]
+    assert sorted(members) == ["m0", "m1"]  # each model in exactly one group
+
+
+def test_llama_swap_refuses_a_plan_with_a_key() -> None:
+    keyed = _plan(id_="k", api_key="k-swap-secret", extra_args=("--port", "8080"))
+    group = GroupPlan(plans=(keyed,), shares=(MemberShare(id="k", port=8080),))
+    with pytest.raises(EmitError, match="member k: its plan has an API key"):
+        llama_swap_config(group)
