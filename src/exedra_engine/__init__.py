@@ -79,7 +79,7 @@ from exedra_engine.errors import (
 
 if TYPE_CHECKING:
     from exedra_engine._blocking.run import run
-    from exedra_engine._core.config.check import Finding
+    from exedra_engine._core.config.findings import Finding
     from exedra_engine._core.config.schema import config_schema
     from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
     from exedra_engine._shell.check import CheckReport, check_config
@@ -178,7 +178,7 @@ _LAZY = {
     **dict.fromkeys(
         ("EmitOptions", "Emitted", "Selinux", "Storage", "Target", "emit"), "_core.emit"
     ),
-    "Finding": "_core.config.check",
+    "Finding": "_core.config.findings",
     "config_schema": "_core.config.schema",
     "CheckReport": "_shell.check",
     "check_config": "_shell.check",

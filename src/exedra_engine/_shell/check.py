@@ -7,7 +7,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.config.check import Finding, check_file
+from exedra_engine._core.config.check import check_file
+from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.config.parse import LocatedConfig, located_config
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import BUILTIN, Executors

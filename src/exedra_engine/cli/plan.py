@@ -9,7 +9,7 @@ import sys
 
 import msgspec
 
-from exedra_engine._core.config.check import TableOrigin
+from exedra_engine._core.config.findings import TableOrigin
 from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.plan.planner import Explained

@@ -18,7 +18,7 @@ from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, NotReady
 
 if TYPE_CHECKING:
-    from exedra_engine._core.config.check import Finding
+    from exedra_engine._core.config.findings import Finding
     from exedra_engine._core.plan.layers import Source
 
 PROG = "exedra-engine"

@@ -9,7 +9,7 @@ import os
 
 import msgspec
 
-from exedra_engine._core.config.check import TableOrigin, bundled_origin
+from exedra_engine._core.config.findings import TableOrigin, bundled_origin
 from exedra_engine._core.config.parse import merge_all
 from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.plan.planner import Explained

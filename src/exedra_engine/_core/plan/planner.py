@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from exedra_engine._core.config.check import Finding, check_plan_layers, too_many_threads
+from exedra_engine._core.config.check import check_plan_layers
+from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.config.parse import LocatedConfig
+from exedra_engine._core.config.value_problems import too_many_threads
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
