@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from exedra_engine._core.config.parse import config_from_yaml, merge_configs
+from exedra_engine._core.executors.builtin import BUILTIN as BUILTIN_EXECUTORS
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.kinds import Kind, KindName, parse_kind, supported_kinds
-from exedra_engine._core.executors.profile import BUILTIN as BUILTIN_EXECUTORS
-from exedra_engine._core.executors.profile import ExecutorProfile, Executors, executor_profile
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.host.hardware import HostSnapshot, hardware_from
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.endpoint import Resolved, resolve_endpoint

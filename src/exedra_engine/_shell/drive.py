@@ -16,7 +16,8 @@ import shutil
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch import diagnosis, readiness
 from exedra_engine._core.launch.actual import Actual, actual
 from exedra_engine._core.launch.readiness import LoadLimits, field_at, prefix_of

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.memory.estimate import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.redact import redact_plan

@@ -20,8 +20,9 @@ from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.config.judge import Judge
 from exedra_engine._core.config.judge_args import judge_args
 from exedra_engine._core.config.parse import LocatedConfig, field_path
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.profile import Executors
 
 
 def check_file(

@@ -10,8 +10,9 @@ from exedra_engine._core.config.did_you_mean import close_env
 from exedra_engine._core.config.findings import Finding, Severity
 from exedra_engine._core.config.parse import LocatedConfig, field_path
 from exedra_engine._core.config.value_problems import value_problem
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Flag, FlagTable
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 
 
 class Judge:

@@ -16,8 +16,9 @@ from typing import Final
 
 from exedra_engine._core.emit import names
 from exedra_engine._core.emit.memory import MemoryLimits, memory_limits
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Item
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.launch.budget import START_BASE, START_RATE, START_UNKNOWN, load_budget
 from exedra_engine._core.plan.endpoint import env_dict, resolve
 from exedra_engine._core.plan.layers import Source

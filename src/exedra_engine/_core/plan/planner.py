@@ -28,8 +28,9 @@ from exedra_engine._core.config.check import check_plan_layers
 from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.config.parse import LocatedConfig
 from exedra_engine._core.config.value_problems import too_many_threads
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.memory.estimate import MemoryDecision, decide_memory, read_settings
 from exedra_engine._core.outcome import as_result
