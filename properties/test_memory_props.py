@@ -18,13 +18,10 @@ from exedra_engine import Constraints, DoesNotFit, ModelInfo, ModelSpec, plan_la
 from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.executors.kinds import Kind
 from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
-from exedra_engine._core.memory.estimate import (
-    HOST_MARGIN,
-    estimate_memory,
-    kv_bytes,
-    read_settings,
-    shape,
-)
+from exedra_engine._core.memory.decide import HOST_MARGIN
+from exedra_engine._core.memory.estimate import estimate_memory
+from exedra_engine._core.memory.kv import kv_bytes, shape
+from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
 
 CPU_HOST = Hardware(

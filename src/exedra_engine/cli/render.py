@@ -12,7 +12,7 @@ import msgspec
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.memory.estimate import size_text as mem_size
+from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.redact import redact_plan
 from exedra_engine._core.values import LaunchPlan

@@ -167,7 +167,7 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
 
     memory_flags: Mapping[str, str] = msgspec.field(default_factory=dict)
     """The flags (canonical keys) the memory estimate reads, by role (``ctx``, ``parallel``,
-    ``cache_type_k``...; see `exedra_engine._core.memory.estimate.ROLES`). Empty: the executor's
+    ``cache_type_k``...; see `exedra_engine._core.memory.settings.ROLES`). Empty: the executor's
     memory is not estimated (its plans carry no ``memory``)."""
     fitter_off_flags: frozenset[str] = frozenset()
     """Flags (canonical keys) whose presence switches the executor's own memory fitting off."""

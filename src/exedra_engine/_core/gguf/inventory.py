@@ -3,7 +3,8 @@
 Read from the GGUF header alone (`exedra_engine._core.gguf.inventory_reader.parse_gguf_inventory`):
 every tensor's name, ggml type, shape and byte size, and the architecture's attention, SWA,
 MLA, expert and recurrent sizes, each per layer where the header may say so per layer. The
-arithmetic that uses them is in `exedra_engine._core.memory.estimate`. Pure.
+arithmetic that uses them is in `exedra_engine._core.memory` (`kv`, `placement`, `estimate`).
+Pure.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
-from exedra_engine._core.memory.estimate import MemoryDecision, decide_memory, read_settings
+from exedra_engine._core.memory.decide import MemoryDecision, decide_memory
+from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.endpoint import resolve_merged
 from exedra_engine._core.plan.engine_args import plan_layers
