@@ -23,7 +23,8 @@ import re
 import shlex
 from typing import Any
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan, ModelSpec

@@ -32,7 +32,8 @@ from exedra_engine._core.emit.checks import check_files
 from exedra_engine._core.emit.formats.ini import Section, read_ini, write_ini
 from exedra_engine._core.emit.names import derived_name
 from exedra_engine._core.emit.options import EmitOptions, Origin
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import Hardware, LaunchPlan
