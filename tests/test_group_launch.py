@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -41,13 +42,16 @@ class GroupAdapter(Protocol):
 
     def failure(self, group: GroupPlan, **kw: Any) -> engine.EngineError: ...
 
+    def cancel_after(self, group: GroupPlan, seconds: float) -> tuple[bool, bool]:
+        """Cancel the start the adapter's way after `seconds`: (whether the block was
+        entered, whether the cancellation was seen)."""
+        ...
+
 
 class Trio:
     name = "trio"
 
-    def session(
-        self, group: GroupPlan, body: Body[T], **kw: Any
-    ) -> tuple[T, Mapping[str, Ended]]:
+    def session(self, group: GroupPlan, body: Body[T], **kw: Any) -> tuple[T, Mapping[str, Ended]]:
         async def main() -> tuple[T, Mapping[str, Ended]]:
             async with engine.open_group(group, **kw) as running:
                 token = trio.lowlevel.current_trio_token()
@@ -66,13 +70,23 @@ class Trio:
             trio.run(main)
         return caught.value
 
+    def cancel_after(self, group: GroupPlan, seconds: float) -> tuple[bool, bool]:
+        entered = False
+
+        async def main() -> bool:
+            nonlocal entered
+            with trio.move_on_after(seconds) as scope:
+                async with engine.open_group(group):
+                    entered = True
+            return scope.cancelled_caught
+
+        return entered, trio.run(main)
+
 
 class Asyncio:
     name = "asyncio"
 
-    def session(
-        self, group: GroupPlan, body: Body[T], **kw: Any
-    ) -> tuple[T, Mapping[str, Ended]]:
+    def session(self, group: GroupPlan, body: Body[T], **kw: Any) -> tuple[T, Mapping[str, Ended]]:
         async def main() -> tuple[T, Mapping[str, Ended]]:
             async with aio.open_group(group, **kw) as running:
                 loop = asyncio.get_running_loop()
@@ -91,13 +105,25 @@ class Asyncio:
             asyncio.run(main())
         return caught.value
 
+    def cancel_after(self, group: GroupPlan, seconds: float) -> tuple[bool, bool]:
+        entered = False
+
+        async def main() -> bool:
+            nonlocal entered
+            try:
+                async with asyncio.timeout(seconds), aio.open_group(group):
+                    entered = True
+            except TimeoutError:
+                return True
+            return False
+
+        return entered, asyncio.run(main())
+
 
 class Blocking:
     name = "blocking"
 
-    def session(
-        self, group: GroupPlan, body: Body[T], **kw: Any
-    ) -> tuple[T, Mapping[str, Ended]]:
+    def session(self, group: GroupPlan, body: Body[T], **kw: Any) -> tuple[T, Mapping[str, Ended]]:
         with engine.run_group(group, **kw) as running:
             out = body(running)
         return out, running
@@ -106,6 +132,22 @@ class Blocking:
         with pytest.raises(engine.EngineError) as caught, engine.run_group(group, **kw):
             pass
         return caught.value
+
+    def cancel_after(self, group: GroupPlan, seconds: float) -> tuple[bool, bool]:
+        # The cancellation is a Ctrl-C: SIGINT to this process, raised in the main thread.
+        timer = threading.Timer(
+            seconds, signal.pthread_kill, (threading.main_thread().ident or 0, signal.SIGINT)
+        )
+        entered = False
+        timer.start()
+        try:
+            with engine.run_group(group):
+                entered = True
+        except KeyboardInterrupt:
+            return entered, True
+        finally:
+            timer.join()
+        return entered, False
 
 
 GROUP_ADAPTERS: list[GroupAdapter] = [Trio(), Asyncio(), Blocking()]
@@ -268,3 +310,12 @@ def test_repeated_ids_are_refused_before_anything_starts(
 ) -> None:
     err = adapter.failure(group_of(fake("a", "ok"), fake("a", "ok")))
     assert isinstance(err, engine.PlanError) and "a repeated" in str(err)
+
+
+def test_a_cancelled_start_stops_every_member(
+    adapter: GroupAdapter, fake: Callable[..., engine.LaunchPlan]
+) -> None:
+    ok, stuck = fake("ok", "ok"), fake("stuck", "hang")
+    entered, cancelled = adapter.cancel_after(group_of(ok, stuck), 0.5)
+    assert cancelled and not entered
+    assert health(ok.url) == 0
