@@ -140,6 +140,18 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     ctx_flag: str = ""
     """The context-size flag ("": the executor has none, and `Constraints.ctx` is refused)."""
     threads_flag: str = "--threads"
+    threads_batch_flag: str = ""
+    """The flag for the threads of prompt processing ("": the executor has one thread count)."""
+    cpu_range_flag: str = ""
+    """The flag that pins the executor to a range of CPUs (``lo-hi``; "": it cannot be told)."""
+    cpu_mask_flag: str = ""
+    """The flag that pins it to a set of CPUs given as a hex mask (a set that is no range)."""
+    cpu_strict_flag: str = ""
+    """The flag that makes the pinning strict (one thread a CPU), given ``1`` by a group plan."""
+    resident_estimate: tuple[int, int] = (0, 0)
+    """For an executor whose memory is not estimated from the model's header (empty
+    `memory_flags`): its resident peak as (bytes, per mille of the model file), added to the
+    file's size; (0, 0): not estimated. Measured against the real executor's VmHWM."""
     ui_off_args: tuple[str, ...] = ()
     """Added unless `Constraints.ui`: switch the executor's web UI off."""
     cpu_only_args: tuple[str, ...] = ()
@@ -322,6 +334,10 @@ LLAMA: Final = ExecutorProfile(
     alias_flag="--alias",
     alias_separator=",",  # "set model name aliases, comma-separated"
     ctx_flag="--ctx-size",
+    threads_batch_flag="--threads-batch",
+    cpu_range_flag="--cpu-range",
+    cpu_mask_flag="--cpu-mask",
+    cpu_strict_flag="--cpu-strict",
     ui_off_args=("--no-webui",),
     # Otherwise layer placement is llama-server's own fitting (-ngl auto, --fit on): it
     # measures device memory, where an estimate here would drift from the engine.
@@ -443,6 +459,10 @@ WHISPER: Final = ExecutorProfile(
     ready_prefix_flag="--request-path",
     cpu_only_args=("--no-gpu",),
     capabilities={"asr": ()},
+    # VmHWM of whisper-server 1.8.5 (CPU, --threads 1, after one /inference) on models of
+    # whisper.cpp's tiny, base and small shapes: the file + 64 MiB + 36 % of it is within
+    # -0.3 % to +4.6 % of each peak (scripts/measure_whisper_memory.py, docs/explanation.md).
+    resident_estimate=(64 << 20, 360),
     gguf=False,
     architectures=frozenset({"whisper"}),
     format_hint="whisper-server loads ggml whisper models",
