@@ -90,7 +90,7 @@ class _GroupWalk(_Walk):
         unknown = sorted(set(top) - {"members"})
         if unknown:
             n, _ = top[unknown[0]]
-            raise _Bad(n, unknown[0], f"unknown section {unknown[0]!r} (expected members)")
+            raise _Bad(n, unknown[0], "unknown section (expected members)")
         if "members" not in top:
             raise _Bad(node, "members", "no members: section (the list of executors)")
         mnode, _ = top["members"]
