@@ -194,7 +194,17 @@ def explain_group_plan(
     whole = None if budget is None else (budget, how)
     for x in ms:
         _want_and_floor(x, hw, planned(x, whole, full=False))
-    shares = _memory_shares(ms, budget, how)
+    if solo and budget is not None:
+        # As `plan_launch` judges it: a llama plan that cannot fit was refused above; an
+        # executor judged by its file's estimate alone is planned, and told.
+        shares: tuple[int, ...] = (budget,)
+        if ms[0].floor > budget:
+            notes.append(
+                f"{ms[0].id}: its estimate, {size_text(ms[0].floor)}, is above the "
+                f"{size_text(budget)} usable ({how})"
+            )
+    else:
+        shares = _memory_shares(ms, budget, how)
     out: list[Explained] = []
     for x, share in zip(ms, shares, strict=True):
         mine = whole if solo or budget is None else (share, _share_how(x, budget, how))
