@@ -168,3 +168,16 @@ def test_plan_group_refuses_per_member_options_and_plan_still_needs_a_model(
     assert r.code == 2 and "--ctx does not go with --group" in r.err
     r = cli("plan", "--no-config")
     assert r.code == 2 and "required: --model, --kind" in r.err
+
+
+def test_plan_group_explain_json_gives_the_shares_and_each_members_memory(
+    group_file: Path, hardware: str
+) -> None:
+    r = cli("plan", "--group", str(group_file), "--hardware", hardware, "--no-config",
+            "--no-port-check", "--explain", "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert [m["id"] for m in out["members"]] == ["chat", "side", "asr"]
+    assert out["members"][0]["memory"] and out["members"][2]["memory"] == []
+    assert any(line.startswith("side: CPUs 1-2") for line in out["shares"])
+    assert out["group"]["budget"] == sum(s["memory"] for s in out["group"]["shares"])

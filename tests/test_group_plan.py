@@ -13,6 +13,7 @@ from exedra_engine import (
     DoesNotFit,
     ExecutorInfo,
     GroupMember,
+    GroupPlan,
     Hardware,
     Kind,
     MemberFacts,
@@ -265,3 +266,10 @@ def test_a_cpu_quota_below_the_cpu_count_divides_the_threads_too() -> None:
     assert [s.cpus for s in shares] == [(0, 1, 2, 3), (4, 5, 6, 7)]
     assert [s.threads for s in shares] == [1, 1]
     assert notes and "quota" in notes[0]
+
+
+def test_a_group_plan_round_trips_through_json() -> None:
+    g = plan_group(TRIO, hw_with(), facts=TRIO_FACTS, cpus=(0, 1, 2, 3)).unwrap()
+    data = msgspec.json.encode(g)
+    back = msgspec.json.decode(data, type=GroupPlan)
+    assert back == g and back.plan_of("asr") == g.plans[2] and back.ids == ("chat", "small", "asr")
