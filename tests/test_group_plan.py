@@ -27,11 +27,11 @@ from exedra_engine import (
     plan_launch,
     probe,
 )
-from exedra_engine._core.executors.profile import WHISPER
+from exedra_engine._core.executors.builtin import WHISPER
 from exedra_engine._core.group.cpus import partition_cpus, split_by_weight
 from exedra_engine._core.group.memory import whisper_resident
 from exedra_engine._core.launch.actual import Actual
-from exedra_engine._core.memory.estimate import usable_host
+from exedra_engine._core.memory.decide import usable_host
 from tests.conftest import host
 from tests.memory_models import gemma3_270m, llama_135m
 

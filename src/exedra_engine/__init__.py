@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from exedra_engine._core.config.parse import config_from_yaml, merge_configs
+from exedra_engine._core.executors.builtin import BUILTIN as BUILTIN_EXECUTORS
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.kinds import Kind, KindName, parse_kind, supported_kinds
-from exedra_engine._core.executors.profile import BUILTIN as BUILTIN_EXECUTORS
-from exedra_engine._core.executors.profile import ExecutorProfile, Executors, executor_profile
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
 from exedra_engine._core.group.planner import GroupExplained, explain_group, plan_group
 from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
@@ -83,7 +84,7 @@ from exedra_engine.errors import (
 
 if TYPE_CHECKING:
     from exedra_engine._blocking.run import run
-    from exedra_engine._core.config.check import Finding
+    from exedra_engine._core.config.findings import Finding
     from exedra_engine._core.config.schema import config_schema
     from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
     from exedra_engine._shell.check import CheckReport, check_config
@@ -194,7 +195,7 @@ _LAZY = {
     **dict.fromkeys(
         ("EmitOptions", "Emitted", "Selinux", "Storage", "Target", "emit"), "_core.emit"
     ),
-    "Finding": "_core.config.check",
+    "Finding": "_core.config.findings",
     "config_schema": "_core.config.schema",
     "CheckReport": "_shell.check",
     "check_config": "_shell.check",

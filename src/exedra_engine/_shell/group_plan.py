@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from exedra_engine._core.config.parse import LocatedConfig
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.file import GroupFile, parse_group_file
 from exedra_engine._core.group.memory import Running
 from exedra_engine._core.group.planner import GroupExplained, explain_group_plan

@@ -14,7 +14,7 @@ from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.group.cpus import cpu_set_text
 from exedra_engine._core.group.planner import GroupExplained
 from exedra_engine._core.group.values import GroupPlan, MemberShare
-from exedra_engine._core.memory.estimate import size_text
+from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.values import Constraints
 from exedra_engine._shell.check import located_configs
 from exedra_engine._shell.group_plan import GroupRequest, explain_group_request, read_group

@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from exedra_engine._core.config.parse import _TYPE_NAMES, _Bad, _shape, _Walk, compose_document
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, ModelSpec
 from exedra_engine.errors import ConfigError, UnsupportedKind

@@ -17,14 +17,12 @@ from collections.abc import Sequence
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.launch.actual import Actual
-from exedra_engine._core.memory.estimate import (
-    FALLBACK_CTX,
-    estimate_memory,
-    read_settings,
-    size_text,
-    usable_host,
-)
+from exedra_engine._core.memory.decide import usable_host
+from exedra_engine._core.memory.estimate import estimate_memory
+from exedra_engine._core.memory.explain import size_text
+from exedra_engine._core.memory.kv import FALLBACK_CTX
 from exedra_engine._core.memory.plan import MemoryPlan
+from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.values import Hardware, LaunchPlan
 
 Running = LaunchPlan | Actual

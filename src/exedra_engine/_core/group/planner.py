@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from exedra_engine._core.config.parse import LocatedConfig
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.group.cpus import CpuShare, cpu_set_text, partition_cpus, pinning_args
 from exedra_engine._core.group.memory import (
     Running,
@@ -33,9 +34,11 @@ from exedra_engine._core.group.memory import (
     whisper_resident,
 )
 from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
-from exedra_engine._core.memory.estimate import device_available, size_text
+from exedra_engine._core.memory.estimate import device_available
+from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.plan.planner import Explained, PlanFacts, next_free_port, plan_facts
+from exedra_engine._core.plan.planner import Explained, PlanFacts, plan_facts
+from exedra_engine._core.plan.ports import next_free_port
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan
 from exedra_engine.constants import DEFAULT_PORT_BASE
