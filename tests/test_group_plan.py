@@ -9,6 +9,7 @@ from returns.result import Failure
 
 from exedra_engine import (
     CPU,
+    Config,
     Constraints,
     DoesNotFit,
     ExecutorInfo,
@@ -20,6 +21,7 @@ from exedra_engine import (
     ModelInfo,
     ModelInventory,
     ModelSpec,
+    Override,
     PlanError,
     PortInUse,
     explain_group,
@@ -273,3 +275,22 @@ def test_a_group_plan_round_trips_through_json() -> None:
     data = msgspec.json.encode(g)
     back = msgspec.json.decode(data, type=GroupPlan)
     assert back == g and back.plan_of("asr") == g.plans[2] and back.ids == ("chat", "small", "asr")
+
+
+def test_a_port_a_layer_sets_is_skipped_by_the_members_after_it() -> None:
+    ms = (member("a", extra_args=("--port", "18081")), member("b"))
+    g = plan_group(ms, hw_with()).unwrap()
+    assert [p.port for p in g.plans] == [18081, 18082]
+    clash = (member("a", extra_args=("--port", "18085")), member("b", port=18085))
+    got = plan_group(clash, hw_with())
+    assert isinstance(got, Failure) and isinstance(got.failure(), PortInUse)
+    assert str(got.failure()) == "member a: port 18085 is already in use (set by caller)"
+
+
+def test_admin_overrides_apply_per_member_by_its_id() -> None:
+    cfg = Config(models={"chat": Override(args=("--ctx-size", "1024"))})
+    g = plan_group(TRIO[:2], hw_with(), Constraints(overrides=cfg), facts=TRIO_FACTS[:2]).unwrap()
+    chat, small = g.plans
+    assert chat.args[-2:] == ("--ctx-size", "1024") and chat.memory is not None
+    assert chat.memory.ctx == 1024
+    assert "1024" not in small.args

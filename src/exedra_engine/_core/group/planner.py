@@ -183,16 +183,21 @@ def explain_group_plan(
             budget=share,
             engine_extra=x.extra,
         )
-        return plan_facts(
-            x.m.spec,
-            hw,
-            x.c,
-            pf,
-            explain=full and explain,
-            flags=(flags or {}).get(x.m.spec.kind),
-            config_files=config_files,
-            executors=executors,
-        )
+        try:
+            return plan_facts(
+                x.m.spec,
+                hw,
+                x.c,
+                pf,
+                explain=full and explain,
+                flags=(flags or {}).get(x.m.spec.kind),
+                config_files=config_files,
+                executors=executors,
+            )
+        except EngineError as e:
+            if solo:
+                raise  # a group of one fails as `plan_launch` fails
+            raise _named(e, x.id) from e
 
     whole = None if budget is None else (budget, how)
     for x in ms:
@@ -211,6 +216,8 @@ def explain_group_plan(
     out: list[Explained] = []
     for x, share in zip(ms, shares, strict=True):
         mine = whole if solo or budget is None else (share, _share_how(x, budget, how))
+        # The ports the members before it really listen on (a layer may have moved one).
+        x.in_use = x.in_use | {e.plan.port for e in out}
         out.append(planned(x, mine, full=True))
     _check_ports(ms, out)
     plans = tuple(e.plan for e in out)
@@ -238,6 +245,14 @@ def explain_group_plan(
     )
     lines = _share_lines(ms, group, how) if explain else ()
     return GroupExplained(plan=group, members=tuple(out), shares=lines)
+
+
+def _named(e: EngineError, member_id: str) -> EngineError:
+    """`e`, of its own class, with the member it was raised for named first."""
+    try:
+        return type(e)(f"member {member_id}: {e}")
+    except TypeError:  # a class whose constructor takes more than a message
+        return e
 
 
 def _check_members(members: Sequence[GroupMember]) -> None:
