@@ -64,8 +64,8 @@ def run(tmp: Path, quick: bool) -> list[Row]:
     )
     seconds = 8.0 if quick else 20.0
     results = {}
-    for name, g in (("defaults", alone), ("group", group)):
-        results[name] = _load(g, wav, seconds)
+    for name, which in (("defaults", alone), ("group", group)):
+        results[name] = _load(which, wav, seconds)
         print(
             f"  group: {name}: {results[name]['tokens_s']:.1f} tokens/s, p50 "
             f"{ms(results[name]['p50_s'])}, peaks {results[name]['peaks']}",
