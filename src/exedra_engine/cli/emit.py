@@ -115,9 +115,12 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         target_flag,
         dest="emit",
-        choices=[t.value for t in Target],
+        # router and llama-swap: a group's (plan --group FILE --emit ...), cli/emit_group.py
+        choices=[t.value for t in Target]
+        + (["router", "llama-swap"] if target_flag == "--emit" else []),
         required=target_flag == "--target",
-        help="render the plan for Kubernetes, systemd or Podman Quadlet",
+        help="render the plan for Kubernetes, systemd or Podman Quadlet (with --group also "
+        "router: llama.cpp's models preset, and llama-swap)",
     )
     g.add_argument("--out", metavar="DIR", help="write the files into DIR (default: stdout)")
     g.add_argument(

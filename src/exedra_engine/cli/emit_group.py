@@ -6,6 +6,7 @@ to stdout, or with ``--out DIR`` into DIR, as ``plan --emit`` does."""
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 
@@ -31,7 +32,9 @@ def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Name
         )
     name = a.name or DEFAULT_NAME
     if a.emit == "router":
-        emitted = Emitted(files={f"{name}.ini": router_text(group, f"{name}.ini", a)}, origins=())
+        # The command line in the file's head names where the file is written.
+        path = os.path.abspath(os.path.join(a.out or ".", f"{name}.ini"))
+        emitted = Emitted(files={f"{name}.ini": router_text(group, path, a)}, origins=())
     elif a.emit == "llama-swap":
         from exedra_engine._core.emit.group.llama_swap import dump, llama_swap_config
 
