@@ -1,8 +1,12 @@
-"""Row 11: several executors on one host. Two llama-servers (the real Gemma 3 270M and a
-generated model) and a whisper-server under concurrent load, every member answering: the
-aggregate tokens/s and the p50 latency with the group plan's partition (each member its own
-CPUs and threads) against each executor planned alone at its defaults; and the group's
-planned resident total against the measured sum of the members' peaks."""
+"""Row 11: several executors on one host. Two llama-servers (the real Gemma 3 270M, twice: a
+generated model generates thousands of tokens a second and would be the whole aggregate) and
+a whisper-server (a generated model) under concurrent load, one client per member, every
+member answering: the aggregate tokens/s and the p50 latency with the group plan's partition
+(each member its own CPUs and threads) against each executor planned alone at its defaults;
+and the group's planned resident total against the measured sum of the members' peaks
+(VmHWM after the load). The llama plans' prompt-cache allowance (``--cache-ram``) fills only
+with prompts cached between requests, which this load's short prompts never do: the goal is
+judged on the planned total without it, and the total with it is printed beside."""
 
 from __future__ import annotations
 
@@ -21,12 +25,14 @@ from bench.rows.memory import _vm_hwm
 N = 11
 WHAT = "group of 3 (2 llama, 1 whisper) under concurrent load"
 PROMPT = "Write one sentence about the sea."
-PREDICT = 32
+PREDICT = 16
+TIMEOUT = 300.0
+"""Seconds one request may take: at an executor's defaults on a loaded host, minutes."""
 
 
 def run(tmp: Path, quick: bool) -> list[Row]:
     import exedra_engine as engine
-    from exedra_engine.testing import write_tiny_llama, write_tiny_whisper, write_wav
+    from exedra_engine.testing import write_tiny_whisper, write_wav
 
     llama, whisper, gemma = executor("llama-server"), executor("whisper-server"), real_model()
     if llama is None or whisper is None or gemma is None:
@@ -39,12 +45,11 @@ def run(tmp: Path, quick: bool) -> list[Row]:
             engine.ExecutorInfo(kind=engine.Kind.TRANSCRIBE, path=str(whisper)),
         ),
     )
-    small = write_tiny_llama(tmp / "small.gguf")
     asr = write_tiny_whisper(tmp / "asr.bin")
     wav = write_wav(tmp / "tone.wav", seconds=1.0).read_bytes()
     specs = (
         engine.ModelSpec(id="chat", path=str(gemma), kind=engine.Kind.LLAMA),
-        engine.ModelSpec(id="small", path=str(small), kind=engine.Kind.LLAMA),
+        engine.ModelSpec(id="chat2", path=str(gemma), kind=engine.Kind.LLAMA),
         engine.ModelSpec(id="asr", path=str(asr), kind=engine.Kind.TRANSCRIBE),
     )
     ctx = engine.Constraints(ctx=2048)
@@ -73,9 +78,10 @@ def run(tmp: Path, quick: bool) -> list[Row]:
         )
     d, g = results["defaults"], results["group"]
     ratio = g["tokens_s"] / d["tokens_s"] if d["tokens_s"] else 0.0
-    planned = sum(_planned(group, s.id) for s in group.shares)
+    planned = {s.id: _planned(group, s.id, cache=False) for s in group.shares}
+    with_cache = sum(_planned(group, s.id, cache=True) for s in group.shares)
     measured = sum(g["peaks"].values())
-    err = (planned - measured) / measured if measured else 0.0
+    err = (sum(planned.values()) - measured) / measured if measured else 0.0
     return [
         scored(
             "group_cpu",
@@ -88,10 +94,17 @@ def run(tmp: Path, quick: bool) -> list[Row]:
         scored(
             "group_memory",
             what="group: planned resident total vs the sum of measured peaks",
-            ours=f"planned {planned >> 20} MiB",
+            ours=f"planned {sum(planned.values()) >> 20} MiB ({with_cache >> 20} with cache)",
             ref=f"sum of VmHWM {measured >> 20} MiB",
             figure=f"{err * 100:+.1f}%",
-            data={"planned": planned, "measured": measured, "err": err, "peaks": g["peaks"]},
+            data={
+                "planned": sum(planned.values()),
+                "planned_with_cache": with_cache,
+                "planned_each": planned,
+                "measured": measured,
+                "err": err,
+                "peaks": g["peaks"],
+            },
         ),
     ]
 
@@ -102,11 +115,18 @@ def msgspec_replace(c: Any, **kw: Any) -> Any:
     return msgspec.structs.replace(c, **kw)
 
 
-def _planned(group: Any, member: str) -> int:
+def _planned(group: Any, member: str, *, cache: bool) -> int:
+    """The member's planned resident peak: its memory plan's (less the prompt-cache
+    allowance without `cache`), or whisper-server's estimate from its file."""
+    from exedra_engine._core.executors.builtin import BUILTIN
+    from exedra_engine._core.group.memory import whisper_resident
+
     plan = group.plan_of(member)
     if plan.memory is not None:
-        return int(plan.memory.host.total)
-    return int(next(s.memory for s in group.shares if s.id == member))
+        host = plan.memory.host
+        return int(host.total - (0 if cache else host.parts.prompt_cache))
+    size = Path(plan.spec.path).stat().st_size
+    return whisper_resident(BUILTIN.profile(plan.spec.kind), size)
 
 
 def _load(group: Any, wav: bytes, seconds: float) -> dict[str, Any]:
@@ -116,6 +136,9 @@ def _load(group: Any, wav: bytes, seconds: float) -> dict[str, Any]:
 
     latencies: list[float] = []
     tokens = [0]
+    each: dict[str, list[float]] = {}
+    made: dict[str, int] = {}
+    failed: dict[str, int] = {}
     lock = threading.Lock()
     with engine.run_group(group, ready_timeout=120) as running:
         stop_at = time.monotonic() + seconds
@@ -125,14 +148,21 @@ def _load(group: Any, wav: bytes, seconds: float) -> dict[str, Any]:
             url = inst.endpoint.url
             while time.monotonic() < stop_at:
                 t = time.monotonic()
-                if inst.plan.spec.kind == engine.Kind.LLAMA:
-                    got = _post(url + "/completion", {"prompt": PROMPT, "n_predict": PREDICT})
-                    n = int(got.get("tokens_predicted", 0))
-                else:
-                    _inference(url + "/inference", wav)
-                    n = 0
+                try:
+                    if inst.plan.spec.kind == engine.Kind.LLAMA:
+                        body = {"prompt": PROMPT, "n_predict": PREDICT}
+                        n = int(_post(url + "/completion", body).get("tokens_predicted", 0))
+                    else:
+                        _inference(url + "/inference", wav)
+                        n = 0
+                except OSError:  # a timeout under the load: counted, not fatal
+                    with lock:
+                        failed[member] = failed.get(member, 0) + 1
+                    continue
                 with lock:
                     latencies.append(time.monotonic() - t)
+                    each.setdefault(member, []).append(latencies[-1])
+                    made[member] = made.get(member, 0) + n
                     tokens[0] += n
 
         threads = [threading.Thread(target=client, args=(m,)) for m in running]
@@ -148,6 +178,11 @@ def _load(group: Any, wav: bytes, seconds: float) -> dict[str, Any]:
         "p50_s": statistics.median(latencies) if latencies else 0.0,
         "requests": len(latencies),
         "peaks": peaks,
+        "failed": failed,
+        "members": {
+            m: {"requests": len(ls), "p50_s": statistics.median(ls), "tokens_s": made[m] / wall}
+            for m, ls in each.items()
+        },
     }
 
 
@@ -155,7 +190,7 @@ def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
     req = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(req, timeout=120) as r:
+    with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
         return json.loads(r.read() or b"{}")  # type: ignore[no-any-return]
 
 
@@ -172,5 +207,5 @@ def _inference(url: str, wav: bytes) -> None:
     req = urllib.request.Request(
         url, data=body, headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}
     )
-    with urllib.request.urlopen(req, timeout=120) as r:
+    with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
         r.read()
