@@ -349,17 +349,22 @@ def run_emit(
         if chosen not in origins:
             origins = (chosen, *origins)
         emitted = msgspec.structs.replace(emitted, origins=origins)
-    explain_to = sys.stdout if a.out else sys.stderr
     if a.check:
         return _check(plan, target, emitted, a)
+    return hand_out(emitted, a)
+
+
+def hand_out(emitted: Emitted, a: argparse.Namespace) -> int:
+    """The files into ``--out`` DIR, or to stdout; then, with ``--explain``, where each field
+    came from (on stderr when the files went to stdout). The exit status."""
     if a.out:
         if (code := _write(a.out, emitted)) != 0:
             return code
     else:
         for text in emitted.files.values():
             sys.stdout.write(text)
-    if a.explain:
-        print_origins(emitted, explain_to)
+    if a.explain and emitted.origins:
+        print_origins(emitted, sys.stdout if a.out else sys.stderr)
     return 0
 
 

@@ -24,7 +24,7 @@ def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Name
     """Emit `group` for ``a.emit``; the exit status."""
     from exedra_engine._core.emit import Emitted
     from exedra_engine._core.emit.group.units import DEFAULT_NAME, emit_group_files
-    from exedra_engine.cli.emit import _write, options_from, print_origins
+    from exedra_engine.cli.emit import hand_out, options_from
 
     if a.check:
         raise EmitError(
@@ -49,15 +49,7 @@ def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Name
             for problem in refused.problems:
                 print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
             return 2
-    if a.out:
-        if (code := _write(a.out, emitted)) != 0:
-            return code
-    else:
-        for text in emitted.files.values():
-            sys.stdout.write(text)
-    if a.explain and emitted.origins:
-        print_origins(emitted, sys.stdout if a.out else sys.stderr)
-    return 0
+    return hand_out(emitted, a)
 
 
 def router_text(group: GroupPlan, path: str, a: argparse.Namespace) -> str:
