@@ -5,6 +5,7 @@ FILE --emit`` (the files, validated as `plan --emit`'s are)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -106,6 +107,12 @@ def test_launch_group_names_the_member_that_fails_in_one_line_and_leaves_nothing
     (line,) = r.err.strip().splitlines()
     assert line.startswith("exedra-engine: error: group member 'broken' failed: llama-server")
     assert psutil.Process().children(recursive=True) == []
+    r = run(
+        "launch", "--group", str(group), "--no-config", "--quiet", "--json",
+        env={"PATH": _env(llama_server)["PATH"]},
+    )  # fmt: skip
+    error = json.loads(r.out)["error"]
+    assert r.code == 1 and error["member"] == "broken" and error["kind"] == "model-not-loaded"
 
 
 def test_router_and_llama_swap_need_a_group(run: Run, tiny_llama: Path) -> None:

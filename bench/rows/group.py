@@ -4,9 +4,10 @@ a whisper-server (a generated model) under concurrent load, one client per membe
 member answering: the aggregate tokens/s and the p50 latency with the group plan's partition
 (each member its own CPUs and threads) against each executor planned alone at its defaults;
 and the group's planned resident total against the measured sum of the members' peaks
-(VmHWM after the load). The llama plans' prompt-cache allowance (``--cache-ram``) fills only
-with prompts cached between requests, which this load's short prompts never do: the goal is
-judged on the planned total without it, and the total with it is printed beside."""
+(VmHWM after the load and one 700-token prompt per llama member, as row 10 measures a peak).
+The llama plans' prompt-cache allowance (``--cache-ram``) fills only with prompts cached
+between requests, which this load never does: the goal is judged on the planned total
+without it, and the total with it is printed beside."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def run(tmp: Path, quick: bool) -> list[Row]:
     seconds = 8.0 if quick else 20.0
     results = {}
     for name, which in (("defaults", alone), ("group", group)):
-        results[name] = _load(which, wav, seconds)
+        results[name] = _load(which, wav, seconds, fill=name == "group")
         print(
             f"  group: {name}: {results[name]['tokens_s']:.1f} tokens/s, p50 "
             f"{ms(results[name]['p50_s'])}, peaks {results[name]['peaks']}",
@@ -129,7 +130,7 @@ def _planned(group: Any, member: str, *, cache: bool) -> int:
     return whisper_resident(BUILTIN.profile(plan.spec.kind), size)
 
 
-def _load(group: Any, wav: bytes, seconds: float) -> dict[str, Any]:
+def _load(group: Any, wav: bytes, seconds: float, *, fill: bool = False) -> dict[str, Any]:
     """Run `group`, one client per member for `seconds`, all at once; tokens/s of the llama
     members together, the p50 latency of every request, and each member's peak RSS."""
     import exedra_engine as engine
@@ -172,6 +173,19 @@ def _load(group: Any, wav: bytes, seconds: float) -> dict[str, Any]:
         for th in threads:
             th.join()
         wall = time.monotonic() - t0
+        if fill:
+            # After the timed load: one prompt past a 512-token ubatch per llama member, as
+            # row 10 measures a peak, so the compute buffers are touched as a long prompt
+            # touches them; all at once, as the members run together.
+            llamas = [m for m in running if running[m].plan.spec.kind == engine.Kind.LLAMA]
+            fills = [
+                threading.Thread(target=_long_prompt, args=(running[m].endpoint.url,))
+                for m in llamas
+            ]
+            for th in fills:
+                th.start()
+            for th in fills:
+                th.join()
         peaks = {m: _vm_hwm(running[m].pid) for m in running}
     return {
         "tokens_s": tokens[0] / wall,
@@ -184,6 +198,15 @@ def _load(group: Any, wav: bytes, seconds: float) -> dict[str, Any]:
             for m, ls in each.items()
         },
     }
+
+
+def _long_prompt(url: str) -> None:
+    from exedra_engine.testing.models import _WORDS
+
+    text = " ".join(_WORDS[i % len(_WORDS)] for i in range(1400))
+    toks = _post(url + "/tokenize", {"content": text})["tokens"]
+    prompt = _post(url + "/detokenize", {"tokens": toks[:700]})["content"]
+    _post(url + "/completion", {"prompt": prompt, "n_predict": 4})
 
 
 def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
