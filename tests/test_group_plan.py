@@ -230,9 +230,17 @@ def test_device_memory_is_shared_by_what_each_plan_reserves_on_a_gpu_fixture() -
     small = msgspec.structs.replace(
         hw, gpus=(msgspec.structs.replace(hw.gpus[0], vram_free=900 * MIB),)
     )
-    got = plan_group(ms, small, facts=fs)
+    # llama.cpp's fitter on (as `plan_launch` leaves it): said, the fitter keeps layers back.
+    fitted = plan_group(ms, small, facts=fs).unwrap()
+    assert any("of GPU 0 (card0)" in n and "fitter" in n for n in fitted.notes)
+    # Switched off by -ngl: judged, as a single plan is.
+    pinned = tuple(
+        msgspec.structs.replace(m, constraints=Constraints(extra_args=("-ngl", "99"))) for m in ms
+    )
+    got = plan_group(pinned, small, facts=fs)
     assert isinstance(got, Failure) and isinstance(got.failure(), DoesNotFit)
-    assert "of GPU 0 (card0)" in str(got.failure()) and "a " in str(got.failure())
+    assert str(got.failure()).startswith("the group reserves ")
+    assert "of GPU 0 (card0) but 900 MiB is free: a " in str(got.failure())
 
 
 def test_the_groups_constraints_apply_where_a_member_sets_nothing() -> None:
@@ -294,3 +302,13 @@ def test_admin_overrides_apply_per_member_by_its_id() -> None:
     assert chat.args[-2:] == ("--ctx-size", "1024") and chat.memory is not None
     assert chat.memory.ctx == 1024
     assert "1024" not in small.args
+
+
+def test_a_members_own_threads_are_kept_and_more_threads_than_cpus_is_said() -> None:
+    ms = (member("a", threads=3), member("b"))
+    fs = (facts(llama_135m(), "a"), facts(llama_135m(), "b"))
+    g = plan_group(ms, hw_with(threads=4), facts=fs, cpus=(0, 1, 2, 3)).unwrap()
+    a = g.plans[0].args
+    assert a[a.index("--threads") + 1] == "3" and "--threads-batch" not in a
+    assert g.shares[0].threads == 3 and g.shares[0].cpus == (0, 1)
+    assert any(n.startswith("a: its own 3 threads run on 2 CPUs (0-1)") for n in g.notes)
