@@ -3,6 +3,8 @@ CPUs and ports shared; a group that cannot fit refused; a group of one as `plan_
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 from returns.result import Failure
@@ -312,3 +314,35 @@ def test_a_members_own_threads_are_kept_and_more_threads_than_cpus_is_said() -> 
     assert a[a.index("--threads") + 1] == "3" and "--threads-batch" not in a
     assert g.shares[0].threads == 3 and g.shares[0].cpus == (0, 1)
     assert any(n.startswith("a: its own 3 threads run on 2 CPUs (0-1)") for n in g.notes)
+
+
+@pytest.mark.slow
+def test_each_planned_member_starts_on_the_real_executors_with_its_pinning(
+    tiny_llama: Path, tiny_whisper: Path, llama_server: str, whisper_server: str
+) -> None:
+    """The flags a group plan adds (``--threads-batch``, ``--cpu-range``, ``--cpu-strict``)
+    are accepted by the real llama-server, and ``--threads`` by whisper-server: every member
+    becomes ready on its own port. Each is stopped before the next starts (`run`)."""
+    import os
+
+    from exedra_engine import plan_group_on_host, run
+
+    hw = Hardware(
+        cpu=CPU(threads=2, ram=8 << 30, available=4 << 30),
+        executors=(
+            ExecutorInfo(kind=Kind.LLAMA, path=llama_server),
+            ExecutorInfo(kind=Kind.TRANSCRIBE, path=whisper_server),
+        ),
+    )
+    ms = (
+        GroupMember(spec=ModelSpec(id="a", path=str(tiny_llama), kind=Kind.LLAMA)),
+        GroupMember(spec=ModelSpec(id="b", path=str(tiny_llama), kind=Kind.LLAMA)),
+        GroupMember(spec=ModelSpec(id="asr", path=str(tiny_whisper), kind=Kind.TRANSCRIBE)),
+    )
+    g = plan_group_on_host(ms, hw).unwrap()
+    cpus = sorted(os.sched_getaffinity(0))
+    assert {c for s in g.shares for c in s.cpus} <= set(cpus)
+    assert len({p.port for p in g.plans}) == 3
+    for plan in g.plans:
+        with run(plan) as inst:
+            assert inst.endpoint.url == plan.url
