@@ -153,6 +153,17 @@ def test_plan_group_text_and_explain_print_each_member_and_why(
     assert r.code == 0, r.err
     assert r.out.count("member    ") == 3 and "share     port 18080" in r.out
     assert "shares, and why:" in r.out and "asr: memory" in r.out
+    assert r.out.count("findings  none") == 3
+
+
+def test_plan_group_explain_lists_a_members_findings(group_file: Path, hardware: str) -> None:
+    text = group_file.read_text().replace("ctx: 2048}", "ctx: 2048, args: [--ctx-sise, '1']}")
+    group_file.write_text(text)
+    r = cli("plan", "--group", str(group_file), "--hardware", hardware, "--no-config",
+            "--no-port-check", "--explain")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "--ctx-sise" in r.out.split("findings  ", 1)[1].splitlines()[0]
+    assert r.out.count("findings  none") == 2
 
 
 def test_plan_group_refuses_a_bad_file_with_one_line_and_exit_2(tmp_path: Path) -> None:
