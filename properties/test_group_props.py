@@ -17,6 +17,7 @@ from returns.result import Failure
 
 from exedra_engine import (
     CPU,
+    GPU,
     Constraints,
     DoesNotFit,
     ExecutorInfo,
@@ -41,7 +42,14 @@ EXES = (
 def hosts(draw: st.DrawFn) -> tuple[Hardware, tuple[int, ...] | None]:
     threads = draw(st.integers(1, 32))
     available = draw(st.one_of(st.none(), st.integers(64 << 20, 256 << 30)))
-    hw = Hardware(cpu=CPU(threads=threads, ram=512 << 30, available=available), executors=EXES)
+    free = draw(st.lists(st.integers(256 << 20, 48 << 30), max_size=2))
+    gpus = tuple(
+        GPU(card=f"card{i}", driver="amdgpu", vram=f, vram_free=f) for i, f in enumerate(free)
+    )
+    exes = EXES if not gpus else (GPU_LLAMA, EXES[1])
+    hw = Hardware(
+        cpu=CPU(threads=threads, ram=512 << 30, available=available), gpus=gpus, executors=exes
+    )
     cpus = draw(
         st.one_of(
             st.none(),
@@ -72,6 +80,7 @@ def groups(draw: st.DrawFn) -> tuple[tuple[GroupMember, ...], tuple[MemberFacts,
     return tuple(members), tuple(facts)
 
 
+GPU_LLAMA = ExecutorInfo(kind=Kind.LLAMA, path="/bin/llama-server", backends=("cpu", "vulkan"))
 PORTS = st.frozensets(st.integers(18080, 18100), max_size=8)
 
 
@@ -126,6 +135,16 @@ def test_resident_totals_never_exceed_the_budget(
         assert share.resident <= share.memory
         if plan.memory is not None:
             assert plan.memory.host.total == share.resident
+    for j, budget in enumerate(g.device_budgets):
+        reserved = [
+            p.memory.devices[j].reserved if p.memory and j < len(p.memory.devices) else 0
+            for p in g.plans
+        ]
+        if sum(reserved) <= budget:  # else the notes say the fitter keeps layers back
+            assert sum(s.device_memory[j] for s in g.shares) <= budget
+            assert all(r <= s.device_memory[j] for r, s in zip(reserved, g.shares, strict=True))
+        else:
+            assert any(f"of GPU {j} " in n for n in g.notes)
 
 
 @given(groups(), hosts())

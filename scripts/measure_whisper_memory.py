@@ -6,7 +6,7 @@ whisper-server on each with one thread, transcribes a one-second tone, and print
 file size, VmHWM and their difference: the figures the group planner's whisper estimate is
 fitted to (docs/explanation.md, "Memory of whisper-server").
 
-    python scripts/measure_whisper_memory.py /path/to/whisper-server
+    python scripts/measure_whisper_memory.py /path/to/whisper-server [THREADS]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from exedra_engine import testing
+from exedra_engine.testing.whisper import WHISPER_VOCAB, _whisper_tensors
 
 SHAPES = {  # name: (n_state, n_head, n_layer), whisper.cpp's models (src/whisper.cpp)
     "tiny": (384, 6, 4),
@@ -37,18 +38,28 @@ def write_model(path: Path, n_state: int, n_head: int, n_layer: int) -> None:
         fh.write(struct.pack("<I", 0x67676D6C))
         fh.write(
             struct.pack(
-                "<11i", testing.WHISPER_VOCAB, n_audio_ctx, n_state, n_head, n_layer,
-                n_text_ctx, n_state, n_head, n_layer, n_mels, 1,
+                "<11i",
+                WHISPER_VOCAB,
+                n_audio_ctx,
+                n_state,
+                n_head,
+                n_layer,
+                n_text_ctx,
+                n_state,
+                n_head,
+                n_layer,
+                n_mels,
+                1,
             )
         )
         fh.write(struct.pack("<ii", n_mels, 201))
         fh.write(np.abs(rng.standard_normal(n_mels * 201) * 0.01).astype("<f4").tobytes())
-        words = [" ", " -", " '"] + [f" w{i}" for i in range(3, testing.WHISPER_VOCAB)]
+        words = [" ", " -", " '"] + [f" w{i}" for i in range(3, WHISPER_VOCAB)]
         fh.write(struct.pack("<i", len(words)))
         for w in words:
             b = w.encode()
             fh.write(struct.pack("<I", len(b)) + b)
-        tensors = testing._whisper_tensors(n_state, n_mels, n_audio_ctx, n_text_ctx)
+        tensors = _whisper_tensors(n_state, n_mels, n_audio_ctx, n_text_ctx)
         head = [t for t in tensors if ".blocks." not in t[0]]
         blocks = [t for t in tensors if ".blocks." in t[0]]
         order = head[:7]  # encoder head tensors, then its blocks, then the decoder's
@@ -77,10 +88,10 @@ def hwm(pid: int) -> int:
     return 0
 
 
-def measure(server: str, model: Path, wav: Path) -> tuple[int, int]:
+def measure(server: str, model: Path, wav: Path, threads: int = 1) -> tuple[int, int]:
     port = testing.free_port()
     p = subprocess.Popen(
-        [server, "--model", str(model), "--port", str(port), "--threads", "1"],
+        [server, "--model", str(model), "--port", str(port), "--threads", str(threads)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -95,9 +106,13 @@ def measure(server: str, model: Path, wav: Path) -> tuple[int, int]:
         loaded = hwm(p.pid)
         boundary = "xx"
         body = (
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\""
-            "\r\nContent-Type: audio/wav\r\n\r\n"
-        ).encode() + wav.read_bytes() + f"\r\n--{boundary}--\r\n".encode()
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"'
+                "\r\nContent-Type: audio/wav\r\n\r\n"
+            ).encode()
+            + wav.read_bytes()
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
         req = urllib.request.Request(
             url + "/inference",
             data=body,
@@ -112,6 +127,7 @@ def measure(server: str, model: Path, wav: Path) -> tuple[int, int]:
 
 def main() -> None:
     server = sys.argv[1]
+    threads = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     with tempfile.TemporaryDirectory() as d:
         wav = testing.write_wav(Path(d) / "a.wav", seconds=1.0)
         print("shape  file_bytes  hwm_loaded  hwm_after_request  overhead")
@@ -119,7 +135,7 @@ def main() -> None:
             model = Path(d) / f"ggml-{name}.bin"
             write_model(model, *shape)
             size = model.stat().st_size
-            loaded, peak = measure(server, model, wav)
+            loaded, peak = measure(server, model, wav, threads)
             print(f"{name:6} {size:11d} {loaded:11d} {peak:18d} {peak - size:9d}", flush=True)
             model.unlink()
 

@@ -72,6 +72,10 @@ def test_a_group_file_gives_each_members_spec_constraints_and_weight() -> None:
         ),
         ("models: []\n", "group.yaml:1: models: unknown section (expected members)"),
         ("members: []\n", "group.yaml:1: members: expected a list of members"),
+        (
+            "members:\n  - id: a\n    model: /m.gguf\n    env: [A=1, B]\n",
+            "group.yaml:4: members[0] (a): env[1]: expected KEY=VALUE",
+        ),
         ("", "group.yaml: the group file is empty"),
         ("members: [\n", "group.yaml:2: invalid YAML"),
     ],
@@ -149,6 +153,17 @@ def test_plan_group_text_and_explain_print_each_member_and_why(
     assert r.code == 0, r.err
     assert r.out.count("member    ") == 3 and "share     port 18080" in r.out
     assert "shares, and why:" in r.out and "asr: memory" in r.out
+    assert r.out.count("findings  none") == 3
+
+
+def test_plan_group_explain_lists_a_members_findings(group_file: Path, hardware: str) -> None:
+    text = group_file.read_text().replace("ctx: 2048}", "ctx: 2048, args: [--ctx-sise, '1']}")
+    group_file.write_text(text)
+    r = cli("plan", "--group", str(group_file), "--hardware", hardware, "--no-config",
+            "--no-port-check", "--explain")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "--ctx-sise" in r.out.split("findings  ", 1)[1].splitlines()[0]
+    assert r.out.count("findings  none") == 2
 
 
 def test_plan_group_refuses_a_bad_file_with_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -181,3 +196,9 @@ def test_plan_group_explain_json_gives_the_shares_and_each_members_memory(
     assert out["members"][0]["memory"] and out["members"][2]["memory"] == []
     assert any(line.startswith("side: CPUs 1-2") for line in out["shares"])
     assert out["group"]["budget"] == sum(s["memory"] for s in out["group"]["shares"])
+
+
+def test_env_is_a_mapping_or_key_value_strings_as_the_command_line_takes_them() -> None:
+    text = "members:\n  - {id: a, model: /m.gguf, env: [A=1, B=x=y]}\n"
+    (a,) = parse_group_file(text, "g.yaml").members
+    assert a.constraints.extra_env == ("A=1", "B=x=y")

@@ -3,6 +3,8 @@ CPUs and ports shared; a group that cannot fit refused; a group of one as `plan_
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 from returns.result import Failure
@@ -230,9 +232,17 @@ def test_device_memory_is_shared_by_what_each_plan_reserves_on_a_gpu_fixture() -
     small = msgspec.structs.replace(
         hw, gpus=(msgspec.structs.replace(hw.gpus[0], vram_free=900 * MIB),)
     )
-    got = plan_group(ms, small, facts=fs)
+    # llama.cpp's fitter on (as `plan_launch` leaves it): said, the fitter keeps layers back.
+    fitted = plan_group(ms, small, facts=fs).unwrap()
+    assert any("of GPU 0 (card0)" in n and "fitter" in n for n in fitted.notes)
+    # Switched off by -ngl: judged, as a single plan is.
+    pinned = tuple(
+        msgspec.structs.replace(m, constraints=Constraints(extra_args=("-ngl", "99"))) for m in ms
+    )
+    got = plan_group(pinned, small, facts=fs)
     assert isinstance(got, Failure) and isinstance(got.failure(), DoesNotFit)
-    assert "of GPU 0 (card0)" in str(got.failure()) and "a " in str(got.failure())
+    assert str(got.failure()).startswith("the group reserves ")
+    assert "of GPU 0 (card0) but 900 MiB is free: a " in str(got.failure())
 
 
 def test_the_groups_constraints_apply_where_a_member_sets_nothing() -> None:
@@ -294,3 +304,45 @@ def test_admin_overrides_apply_per_member_by_its_id() -> None:
     assert chat.args[-2:] == ("--ctx-size", "1024") and chat.memory is not None
     assert chat.memory.ctx == 1024
     assert "1024" not in small.args
+
+
+def test_a_members_own_threads_are_kept_and_more_threads_than_cpus_is_said() -> None:
+    ms = (member("a", threads=3), member("b"))
+    fs = (facts(llama_135m(), "a"), facts(llama_135m(), "b"))
+    g = plan_group(ms, hw_with(threads=4), facts=fs, cpus=(0, 1, 2, 3)).unwrap()
+    a = g.plans[0].args
+    assert a[a.index("--threads") + 1] == "3" and "--threads-batch" not in a
+    assert g.shares[0].threads == 3 and g.shares[0].cpus == (0, 1)
+    assert any(n.startswith("a: its own 3 threads run on 2 CPUs (0-1)") for n in g.notes)
+
+
+@pytest.mark.slow
+def test_each_planned_member_starts_on_the_real_executors_with_its_pinning(
+    tiny_llama: Path, tiny_whisper: Path, llama_server: str, whisper_server: str
+) -> None:
+    """The flags a group plan adds (``--threads-batch``, ``--cpu-range``, ``--cpu-strict``)
+    are accepted by the real llama-server, and ``--threads`` by whisper-server: every member
+    becomes ready on its own port. Each is stopped before the next starts (`run`)."""
+    import os
+
+    from exedra_engine import plan_group_on_host, run
+
+    hw = Hardware(
+        cpu=CPU(threads=2, ram=8 << 30, available=4 << 30),
+        executors=(
+            ExecutorInfo(kind=Kind.LLAMA, path=llama_server),
+            ExecutorInfo(kind=Kind.TRANSCRIBE, path=whisper_server),
+        ),
+    )
+    ms = (
+        GroupMember(spec=ModelSpec(id="a", path=str(tiny_llama), kind=Kind.LLAMA)),
+        GroupMember(spec=ModelSpec(id="b", path=str(tiny_llama), kind=Kind.LLAMA)),
+        GroupMember(spec=ModelSpec(id="asr", path=str(tiny_whisper), kind=Kind.TRANSCRIBE)),
+    )
+    g = plan_group_on_host(ms, hw).unwrap()
+    cpus = sorted(os.sched_getaffinity(0))
+    assert {c for s in g.shares for c in s.cpus} <= set(cpus)
+    assert len({p.port for p in g.plans}) == 3
+    for plan in g.plans:
+        with run(plan) as inst:
+            assert inst.endpoint.url == plan.url

@@ -15,13 +15,14 @@ from exedra_engine._core.group.cpus import cpu_set_text
 from exedra_engine._core.group.planner import GroupExplained
 from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine._core.memory.explain import size_text
+from exedra_engine._core.plan.planner import Explained
 from exedra_engine._core.values import Constraints
 from exedra_engine._shell.check import located_configs
 from exedra_engine._shell.group_plan import GroupRequest, explain_group_request, read_group
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.plan import shown_findings
-from exedra_engine.cli.render import print_json, print_plan, shown, shown_plan
+from exedra_engine.cli.render import finding_line, print_json, print_plan, shown, shown_plan
 from exedra_engine.cli.request import api_key_env_problem
 from exedra_engine.errors import EngineError, PlanError
 
@@ -82,7 +83,7 @@ def plan_group(a: argparse.Namespace) -> int:
         else:
             print_json(group)
         return 0
-    _print_group(e, group)
+    _print_group(e, group, members)
     return 0
 
 
@@ -132,7 +133,7 @@ def _flag_tables(req: GroupRequest) -> dict[str, FlagTable]:
     return out
 
 
-def _print_group(e: GroupExplained, group: GroupPlan) -> None:
+def _print_group(e: GroupExplained, group: GroupPlan, members: list[Explained]) -> None:
     g = e.plan
     for i, (plan, share) in enumerate(zip(group.plans, g.shares, strict=True)):
         if i:
@@ -140,9 +141,13 @@ def _print_group(e: GroupExplained, group: GroupPlan) -> None:
         print(f"member    {shown(share.id)}")
         print_plan(plan)
         print("share     " + _share_text(share))
-        if e.members[i].memory and e.shares:
+        if e.shares:  # --explain: the memory arithmetic, the findings of its layers
             for line in e.members[i].memory:
                 print(f"          {shown(line)}")
+            found = members[i].findings
+            print("findings  " + (finding_line(found[0]) if found else "none"))
+            for f in found[1:]:
+                print(f"          {finding_line(f)}")
     print()
     budget = f"{size_text(g.budget)} of host memory shared" if g.budget else "memory not shared"
     print(f"group     {len(g.shares)} members, {budget}")

@@ -6,9 +6,10 @@
 
 A member takes the fields of the command line: ``id`` and ``model`` (required), ``kind``
 (default llama), ``ctx``, ``threads``, ``port`` (integers, 0: derive), ``args`` (the
-caller's flags, a list of strings), ``env`` (a mapping of strings), ``run_args`` (the
-model's recommended flags), ``api_key_env`` (the variable holding its API key),
-``capabilities`` (a list) and ``weight`` (its share of the CPUs, at least 1). The file is
+caller's flags, a list of strings), ``env`` (a mapping of strings, or ``KEY=VALUE``
+strings as ``--env`` takes them), ``run_args`` (the model's recommended flags),
+``api_key_env`` (the variable holding its API key), ``capabilities`` (a list) and
+``weight`` (its share of the CPUs, at least 1). The file is
 walked node by node as override files are (`exedra_engine._core.config.parse`), so a mistake
 names the file, the line and the member: ``group.yaml:4: members[1] (asr): ctx: expected
 an integer``.
@@ -141,7 +142,7 @@ class _GroupWalk(_Walk):
             capabilities=self.list(get("capabilities"), where, "capabilities"),
             run_args=self.list(get("run_args"), where, "run_args"),
         )
-        env = self.env(fields["env"][0], f"{where}: env") if "env" in fields else {}
+        env = self.environment(fields["env"][0], where) if "env" in fields else ()
         c = Constraints(
             ctx=self.integer(get("ctx"), where, "ctx"),
             threads=self.integer(get("threads"), where, "threads"),
@@ -150,10 +151,22 @@ class _GroupWalk(_Walk):
             if "api_key_env" in fields
             else "",
             extra_args=self.list(get("args"), where, "args"),
-            extra_env=tuple(f"{k}={v}" for k, v in env.items()),
+            extra_env=env,
         )
         weight = self.integer(get("weight"), where, "weight", low=1) if "weight" in fields else 1
         return MemberEntry(spec=spec, constraints=c, weight=weight, line=node.start_mark.line + 1)
+
+    def environment(self, node: yaml.Node, where: str) -> tuple[str, ...]:
+        """``env``: a mapping of strings, or a list of ``KEY=VALUE`` strings (as ``--env``)."""
+        path = f"{where}: env"
+        if _shape(node) != "sequence":
+            return tuple(f"{k}={v}" for k, v in self.env(node, path).items())
+        items = self.strings(node, path)
+        for i, item in enumerate(items):
+            name = item.partition("=")[0]
+            if "=" not in item or not name:
+                raise _Bad(node.value[i], f"{path}[{i}]", "expected KEY=VALUE")
+        return items
 
     def text(self, node: yaml.Node | None, where: str, name: str) -> str:
         if node is None:

@@ -13,17 +13,19 @@ rest of the budget in proportion to its want.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.launch.actual import Actual
 from exedra_engine._core.memory.decide import usable_host
-from exedra_engine._core.memory.estimate import estimate_memory
+from exedra_engine._core.memory.estimate import device_available, estimate_memory
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.memory.kv import FALLBACK_CTX
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine.errors import DoesNotFit
 
 Running = LaunchPlan | Actual
 """An executor already running that a group joins: its plan, or what was measured of it
@@ -117,3 +119,61 @@ def split_budget(budget: int, floors: Sequence[int], wants: Sequence[int]) -> tu
         return tuple(base)
     extra = split_by_weight(left, extra_weights)
     return tuple(b + e for b, e in zip(base, extra, strict=True))
+
+
+class DeviceShares(NamedTuple):
+    budgets: tuple[int, ...]
+    """Each GPU's free memory, less what running executors reserve there (0: unknown)."""
+    shares: tuple[tuple[int, ...], ...]
+    """Each member's bytes of each GPU."""
+    notes: tuple[str, ...]
+
+
+def device_shares(
+    ids: Sequence[str],
+    plans: Sequence[LaunchPlan],
+    hw: Hardware,
+    held: tuple[int, ...],
+    *,
+    judged: Sequence[bool],
+) -> DeviceShares:
+    """Each GPU's budget and each member's share of it: what its plan reserves there, plus
+    the rest in proportion. Reservations above a GPU's free memory are refused
+    (`DoesNotFit`) when a member there is `judged` (its argv switched llama.cpp's fitter
+    off, as a single plan is judged); otherwise the fitter keeps layers on the host for the
+    members that start last, and the notes say so."""
+    n = len(hw.gpus)
+    if n == 0:
+        return DeviceShares((), tuple(() for _ in ids), ())
+    notes: list[str] = []
+    needs = [
+        tuple(
+            p.memory.devices[j].reserved
+            if p.memory is not None and j < len(p.memory.devices)
+            else 0
+            for j in range(n)
+        )
+        for p in plans
+    ]
+    budgets: list[int] = []
+    columns: list[tuple[int, ...]] = []
+    for j in range(n):
+        have = device_available(hw, j) or 0
+        have = max(have - (held[j] if j < len(held) else 0), 0)
+        col = [need[j] for need in needs]
+        if have and sum(col) > have:
+            named = sorted(zip(ids, col, strict=True), key=lambda t: (-t[1], t[0]))
+            each = ", ".join(f"{i} {size_text(b)}" for i, b in named if b)
+            said = (
+                f"the group reserves {size_text(sum(col))} of GPU {j} ({hw.gpus[j].card}) but "
+                f"{size_text(have)} is free: {each}"
+            )
+            if any(judge and b for judge, b in zip(judged, col, strict=True)):
+                raise DoesNotFit(said)
+            notes.append(f"{said}; llama.cpp's fitter keeps layers on the host for the last")
+            columns.append(tuple(col))
+        else:
+            columns.append(split_budget(have, col, col) if have else tuple(col))
+        budgets.append(have)
+    shares = tuple(tuple(columns[j][i] for j in range(n)) for i in range(len(ids)))
+    return DeviceShares(tuple(budgets), shares, tuple(notes))

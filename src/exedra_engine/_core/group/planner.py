@@ -28,14 +28,15 @@ from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.group.cpus import CpuShare, cpu_set_text, partition_cpus, pinning_args
 from exedra_engine._core.group.memory import (
     Running,
+    device_shares,
     floor_memory,
     group_budget,
     split_budget,
     whisper_resident,
 )
 from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
-from exedra_engine._core.memory.estimate import device_available
 from exedra_engine._core.memory.explain import size_text
+from exedra_engine._core.memory.settings import fitter_off, read_settings
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.planner import Explained, PlanFacts, plan_facts
 from exedra_engine._core.plan.ports import next_free_port
@@ -221,7 +222,14 @@ def explain_group_plan(
         out.append(planned(x, mine, full=True))
     _check_ports(ms, out)
     plans = tuple(e.plan for e in out)
-    dev_budgets, dev_shares = _device_shares(ms, plans, hw, dev_held)
+    judged = [
+        not solo and p.memory is not None and bool(fitter_off(read_settings(x.p, p.args, p.env)))
+        for x, p in zip(ms, plans, strict=True)
+    ]
+    dev_budgets, dev_shares, said = device_shares(
+        [x.id for x in ms], plans, hw, dev_held, judged=judged
+    )
+    notes.extend(said)
     member_shares = tuple(
         MemberShare(
             id=x.id,
@@ -321,6 +329,12 @@ def _share_cpus(
         x.extra = pinning_args(x.p, share, threads_set=own)
         if own:
             x.cpu = CpuShare(cpus=share.cpus, threads=x.c.threads)
+            if x.c.threads > len(share.cpus):
+                notes.append(
+                    f"{x.id}: its own {x.c.threads} threads run on {len(share.cpus)} "
+                    f"CPU{'s' if len(share.cpus) > 1 else ''} ({cpu_set_text(share.cpus)}): "
+                    "more threads than CPUs slow it down"
+                )
 
 
 def _reserve_ports(ms: list[_Member], in_use: Set[int], running: Sequence[Running]) -> None:
@@ -401,41 +415,6 @@ def _resident(x: _Member, p: LaunchPlan) -> int:
     if p.memory is not None:
         return p.memory.host.total
     return x.want if x.why == "file" else 0
-
-
-def _device_shares(
-    ms: list[_Member], plans: tuple[LaunchPlan, ...], hw: Hardware, held: tuple[int, ...]
-) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
-    """Each GPU's budget (its free memory, less what running executors reserve) and each
-    member's share of it: what its plan reserves there, plus the rest in proportion."""
-    n = len(hw.gpus)
-    if n == 0:
-        return (), tuple(() for _ in ms)
-    needs = [
-        tuple(
-            p.memory.devices[j].reserved
-            if p.memory is not None and j < len(p.memory.devices)
-            else 0
-            for j in range(n)
-        )
-        for p in plans
-    ]
-    budgets: list[int] = []
-    columns: list[tuple[int, ...]] = []
-    for j in range(n):
-        have = device_available(hw, j) or 0
-        have = max(have - (held[j] if j < len(held) else 0), 0)
-        col = [need[j] for need in needs]
-        if have and sum(col) > have:
-            named = sorted(zip(ms, col, strict=True), key=lambda t: (-t[1], t[0].id))
-            each = ", ".join(f"{x.id} {size_text(b)}" for x, b in named if b)
-            raise DoesNotFit(
-                f"the group reserves {size_text(sum(col))} of GPU {j} ({hw.gpus[j].card}) but "
-                f"{size_text(have)} is free: {each}"
-            )
-        budgets.append(have)
-        columns.append(split_budget(have, col, col) if have else tuple(col))
-    return tuple(budgets), tuple(tuple(columns[j][i] for j in range(n)) for i in range(len(ms)))
 
 
 def _share_lines(ms: list[_Member], g: GroupPlan, how: str) -> tuple[str, ...]:

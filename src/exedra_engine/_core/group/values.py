@@ -28,7 +28,8 @@ class MemberShare(Value, frozen=True, kw_only=True, omit_defaults=True):
     id: str
     port: int
     memory: int = 0
-    """Bytes of host memory the member may hold resident (its plan's resident total fits it)."""
+    """Bytes of host memory the member may hold resident (its plan's resident total fits it);
+    0: not shared (host memory unknown, or the member's model was not read)."""
     device_memory: tuple[int, ...] = ()
     """Bytes of each GPU's memory (in `Hardware.gpus` order) the member may reserve."""
     cpus: tuple[int, ...] = ()
