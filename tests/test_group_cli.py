@@ -177,3 +177,30 @@ def test_plan_group_emits_systemd_units_that_verify(
             ["systemd-analyze", "verify", str(f)], capture_output=True, text=True, check=False
         )
         assert (v.returncode, v.stderr) == (0, ""), (f.name, v.stderr)
+
+
+@pytest.mark.executor
+def test_a_keyed_router_is_ready_and_answers_only_to_its_key(
+    tmp_path: Path, tiny_llama: Path, llama_server: str
+) -> None:
+    group = _group_file(
+        tmp_path,
+        f"{{id: a, model: {tiny_llama}, ctx: 256}}",
+        f"{{id: b, model: {tiny_llama}, ctx: 256}}",
+    )
+    argv = ["launch", "--group", str(group), "--router", "--api-key-env", "GROUP_KEY"]
+    env = {**_env(llama_server), "GROUP_KEY": "k-router-cli"}
+    p = _start([*argv, "--no-config", "--quiet"], env)
+    assert p.stdout is not None
+    p.stdout.readline()  # the router line
+    ready = p.stdout.readline()
+    assert ready.startswith("ready     http://127.0.0.1:"), ready
+    url = ready.split()[1]
+    body = {"model": "b", "prompt": "Hi", "max_tokens": 2}
+    assert http(url + "/v1/completions", body)[0] == 401
+    code, out = http(url + "/v1/completions", body, "k-router-cli")
+    assert code == 200 and out["model"] == "b", out
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "k-router-cli" not in err

@@ -108,6 +108,11 @@ def test_the_router_plan_serves_the_preset_on_the_first_members_address() -> Non
     plan = router_plan(group, "/run/preset.ini", preset)
     assert plan.port == 18100 and plan.ready == "/models"
     assert plan.args[:4] == ("--models-preset", "/run/preset.ini", "--models-max", "1")
+    keyed = _group(_plan("chat", port=18100, api_key="k-router-2"), memory=(4,), budget=6)
+    plan = router_plan(keyed, "/run/preset.ini", router_preset(keyed))
+    # The key travels in the environment; /models then wants it, /health does not.
+    assert plan.env == ("LLAMA_API_KEY=k-router-2",) and plan.ready == "/health"
+    assert "k-router-2" not in " ".join(plan.args)
 
 
 # -- the real router --------------------------------------------------------------------------

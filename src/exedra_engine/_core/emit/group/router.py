@@ -56,6 +56,9 @@ _MODEL = "--model"
 _CUT = (";", "#", "\n", "\r")
 READY = "/models"
 """The router's readiness path: it answers once the preset is read, before any model loads."""
+READY_KEYED = "/health"
+"""With an API key the router answers ``/models`` only to the key, and the readiness probe
+carries none; ``/health`` stays public (checked with llama-server's router mode)."""
 
 
 class RouterPreset(Value, frozen=True, kw_only=True):
@@ -188,7 +191,8 @@ def router_plan(
 ) -> LaunchPlan:
     """The plan of the router itself: one llama-server on the first llama member's host
     and port, serving `preset` (written at `preset_path`), ready when ``/models`` answers;
-    its API key, if any, is the first member's, passed in the environment."""
+    its API key, if any, is the first member's, passed in the environment (the router then
+    guards ``/models`` with it, and is ready when ``/health`` answers)."""
     first = group.plan_of(preset.members[0])
     llama = executors.profile("llama")
     env = (f"{llama.key_env}={first.api_key}",) if first.api_key else ()
@@ -210,5 +214,5 @@ def router_plan(
         host=first.host,
         port=first.port,
         api_key=first.api_key,
-        ready=READY,
+        ready=READY_KEYED if first.api_key else READY,
     )

@@ -78,8 +78,9 @@ def emit_group_files(
 
 
 def _member_options(options: EmitOptions, name: str) -> EmitOptions:
-    # Per-member names of the objects the single emitter would derive from its own name.
-    return msgspec.structs.replace(options, name=name, secret="", claim="", key_file="")
+    """The group's options for one member: its own name (the secret, claim and key file it
+    derives from it, unless the caller named one for every member)."""
+    return msgspec.structs.replace(options, name=name)
 
 
 def _member_origin(member: str, o: Origin) -> Origin:
