@@ -320,3 +320,57 @@ def test_a_cancelled_start_stops_every_member(
     entered, cancelled = adapter.cancel_after(group_of(ok, stuck), 0.5)
     assert cancelled and not entered
     assert health(ok.url) == 0
+
+
+@pytest.mark.executor
+@pytest.mark.slow
+def test_a_planned_group_of_two_llama_servers_and_a_whisper_server_answers_and_stops(
+    real_hw: engine.Hardware, real_model: Path, tiny_llama: Path, tiny_whisper: Path, wav: Path
+) -> None:
+    # The judgement: planned by the group planner, launched, every member answers,
+    # and nothing is left once the block ends.
+    def member(name: str, path: Path, kind: engine.Kind, **c: Any) -> engine.GroupMember:
+        spec = engine.ModelSpec(id=name, path=str(path), kind=kind)
+        return engine.GroupMember(spec=spec, constraints=engine.Constraints(**c))
+
+    members = (
+        member("chat", real_model, engine.Kind.LLAMA, ctx=512),
+        member("small", tiny_llama, engine.Kind.LLAMA, ctx=256),
+        member("asr", tiny_whisper, engine.Kind.TRANSCRIBE),
+    )
+    group = engine.plan_group_on_host(members, real_hw).unwrap()
+
+    def ask(running: Mapping[str, Running]) -> dict[str, int]:
+        codes = {}
+        for name in ("chat", "small"):
+            body = {"prompt": "Hello", "n_predict": 4}
+            codes[name] = http(running[name].endpoint.url + "/completion", body)[0]
+        codes["asr"] = _transcribe(running["asr"].endpoint.url + "/inference", wav.read_bytes())
+        return codes
+
+    with engine.run_group(group, ready_timeout=120) as running:
+        codes = ask(running)
+        pids = [running[i].pid for i in running]
+    assert codes == {"chat": 200, "small": 200, "asr": 200}
+    assert not any(alive(p) for p in pids)
+    assert all(running[i].exit_reason is not None for i in running)
+    _no_children()
+
+
+def _transcribe(url: str, audio: bytes) -> int:
+    import urllib.request
+
+    boundary = "exedra-group-test"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+            "Content-Type: audio/wav\r\n\r\n"
+        ).encode()
+        + audio
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    req = urllib.request.Request(
+        url, data=body, headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return int(r.status)
