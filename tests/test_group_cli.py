@@ -120,6 +120,8 @@ def test_router_and_llama_swap_need_a_group(run: Run, tiny_llama: Path) -> None:
     assert r.code == 2 and "--emit router serves several models: give --group FILE" in r.err
     r = run("launch", "--model", str(tiny_llama), "--kind", "llama", "--router")
     assert r.code == 2 and "--router runs a group's llama members" in r.err
+    r = run("launch", "--group", "g.yaml", "--drain", "5")
+    assert r.code == 2 and "--drain does not go with --group" in r.err
 
 
 @pytest.mark.executor

@@ -125,6 +125,11 @@ def _launch_group(a: argparse.Namespace) -> int:
     from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
     refuse_per_member(a)
+    if a.drain and not a.router:
+        raise EngineError(
+            "--drain does not go with --group yet: the members are stopped together, each "
+            "within --stop-timeout"
+        )
     with Signals().installed() as sigs:
         try:
             return launch_group(a, sigs)
