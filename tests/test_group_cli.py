@@ -206,3 +206,27 @@ def test_a_keyed_router_is_ready_and_answers_only_to_its_key(
     _, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
     assert "k-router-cli" not in err
+
+
+@pytest.mark.executor
+def test_plan_group_emits_kubernetes_that_binds_every_address_and_validates(
+    tmp_path: Path, tiny_llama: Path, llama_server: str, run: Run
+) -> None:
+    from tests.test_emit_deploy import kubernetes_validate
+
+    group = _group_file(
+        tmp_path,
+        f"{{id: a, model: {tiny_llama}, ctx: 256}}",
+        f"{{id: b, model: {tiny_llama}, ctx: 256}}",
+    )
+    out = tmp_path / "k8s"
+    out.mkdir()
+    r = run(
+        "plan", "--group", str(group), "--no-config", "--no-port-check", "--emit", "k8s",
+        "--out", str(out), "--name", "pair", env={"PATH": _env(llama_server)["PATH"]},
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    files = sorted(out.iterdir())
+    assert [f.name for f in files] == ["pair-a.yaml", "pair-b.yaml"]
+    assert all("0.0.0.0" in f.read_text() for f in files)
+    assert kubernetes_validate(files) == ""

@@ -94,10 +94,11 @@ def test_kubernetes_gets_a_deployment_and_service_per_member_with_the_shares() -
         docs = [d for d in yaml.safe_load_all(files[name]) if d]
         assert [d["kind"] for d in docs] == ["Deployment", "Service"]
         (c,) = docs[0]["spec"]["template"]["spec"]["containers"]
-        assert c["resources"]["requests"] == {"memory": "3072Mi", "cpu": "2"}
+        # The request is the planned peak (2 GiB), the limit the share (3 GiB).
+        assert c["resources"]["requests"] == {"memory": "2048Mi", "cpu": "2"}
         assert c["resources"]["limits"]["cpu"] == "2"
-        # Never below the single plan's limit (peak + margin).
-        assert int(c["resources"]["limits"]["memory"][:-2]) >= 3072
+        # Never below the single plan's limit (peak + margin, here 2458 MiB).
+        assert c["resources"]["limits"]["memory"] == "3072Mi"
 
 
 def test_a_share_below_the_planned_peak_is_refused_naming_the_member() -> None:

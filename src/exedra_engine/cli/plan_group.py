@@ -59,6 +59,9 @@ def refuse_per_member(a: argparse.Namespace) -> None:
 def plan_group(a: argparse.Namespace) -> int:
     """The ``plan --group`` command."""
     refuse_per_member(a)
+    if a.emit in ("k8s", "quadlet") and not a.host:
+        # As plan --emit does: a container's executor binds every address unless told.
+        a.host = "0.0.0.0"
     req = request(a)
     if a.emit:
         from exedra_engine.cli.emit_group import run_group_emit

@@ -14,9 +14,10 @@ the members together. Pure and host-blind, like `emit`.
   ``Memory=`` from its share and ``PodmanArgs=--cpuset-cpus=`` from its CPU set.
 - **Kubernetes**: a Deployment and a Service per member, not one Pod: a Pod is scheduled,
   restarted and resized as one, so one member's crash loop or upgrade would restart the
-  others, and one Pod must fit one node whole. Requests are the shares (memory, and the
-  threads as CPUs); the memory limit is the share, or the single plan's limit when that is
-  higher (never below the planned peak plus margin), and the CPU limit is the threads.
+  others, and one Pod must fit one node whole. The memory request is the member's planned
+  peak (the single emitter's; the share when the plan has no memory plan), the memory limit
+  its share, or the single plan's limit when that is higher (never below the planned peak
+  plus margin); the CPU request and limit are its threads.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import Hardware, LaunchPlan
-from exedra_engine.errors import EmitRefused
+from exedra_engine.errors import EmitError, EmitRefused
 
 MIB = 1024 * 1024
 DEFAULT_NAME = "exedra-group"
@@ -64,7 +65,12 @@ def emit_group_files(
     services: list[str] = []
     for share, plan in zip(group.shares, group.plans, strict=True):
         own = _member_options(options, member_name(name, share.id))
-        e = emit_files(plan, target, own, hardware, executors=executors)
+        try:
+            e = emit_files(plan, target, own, hardware, executors=executors)
+        except EmitRefused as refused:
+            raise EmitRefused(tuple(f"member {share.id}: {p}" for p in refused.problems)) from None
+        except EmitError as err:
+            raise EmitError(f"member {share.id}: {err}") from None
         for fname, text in e.files.items():
             files[fname] = _given_share(target, text, plan, share, name, origins=origins)
         origins += [_member_origin(share.id, o) for o in e.origins]
@@ -200,8 +206,10 @@ def _k8s_share(text: str, plan: LaunchPlan, share: MemberShare, origins: list[Or
             res = c.setdefault("resources", {})
             req, lim = res.setdefault("requests", {}), res.setdefault("limits", {})
             if share.memory:
+                # The scheduler reserves what the member's plan needs (its peak, the single
+                # emitter's request); the share is how far it may grow (the limit).
                 mib = math.ceil(share.memory / MIB)
-                req["memory"] = f"{mib}Mi"
+                req.setdefault("memory", f"{mib}Mi")
                 lim["memory"] = f"{max(mib, _mi(lim.get('memory')))}Mi"
             if share.threads:
                 req["cpu"] = lim["cpu"] = str(share.threads)
