@@ -96,6 +96,13 @@ def executor_table(profile: ExecutorProfile, path: str) -> tuple[FlagTable, Tabl
     return table_from_help_rows(profile, facts.rows), origin
 
 
+def executor_rows(profile: ExecutorProfile, path: str) -> tuple[Row, ...]:
+    """The flags the binary at `path` lists in its help, parsed (() when it lists none or
+    cannot be run): what ``probe --json --flags`` records for a plan made elsewhere."""
+    facts = _facts(profile, path, want_rows=True)
+    return (facts.rows or ()) if facts else ()
+
+
 def suggest_flag(profile: ExecutorProfile, path: str, flag: str) -> str:
     """The installed binary's flag closest to `flag`, which it refused ("" when `flag` is one
     of its own, a known flag with a bad value, or nothing is close)."""
