@@ -9,6 +9,7 @@ lists what is wrong with them; exit 1 when anything is.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -190,7 +191,8 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         "--uid",
         type=_checked("non_root_uid", "uid", int, UID),
         default=65532,
-        help="Kubernetes: the pod's user id (never 0: the pod is restricted)",
+        help="Kubernetes and Quadlet: the user (and group) id the executor runs as in its "
+        "container (never 0)",
     )
     g.add_argument(
         "--gpu-group",
@@ -284,6 +286,29 @@ def options_from(a: argparse.Namespace) -> EmitOptions:
     )
 
 
+def real_paths(plan: LaunchPlan, models_dir: str = "") -> tuple[tuple[str, str], ...]:
+    """Where each absolute path of the plan (and each directory above it) resolves on this
+    machine, for those that are links: the emitter judges a directory by what it is, and
+    is pure. Paths absent here resolve as far as they exist (a plan for another host)."""
+    from exedra_engine._core.plan.load_files import normal_path
+
+    words = [*plan.args, *(e.partition("=")[2] for e in plan.env), *(f.path for f in plan.files)]
+    if plan.model is not None:
+        words.append(plan.model.path)
+    if models_dir:
+        words.append(models_dir)
+    paths = {w.partition("=")[2] if w.startswith("-") else w for w in words}
+    out: dict[str, str] = {}
+    for p in sorted(x for x in paths if x.startswith("/") and "\0" not in x)[:256]:
+        at = normal_path(p)
+        while at not in out and at != "/":
+            real = os.path.realpath(at)
+            if real != at:
+                out[at] = real
+            at = at.rsplit("/", 1)[0] or "/"
+    return tuple(sorted(out.items()))
+
+
 def installed_waiter() -> str:
     """The real path of the exedra-engine command the unit's readiness hook runs: the one on
     PATH (this installation's), else the conventional /usr/bin/exedra-engine."""
@@ -329,10 +354,10 @@ def run_emit(
             f"which the {target.value} output would have to carry in the clear; remove it from "
             "the plan"
         )
+    opts = options_from(a)
+    opts = msgspec.structs.replace(opts, real_paths=real_paths(plan, opts.models_dir))
     try:
-        emitted = emit_files(
-            plan, target, options_from(a), hardware, sources, executors=a.executors
-        )
+        emitted = emit_files(plan, target, opts, hardware, sources, executors=a.executors)
     except EmitRefused as refused:
         # One line per problem, and no file: what --check rejects is never written.
         for problem in refused.problems:
@@ -367,12 +392,29 @@ def _write(out: str, emitted: Emitted) -> int:
     for name, text in emitted.files.items():
         path = os.path.join(out, name)
         try:
-            with open(path, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
+            write_inside(out, name, text.encode("utf-8"))
         except OSError as e:  # a disk full or a race with another writer
             return fail(PlanError(f"--out: cannot write {path}: {e.strerror or e}"), 1)
         print(f"wrote {shown(path)}")
     return 0
+
+
+def write_inside(directory: str, name: str, data: bytes) -> None:
+    """Write `name` in `directory` and nowhere else: into a new file (``O_EXCL``, never a
+    link followed), renamed over the old one, which is replaced, not written through (a
+    symbolic or hard link to a file outside is not touched). Mode 0644: units, no secrets."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)
+            f.write(data)
+        os.replace(tmp, os.path.join(directory, name))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def print_origins(emitted: Emitted, out: TextIO) -> None:
