@@ -173,9 +173,10 @@ def _entry_name(real: str, size: int, mtime_ns: int) -> str:
 
 
 def _read(entry: str, real: str, size: int, mtime_ns: int) -> ExecutorFacts | None:
+    from exedra_engine._shell.files import read_regular
+
     try:
-        with open(entry, "rb") as f:
-            facts = msgspec.json.decode(f.read(_MAX_OUTPUT), type=ExecutorFacts)
+        facts = msgspec.json.decode(read_regular(entry, _MAX_OUTPUT), type=ExecutorFacts)
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
     same = (facts.parser, facts.path, facts.size, facts.mtime_ns)

@@ -94,11 +94,16 @@ def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -
         from exedra_engine._shell import notice
 
         notice.hook = _note
-        result: int | Report = args.func(args)
-        code = result if isinstance(result, int) else show(result, args.json)
-        sys.stdout.flush()
-    except KeyboardInterrupt:
-        return 130
+        from exedra_engine.cli.signals import ending
+
+        with ending():
+            result: int | Report = args.func(args)
+            code = result if isinstance(result, int) else show(result, args.json)
+            sys.stdout.flush()
+    except KeyboardInterrupt as e:
+        from exedra_engine.cli.signals import exit_line
+
+        return exit_line(e)
     except BrokenPipeError:
         # The reader closed the pipe (`| head -1`, `| true`): it has what it wanted, which is
         # not a failure (a `set -o pipefail` step must not fail on it).

@@ -427,6 +427,7 @@ def print_origins(emitted: Emitted, out: TextIO) -> None:
 
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
     from exedra_engine._core.emit.checks import check_files
+    from exedra_engine._shell.files import read_regular
 
     files = emitted.files
     drift: list[str] = []
@@ -435,9 +436,10 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
         for name, text in emitted.files.items():
             path = os.path.join(a.out, name)
             try:
-                with open(path, encoding="utf-8") as f:
-                    files[name] = f.read()
-            except (OSError, UnicodeDecodeError) as e:
+                files[name] = read_regular(path, 1 << 22).decode("utf-8")
+            except OSError as e:
+                raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+            except UnicodeDecodeError as e:
                 raise PlanError(f"{path}: cannot read: {e}") from None
             if files[name] != text:
                 drift.append(name)
@@ -478,11 +480,15 @@ def _schema(files: dict[str, str]) -> list[str]:
 def load_plan(path: str) -> LaunchPlan:
     """A saved plan (``plan --json``), decoded strictly; the `PlanError` names the file and
     field."""
+    from exedra_engine._shell.files import read_regular
+
+    limit = 1 << 22
     try:
-        with open(path, "rb") as f:
-            data = f.read(1 << 22)
+        data = read_regular(path, limit)  # a FIFO named like the plan would hang the command
     except OSError as e:
         raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise PlanError(f"{path}: larger than {limit} bytes: not a saved plan")
     try:
         return msgspec.json.decode(data, type=LaunchPlan)
     except msgspec.ValidationError as e:

@@ -158,6 +158,12 @@ def log_file(text: str) -> str:
     directory that exists (checked here, not found out once the executor has started)."""
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{_it(text)} is a directory, not a file to append to")
+    if os.path.exists(text) and not os.path.isfile(text):
+        # A FIFO would block the open (or the executor's logs), a device swallow them.
+        raise argparse.ArgumentTypeError(
+            f"{_it(text)} is not a regular file (a FIFO, a socket or a device); "
+            "--quiet drops the logs"
+        )
     parent = os.path.dirname(os.path.abspath(text))
     if not os.path.isdir(parent):
         raise argparse.ArgumentTypeError(f"the directory of {_it(text)} does not exist")

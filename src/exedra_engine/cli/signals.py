@@ -50,6 +50,39 @@ class Signals:
                 signal.signal(s, h)
 
 
+@contextlib.contextmanager
+def ending() -> Iterator[None]:
+    """For every command: SIGTERM raises `Interrupted` as SIGINT raises KeyboardInterrupt,
+    so either ends the command with one line and 128+N (`exit_line`) wherever it waits, an
+    open(2) of a FIFO included. A handler the embedding program set is left alone (the
+    default is replaced only), as is SIGINT ignored by a shell for a background job."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+    old = signal.getsignal(signal.SIGTERM)
+    if old == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        yield
+    finally:
+        if old == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+def exit_line(e: KeyboardInterrupt) -> int:
+    """The one line and the exit status of a command ended by a signal."""
+    signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+    name = signal.Signals(signum).name
+    print(f"exedra-engine: interrupted by {name}", file=sys.stderr)
+    return 128 + signum
+
+
 def interrupted_exit(signum: int, phase: str, what: str) -> int:
     """One line for a command stopped before it served, and the shell's exit for a signal."""
     name = signal.Signals(signum).name
