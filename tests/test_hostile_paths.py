@@ -127,7 +127,7 @@ def test_sigint_and_sigterm_end_a_command_blocked_in_an_open(fifo: Path, sig: in
         assert p.stdout is not None and p.stdout.readline() == "blocked\n"
         time.sleep(0.2)
         p.send_signal(sig)
-        out, err = p.communicate(timeout=10)
+        _, err = p.communicate(timeout=10)
     finally:
         if p.poll() is None:
             p.kill()
