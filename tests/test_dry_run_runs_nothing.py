@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from exedra_engine import CPU, ExecutorInfo, Hardware, Kind
-from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine.errors import HardwareFileError
 from tests.conftest import Run

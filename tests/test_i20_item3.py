@@ -22,7 +22,7 @@ from exedra_engine import (
     plan_launch,
 )
 from exedra_engine._core.emit.ready import layer_of
-from exedra_engine._core.executors.profile import executor_profile
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan import planner
 from exedra_engine._core.plan.layers import Layer, Said, merge
 from exedra_engine._core.redact import REDACTED, redact_provenance

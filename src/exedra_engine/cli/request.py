@@ -9,11 +9,12 @@ import os
 
 import msgspec
 
-from exedra_engine._core.config.check import TableOrigin, bundled_origin
+from exedra_engine._core.config.findings import TableOrigin, bundled_origin
 from exedra_engine._core.config.parse import merge_all
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.helptext import table_from_help_rows
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.plan.planner import Explained
 from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
 from exedra_engine._shell.check import located_configs

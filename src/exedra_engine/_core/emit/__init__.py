@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.emit.shape import Shape, shape
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.struct import Value, frozen_fields

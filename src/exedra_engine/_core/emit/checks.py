@@ -25,7 +25,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from exedra_engine._core.emit.ready import ready_problem
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.redact import REDACTED
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import LaunchPlan

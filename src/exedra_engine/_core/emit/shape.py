@@ -28,7 +28,8 @@ from exedra_engine._core.emit.mounts import Mount, loaded_files, mounts_for
 from exedra_engine._core.emit.options import EmitOptions, Origin, check_options, chosen
 from exedra_engine._core.emit.ready import check_plan, endpoint_origins
 from exedra_engine._core.emit.resources import Gpu, gpu_of, needs_of, threads_of
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.launch.budget import START_BASE, START_RATE, START_UNKNOWN, load_budget
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.struct import Value

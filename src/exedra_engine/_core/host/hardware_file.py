@@ -12,8 +12,9 @@ import re
 
 import msgspec
 
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Row
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.values import Hardware
 from exedra_engine.errors import HardwareFileError
 
