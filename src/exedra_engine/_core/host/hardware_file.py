@@ -15,6 +15,7 @@ import msgspec
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Row
 from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.memory.fit_params import measurement_problems
 from exedra_engine._core.values import Hardware
 from exedra_engine.errors import HardwareFileError
 
@@ -65,30 +66,19 @@ def _check(hw: Hardware, where: str, executors: Executors) -> None:
             problems.append((f"$.executors[{i}].kind", f"{e.kind} is listed twice"))
         seen.add(e.kind)
         problems.extend(_flag_problems(e.flags, f"$.executors[{i}].flags"))
-    problems.extend(_measurement_problems(hw))
+    problems.extend(_measurement_problems(hw, executors))
     if problems:
         path, what = problems[0]
         raise HardwareFileError(f"{where}: {path}: {what}")
 
 
-def _measurement_problems(hw: Hardware) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
-    for i, m in enumerate(hw.measurements):
-        at = f"$.measurements[{i}]"
-        if not m.model:
-            problems.append((f"{at}.model", "is empty"))
-        if m.ctx < 0:
-            problems.append((f"{at}.ctx", f"{m.ctx} is not a context size"))
-        rows = (
-            (f"{at}.host", m.host),
-            *((f"{at}.devices[{j}]", d) for j, d in enumerate(m.devices)),
-        )
-        for row_at, row in rows:
-            for part in ("model", "context", "compute", "free"):
-                n = getattr(row, part)
-                if n < 0:
-                    problems.append((f"{row_at}.{part}", f"{n} is not a size in bytes"))
-    return problems
+def _measurement_problems(hw: Hardware, executors: Executors) -> list[tuple[str, str]]:
+    measuring = [p for p in executors if p.measure_binary]
+    return [
+        (f"$.measurements[{i}]{field}", what)
+        for i, m in enumerate(hw.measurements)
+        for field, what in measurement_problems(m, measuring)
+    ]
 
 
 MAX_FLAG_ROWS = 2048
