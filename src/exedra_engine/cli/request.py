@@ -13,7 +13,6 @@ from exedra_engine._core.config.findings import TableOrigin, bundled_origin
 from exedra_engine._core.config.parse import merge_all
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.helptext import table_from_help_rows
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.plan.planner import Explained
 from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
@@ -254,6 +253,8 @@ def recorded_table(
     never runs it (a file from elsewhere would choose what runs here)."""
     where = os.fsdecode(hardware_file)
     if exe.flags:
+        from exedra_engine._core.executors.helptext import table_from_help_rows
+
         origin = TableOrigin(
             kind=profile.kind,
             binary=profile.binary,

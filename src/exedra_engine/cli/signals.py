@@ -56,18 +56,17 @@ def ending() -> Iterator[None]:
     so either ends the command with one line and 128+N (`exit_line`) wherever it waits, an
     open(2) of a FIFO included. A handler the embedding program set is left alone (the
     default is replaced only), as is SIGINT ignored by a shell for a background job."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers belong to the main thread
-        return
     old = signal.getsignal(signal.SIGTERM)
-    if old == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _raise_interrupted)
+    replaced = old == signal.SIG_DFL
+    if replaced:
+        try:
+            signal.signal(signal.SIGTERM, _raise_interrupted)
+        except ValueError:  # not the main thread: signal handlers belong to it
+            replaced = False
     try:
         yield
     finally:
-        if old == signal.SIG_DFL:
+        if replaced:
             signal.signal(signal.SIGTERM, old)
 
 
