@@ -79,6 +79,13 @@ def build_parser(executors: Executors = BUILTIN) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -> int:
     """Entry point of the ``exedra-engine`` script. `executors` are the executors its
     commands know (``--kind``, probing, planning, launching, emitting, checking)."""
+    from exedra_engine.cli.signals import ending
+
+    with ending():  # SIGTERM ends any command as SIGINT does, from its first line
+        return _main(argv, executors)
+
+
+def _main(argv: Sequence[str] | None, executors: Executors) -> int:
     try:
         try:
             with _untranslated():
@@ -95,12 +102,9 @@ def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -
         from exedra_engine._shell import notice
 
         notice.hook = _note
-        from exedra_engine.cli.signals import ending
-
-        with ending():
-            result: int | Report = args.func(args)
-            code = result if isinstance(result, int) else show(result, args.json)
-            sys.stdout.flush()
+        result: int | Report = args.func(args)
+        code = result if isinstance(result, int) else show(result, args.json)
+        sys.stdout.flush()
     except KeyboardInterrupt as e:
         from exedra_engine.cli.signals import exit_line
 
