@@ -135,3 +135,8 @@ def test_sigint_and_sigterm_end_a_command_blocked_in_an_open(fifo: Path, sig: in
     assert p.returncode == 128 + sig, err
     name = signal.Signals(sig).name
     assert _one_error_line(err) == f"exedra-engine: interrupted by {name}"
+
+
+def test_probe_measure_of_a_model_that_is_a_fifo_says_what_it_is(run: Run, fifo: Path) -> None:
+    r = run("probe", "--measure", str(fifo))
+    assert r.code == 2 and "not a regular file" in _one_error_line(r.err)
