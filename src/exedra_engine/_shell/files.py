@@ -1,5 +1,6 @@
 """Opening a path a caller named, for the command line's own files (a saved plan, a hardware
-file, emitted units read back, ``--log-file``): never blocking, regular files only.
+file, emitted units read back, ``--log-file``): never blocking, regular files only; writing
+only inside a directory (``emit --out``); where paths resolve (what emit judges).
 
 ``open(2)`` of a FIFO blocks until the other end opens, and Python retries it after every
 signal whose handler returns: a FIFO named like a plan would hang the command for good. Every
@@ -10,9 +11,11 @@ model and config paths are (`exedra_engine._shell.host.LocalHost.open_file`).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from typing import BinaryIO
 
 from exedra_engine._shell.ports import NotRegularFile
@@ -61,3 +64,38 @@ def open_append(
     _regular(fd, os.fsdecode(path))
     os.set_blocking(fd, True)
     return os.fdopen(fd, "ab")
+
+
+def write_inside(directory: str, name: str, data: bytes) -> None:
+    """Write `name` in `directory` and nowhere else: into a new file (``O_EXCL``, never a
+    link followed), renamed over the old one, which is replaced, not written through (a
+    symbolic or hard link to a file outside is not touched). Mode 0644: units, no secrets."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)
+            f.write(data)
+        os.replace(tmp, os.path.join(directory, name))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def real_paths(paths: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """(path, where it resolves on this machine) for each absolute path of `paths` and each
+    directory above it that is or passes through a link; the first 256 paths. A path absent
+    here resolves as far as it exists (a plan for another host)."""
+    from exedra_engine._core.plan.load_files import normal_path
+
+    out: dict[str, str] = {}
+    for p in sorted({x for x in paths if x.startswith("/") and "\0" not in x})[:256]:
+        at = normal_path(p)
+        while at not in out and at != "/":
+            real = os.path.realpath(at)
+            if real != at:
+                out[at] = real
+            at = at.rsplit("/", 1)[0] or "/"
+    return tuple(sorted(out.items()))

@@ -9,7 +9,6 @@ lists what is wrong with them; exit 1 when anything is.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -287,26 +286,17 @@ def options_from(a: argparse.Namespace) -> EmitOptions:
 
 
 def real_paths(plan: LaunchPlan, models_dir: str = "") -> tuple[tuple[str, str], ...]:
-    """Where each absolute path of the plan (and each directory above it) resolves on this
-    machine, for those that are links: the emitter judges a directory by what it is, and
-    is pure. Paths absent here resolve as far as they exist (a plan for another host)."""
-    from exedra_engine._core.plan.load_files import normal_path
+    """Where each absolute path of the plan (and `models_dir`) resolves here, for those that
+    are links (`exedra_engine._shell.files.real_paths`): the emitter judges a directory by
+    what it is, and is pure."""
+    from exedra_engine._shell.files import real_paths as resolved
 
     words = [*plan.args, *(e.partition("=")[2] for e in plan.env), *(f.path for f in plan.files)]
     if plan.model is not None:
         words.append(plan.model.path)
     if models_dir:
         words.append(models_dir)
-    paths = {w.partition("=")[2] if w.startswith("-") else w for w in words}
-    out: dict[str, str] = {}
-    for p in sorted(x for x in paths if x.startswith("/") and "\0" not in x)[:256]:
-        at = normal_path(p)
-        while at not in out and at != "/":
-            real = os.path.realpath(at)
-            if real != at:
-                out[at] = real
-            at = at.rsplit("/", 1)[0] or "/"
-    return tuple(sorted(out.items()))
+    return resolved(w.partition("=")[2] if w.startswith("-") else w for w in words)
 
 
 def installed_waiter() -> str:
@@ -387,34 +377,18 @@ def run_emit(
 
 def _write(out: str, emitted: Emitted) -> int:
     """Write the files into the directory `out`: 0, or the exit status of a refusal."""
+    from exedra_engine._shell.files import write_inside
+
     if (refused := options.out_dir(out, list(emitted.files))) is not None:
         return fail(refused)
     for name, text in emitted.files.items():
         path = os.path.join(out, name)
         try:
-            write_inside(out, name, text.encode("utf-8"))
+            write_inside(out, name, text.encode("utf-8"))  # never through a link
         except OSError as e:  # a disk full or a race with another writer
             return fail(PlanError(f"--out: cannot write {path}: {e.strerror or e}"), 1)
         print(f"wrote {shown(path)}")
     return 0
-
-
-def write_inside(directory: str, name: str, data: bytes) -> None:
-    """Write `name` in `directory` and nowhere else: into a new file (``O_EXCL``, never a
-    link followed), renamed over the old one, which is replaced, not written through (a
-    symbolic or hard link to a file outside is not touched). Mode 0644: units, no secrets."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o644)
-            f.write(data)
-        os.replace(tmp, os.path.join(directory, name))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def print_origins(emitted: Emitted, out: TextIO) -> None:
