@@ -297,3 +297,47 @@ def test_a_hardware_files_measurement_is_bounded_or_refused_naming_it(
     names = [d.name for d in got.devices]
     assert len(set(names)) == len(names)
     assert all(0 <= d.model <= MAX_BYTES and d.name.isascii() for d in got.devices)
+
+
+_PARTS = st.sampled_from(
+    "var run home alice .ssh etc ssl private usr local lib srv models tmp data root docker "
+    "secrets opt mnt".split()
+)
+_PATH = st.builds(lambda ps: "/" + "/".join([*ps, "m.gguf"]), st.lists(_PARTS, max_size=5))
+
+
+@given(
+    st.lists(_PATH, min_size=1, max_size=3, unique=True),
+    st.lists(st.tuples(st.sampled_from(["/data", "/srv/models", "/opt/x"]), _PATH), max_size=2),
+)
+def test_emit_mounts_no_system_runtime_secret_or_home_tree(
+    paths: list[str], links: list[tuple[str, str]]
+) -> None:
+    from exedra_engine._core.emit.mounts import mounts_for, never_whole, no_model_tree
+    from exedra_engine._core.emit.options import EmitOptions
+    from exedra_engine._core.values import ModelFile
+    from exedra_engine.errors import EmitError
+
+    # Links: a directory spelled one way that resolves into another tree (only the link is
+    # named: what lies below it resolves through it).
+    real = {d: target.rsplit("/", 1)[0] or "/" for d, target in links}
+    files = [ModelFile(path=p) for p in paths]
+
+    def resolved(p: str) -> str:
+        for d, to in real.items():
+            if p == d or p.startswith(d + "/"):
+                return to + p[len(d) :]
+        return p
+
+    options = EmitOptions(real_paths=tuple(real.items()))
+    try:
+        mounts, _ = mounts_for(files, options)
+    except EmitError:
+        return
+    for m in mounts:
+        for spelled in {m.host, resolved(m.host)}:
+            assert not no_model_tree(spelled), m
+            if not m.is_file:
+                assert not never_whole(spelled), m
+    for p in paths:  # every file is seen by the container
+        assert any(p == m.host or p.startswith(m.host + "/") for m in mounts)

@@ -185,3 +185,13 @@ def test_out_refuses_a_fifo_where_a_file_goes(run: Run, tmp_path: Path) -> None:
     os.mkfifo(out / "m.container")
     r = _emit_out(run, tmp_path, out)
     assert r.code == 2 and "not a regular file" in r.err
+
+
+def test_a_path_below_a_link_resolves_through_it() -> None:
+    # Only the link is named: /data/m -> /, so /data/m/sub is /sub and /data/m is the root.
+    real = (("/data/m", "/"),)
+    assert _volumes(_plan("/data/m/x.gguf"), real_paths=real) == [
+        "/data/m/x.gguf:/models/0/x.gguf:ro"
+    ]
+    r = emit(_plan("/data/m/etc/x.gguf"), Target.K8S, EmitOptions(real_paths=real))
+    assert isinstance(r.failure(), EmitError) and "resolves to /etc/x.gguf" in str(r.failure())

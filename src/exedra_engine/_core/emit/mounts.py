@@ -146,17 +146,27 @@ def mounts_for(
     return _mounts_apart(paths, common, real)
 
 
+def _real(path: str, real: dict[str, str]) -> str:
+    """Where `path` resolves: by its deepest directory (or itself) that `real` names."""
+    at = path
+    while at not in real:
+        if at in ("/", ""):
+            return path
+        at = at.rsplit("/", 1)[0] or "/"
+    return normal_path(real[at] + "/" + path[len(at) :])
+
+
 def _resolved(path: str, real: dict[str, str]) -> str:
-    to = real.get(path, path)
+    to = _real(path, real)
     return f" (which resolves to {to})" if to != path else ""
 
 
 def _never_whole(d: str, real: dict[str, str]) -> bool:
-    return never_whole(d) or never_whole(real.get(d, d))
+    return never_whole(d) or never_whole(_real(d, real))
 
 
 def _refuse_no_model_tree(path: str, real: dict[str, str]) -> None:
-    for p in dict.fromkeys((path, real.get(path, path))):
+    for p in dict.fromkeys((path, _real(path, real))):
         if tree := no_model_tree(p):
             raise EmitError(
                 f"model file {path}{_resolved(path, real)} is in {tree}, a system, runtime or "
