@@ -43,6 +43,7 @@ from exedra_engine._shell import child, drive
 from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.instance import InstanceState
+from exedra_engine._shell.launch import tree as ptree
 from exedra_engine._shell.ports import ProcessSockets
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EngineError, NotReady
@@ -53,9 +54,6 @@ Logs = IO[str] | IO[bytes] | asyncio.StreamWriter | None
 """Where an executor's lines go: a text or binary file, an asyncio stream, or nowhere."""
 
 _LOG_QUEUE: Final = 4096
-_PIPE_DRAIN: Final = 1.0
-"""How long the output pipe may stay open once the group is gone (a process that left the
-group can hold it for ever)."""
 
 T = TypeVar("T")
 _OWNED: set[asyncio.Task[None]] = set()
@@ -168,8 +166,14 @@ LOOP: Final = _AioLoop()
 class _Child:
     """A started executor: its exit, seen on a pidfd (polled on kernels without one)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        tree: ptree.ProcessTree,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         self.popen = popen
+        self.tree = tree
         self.pid = popen.pid
         self._loop = loop
         self.exited: asyncio.Future[int] = loop.create_future()
@@ -314,7 +318,13 @@ class Instance(InstanceState):
         executors: Executors = BUILTIN,
     ) -> None:
         super().__init__(
-            plan, resolved, process.pid, pump, stop_timeout=stop_timeout, executors=executors
+            plan,
+            resolved,
+            process.pid,
+            pump,
+            process.tree,
+            stop_timeout=stop_timeout,
+            executors=executors,
         )
         self._process = process
         self._pump = pump
@@ -371,14 +381,15 @@ class Instance(InstanceState):
 
     async def _release(self, writer: asyncio.Future[None]) -> None:
         await self._process.exited
-        gone = asyncio.ensure_future(drive.group_gone(self.pid, asyncio.sleep))
+        gone = asyncio.ensure_future(drive.tree_gone(self.tree, asyncio.sleep))
 
-        async def group_within(seconds: float) -> bool:
+        async def tree_within(seconds: float) -> bool:
             return await _within(gone, seconds)
 
-        await self.reap_sequence(group_within)
+        await self.reap_sequence(tree_within)
         gone.cancel()
-        await _within(self._pump.eof, _PIPE_DRAIN)
+        self.tree.release()
+        await _within(self._pump.eof, ptree.PIPE_DRAIN)
         self._pump.close()
         # The writer is a task of its own, cancelled with every other one when the loop
         # shuts down: its lines are then lost, never the exit.
@@ -415,16 +426,16 @@ async def _attempt(plan: LaunchPlan, opts: _Options) -> tuple[Instance, NotReady
     r = resolve(plan.spec.kind, plan.args, plan.env, executors=ex)
     news = _News(loop)
     # The fork must not be abandoned half-way by a cancellation: the child would be nobody's.
-    spawn = asyncio.to_thread(child.spawn, child_spec(plan, os.environ, executors=ex))
+    spawn = asyncio.to_thread(ptree.start, child_spec(plan, os.environ, executors=ex))
     try:
-        (popen, out), cancelled = await _finish(spawn)
+        (popen, out, tree), cancelled = await _finish(spawn)
     except OSError as e:
         raise drive.cannot_start(plan, e) from None
     pump = _Pump(loop, out, opts.logs, log_secrets(plan, r, executors=ex), news.output)
     inst = Instance(
         plan,
         r,
-        _Child(popen, loop),
+        _Child(popen, tree, loop),
         pump,
         stop_timeout=opts.stop_timeout,
         on_exit=news.set,

@@ -26,9 +26,10 @@ from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.plan.planner import next_free_port, with_port
 from exedra_engine._core.redact import refuse_redacted
 from exedra_engine._core.values import LaunchPlan, connect_host
-from exedra_engine._shell.child import group_alive, group_peak_rss, signal_name
+from exedra_engine._shell.child import signal_name
 from exedra_engine._shell.flag_tables import suggest_flag
 from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.launch.tree import ProcessTree
 from exedra_engine._shell.plan import read_ports_in_use
 from exedra_engine._shell.ports import ProcessSockets
 from exedra_engine.errors import AddressUnavailable, LaunchError, NotReady
@@ -238,7 +239,7 @@ async def read_actual(inst: InstanceState, loop: Loop) -> Actual:
             loop, connect_host(r.host), r.port, path, key=r.api_key, timeout=ACTUAL_WAIT
         )
         ctx = field_at(props, profile.props_ctx)
-    peak = await loop.in_thread(functools.partial(group_peak_rss, inst.pid))
+    peak = await loop.in_thread(inst.tree.peak_rss)
     return actual(plan, profile, ctx, peak)
 
 
@@ -384,11 +385,11 @@ async def with_port_retries(
         raise failed
 
 
-async def group_gone(pgid: int, sleep: Callable[[float], Awaitable[object]]) -> None:
-    """Return once no process of group `pgid` is left (polled, backing off: a group has no
-    pidfd); `sleep` is the adapter's."""
-    delay = 0.0005
-    while group_alive(pgid):
+async def tree_gone(tree: ProcessTree, sleep: Callable[[float], Awaitable[object]]) -> None:
+    """Return once no process of `tree` is left (polled, backing off: a group has no pidfd,
+    and each poll walks /proc); `sleep` is the adapter's."""
+    delay = 0.001
+    while tree.alive():
         await sleep(delay)
         delay = min(delay * 2, 0.02)
 

@@ -15,7 +15,8 @@ from exedra_engine._core.launch.readiness import busy_slots, prefix_of
 from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
 from exedra_engine._shell import drive, notice
-from exedra_engine._shell.child import ExitReason, group_alive, signal_group
+from exedra_engine._shell.child import ExitReason
+from exedra_engine._shell.launch.tree import ProcessTree
 from exedra_engine.constants import STOP_TIMEOUT
 
 DRAIN_POLL: Final = 0.1
@@ -45,6 +46,7 @@ class InstanceState:
         resolved: Resolved,
         pid: int,
         lines: Lines,
+        tree: ProcessTree,
         *,
         stop_timeout: float = STOP_TIMEOUT,
         executors: Executors = BUILTIN,
@@ -55,6 +57,8 @@ class InstanceState:
         self._resolved = resolved
         self._pid = pid
         self._lines = lines
+        self.tree = tree
+        """Every process the executor started, wherever it went (`ProcessTree`)."""
         self._sent: frozenset[str] = frozenset()
         self._stop_requested = False
         self._exit: ExitReason | None = None
@@ -107,11 +111,12 @@ class InstanceState:
         return self._exit is not None
 
     def send_signal(self, name: str) -> None:
-        """Send signal `name` (``SIGTERM``) to the process group; a second SIGTERM is not
-        sent (llama-server takes it as "exit 1 now")."""
+        """Send signal `name` (``SIGTERM``) to the process group and every process of the
+        tree that left it; a second SIGTERM is not sent (llama-server takes it as "exit 1
+        now")."""
         if self._exit is None and policy.should_send(name, self._sent):
             self._sent |= {name}
-            signal_group(self._pid, name)
+            self.tree.signal(name)
 
     async def stop_sequence(
         self,
@@ -182,20 +187,20 @@ class InstanceState:
         self._stop_requested = True
         await drive.run_stop(policy.stop_steps(0), self.send_signal, gone_within)
 
-    async def reap_sequence(self, group_gone_within: Callable[[float], Awaitable[bool]]) -> None:
-        """Once the leader has exited: wait until no process of its group is left (a forked
-        helper can outlive it by a millisecond or for ever), by the same policy as the
-        leader, SIGKILL included; a process stuck in D state is given up after
-        `policy.GROUP_KILL_WAIT`. `group_gone_within(s)`: whether the group is gone within
-        ``s`` seconds."""
-        pgid = self._pid
-        if group_alive(pgid):
+    async def reap_sequence(self, tree_gone_within: Callable[[float], Awaitable[bool]]) -> None:
+        """Once the leader has exited: wait until no process of its tree is left (a forked
+        helper can outlive it by a millisecond or for ever, also one that left the group
+        and the session), by the same policy as the leader, SIGKILL included; a process
+        stuck in D state is given up after `policy.GROUP_KILL_WAIT`. `tree_gone_within(s)`:
+        whether the tree is gone within ``s`` seconds."""
+        tree = self.tree
+        if tree.alive():
             steps = policy.stop_steps(
                 self.stop_timeout, sent=self._sent, kill_wait=policy.GROUP_KILL_WAIT
             )
-            # The leader is gone, so the group is signalled directly (send_signal only signals
+            # The leader is gone, so the tree is signalled directly (send_signal only signals
             # a running instance).
-            await drive.run_stop(steps, lambda name: signal_group(pgid, name), group_gone_within)
+            await drive.run_stop(steps, tree.signal, tree_gone_within)
 
     def _ended(self, returncode: int) -> ExitReason:
         """Record the exit (the group is gone by now)."""

@@ -16,10 +16,11 @@ from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.instance import InstanceState
+from exedra_engine._shell.launch.tree import PIPE_DRAIN
 from exedra_engine._trio import spawn
 from exedra_engine._trio.logs import LogPump
 from exedra_engine._trio.ready import LOOP
-from exedra_engine._trio.stop import group_gone, run_steps
+from exedra_engine._trio.stop import run_steps, tree_gone
 from exedra_engine.constants import STOP_TIMEOUT
 
 DeliverCancel = Callable[["Instance"], Awaitable[object]]
@@ -49,7 +50,13 @@ class Instance(InstanceState):
         executors: Executors = BUILTIN,
     ) -> None:
         super().__init__(
-            plan, resolved, process.pid, pump, stop_timeout=stop_timeout, executors=executors
+            plan,
+            resolved,
+            process.pid,
+            pump,
+            process.tree,
+            stop_timeout=stop_timeout,
+            executors=executors,
         )
         self._on_exit = on_exit
         self._process = process
@@ -111,7 +118,13 @@ class Instance(InstanceState):
             raise
         finally:
             with trio.CancelScope(shield=True):
-                await self.reap_sequence(self._group_gone_within)
+                await self.reap_sequence(self._tree_gone_within)
+                self.tree.release()
+                # The tree is gone, so its output has ended, unless a process that escaped
+                # it holds the pipe: that one must not hold the launch up.
+                with trio.move_on_after(PIPE_DRAIN):
+                    await self._pump.ended.wait()
+                self._pump.stop_reading()
             code = self._process.returncode
             assert code is not None
             self._ended(code)
@@ -122,8 +135,8 @@ class Instance(InstanceState):
         await self._deliver_cancel(self)
         self.send_signal(policy.KILL)
 
-    async def _group_gone_within(self, seconds: float) -> bool:
+    async def _tree_gone_within(self, seconds: float) -> bool:
         with trio.move_on_after(seconds):
-            await group_gone(self.pid)
+            await tree_gone(self.tree)
             return True
         return False

@@ -33,6 +33,12 @@ class LogPump:
         self.ended = trio.Event()
         """Set once the output has ended (every writer closed the pipe)."""
         self._send, self._recv = trio.open_memory_channel[bytes](_LOG_QUEUE)
+        self._reading = trio.CancelScope()
+
+    def stop_reading(self) -> None:
+        """Give up on the rest of the output (the pipe is held open by a process nobody
+        owns): `pump` ends as if the output had ended."""
+        self._reading.cancel()
 
     @property
     def tail(self) -> tuple[str, ...]:
@@ -41,18 +47,22 @@ class LogPump:
 
     async def read(self, stream: trio.abc.ReceiveStream) -> None:
         """Read `stream` to its end; closes the forwarding channel when done."""
-        async with self._send:
-            while True:
+        try:
+            async with self._send:
                 try:
-                    chunk = await stream.receive_some(MAX_LINE)
-                except (trio.ClosedResourceError, trio.BrokenResourceError):
-                    chunk = b""
-                if not chunk:
-                    break
-                self.on_output()
-                self._forward(self.lines.feed(bytes(chunk)))
-            self._forward(self.lines.end())
-        self.ended.set()
+                    while True:
+                        try:
+                            chunk = await stream.receive_some(MAX_LINE)
+                        except (trio.ClosedResourceError, trio.BrokenResourceError):
+                            chunk = b""
+                        if not chunk:
+                            break
+                        self.on_output()
+                        self._forward(self.lines.feed(bytes(chunk)))
+                finally:  # also when stopped: what was read is kept, the rest is lost
+                    self._forward(self.lines.end())
+        finally:
+            self.ended.set()
 
     def _forward(self, lines: list[bytes]) -> None:
         for line in lines:
@@ -84,9 +94,10 @@ class LogPump:
                     self.logs = None  # a closed log sink must not take the executor down
 
     async def pump(self, stream: trio.abc.ReceiveStream) -> None:
-        """Read `stream` to its end, then close it."""
+        """Read `stream` to its end (or until `stop_reading`), then close it."""
         try:
-            await self.read(stream)
+            with self._reading:
+                await self.read(stream)
         finally:
             await stream.aclose()
 

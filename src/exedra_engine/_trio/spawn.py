@@ -12,15 +12,22 @@ import trio
 
 from exedra_engine._core.launch.child import ChildSpec
 from exedra_engine._shell import child
+from exedra_engine._shell.launch import tree as ptree
 
 
 class Child:
     """A started executor: its pid, its merged stdout/stderr as a trio stream, its exit."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdout: trio.lowlevel.FdStream) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        stdout: trio.lowlevel.FdStream,
+        tree: ptree.ProcessTree,
+    ) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.stdout = stdout
+        self.tree = tree
         self._pidfd = child.open_pidfd(popen.pid)
 
     @property
@@ -44,6 +51,7 @@ class Child:
 
 
 async def start(spec: ChildSpec) -> Child:
-    """Start `spec` in its own session, stdout and stderr on one pipe; raises OSError."""
-    popen, read = await trio.to_thread.run_sync(child.spawn, spec)
-    return Child(popen, trio.lowlevel.FdStream(read))
+    """Start `spec` in its own session, stdout and stderr on one pipe, as the root of a
+    process tree (`ptree.start`); raises OSError."""
+    popen, read, tree = await trio.to_thread.run_sync(ptree.start, spec)
+    return Child(popen, trio.lowlevel.FdStream(read), tree)

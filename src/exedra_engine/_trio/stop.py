@@ -10,6 +10,7 @@ import trio
 
 from exedra_engine._core.launch.stop import Step, stop_steps
 from exedra_engine._shell import drive
+from exedra_engine._shell.launch.tree import ProcessTree
 
 
 async def run_steps(
@@ -46,6 +47,6 @@ async def terminate(
         await run_steps(steps, lambda name: send(signal.Signals[name]), exited)
 
 
-async def group_gone(pgid: int) -> None:
-    """Return once no process of group `pgid` is left (polled: a group has no pidfd)."""
-    await drive.group_gone(pgid, trio.sleep)
+async def tree_gone(tree: ProcessTree) -> None:
+    """Return once no process of `tree` is left (polled: a group has no pidfd)."""
+    await drive.tree_gone(tree, trio.sleep)

@@ -1,0 +1,127 @@
+"""An executor whose helper leaves its process group and session (``setsid sleep 120 &``,
+as servers that daemonise a helper do) holds the log pipe open and is out of ``killpg``'s
+reach. On every adapter and in the CLI: the launch still ends within the ready timeout plus
+the stop deadline, and the helper is gone when it does (no zombie, no child left)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import exedra_engine as engine
+from tests.conftest import FAKE
+from tests.test_conformance import Adapter, Running, adapter, alive, fake
+
+__all__ = ["adapter", "fake"]  # fixtures, used by name
+
+STOP = 2.0
+"""The stop deadline these launches are given."""
+
+
+@pytest.fixture
+def helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], int]]:
+    """The escaped helper's pid, once the fake executor has written it; the helper is
+    killed afterwards if a failing test left it."""
+    path = tmp_path / "helper.pid"
+    monkeypatch.setenv("FAKE_CHILD_FILE", str(path))
+
+    def pid() -> int:
+        deadline = time.monotonic() + 5
+        while not path.exists() or not path.read_text():
+            assert time.monotonic() < deadline, "the executor never started its helper"
+            time.sleep(0.01)
+        return int(path.read_text())
+
+    yield pid
+    if path.exists() and path.read_text():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(path.read_text()), signal.SIGKILL)
+
+
+def test_an_escaped_helper_does_not_hold_a_failed_launch(
+    adapter: Adapter, fake: Callable[..., engine.LaunchPlan], helper: Callable[[], int]
+) -> None:
+    t = time.monotonic()
+    err = adapter.failure(fake("escape-die"), ready_timeout=5, stop_timeout=STOP)
+    took = time.monotonic() - t
+    assert isinstance(err, engine.NotReady) and "(exit 3)" in str(err), err
+    assert took < 5 + STOP, took
+    assert not alive(helper())
+
+
+def test_an_escaped_helper_does_not_outlive_the_ready_timeout(
+    adapter: Adapter, fake: Callable[..., engine.LaunchPlan], helper: Callable[[], int]
+) -> None:
+    t = time.monotonic()
+    err = adapter.failure(fake("escape-hang"), ready_timeout=1, stop_timeout=STOP)
+    took = time.monotonic() - t
+    assert isinstance(err, engine.NotReady) and "did not answer" in str(err), err
+    assert 1 <= took < 1 + STOP, took
+    assert not alive(helper())
+
+
+@pytest.mark.parametrize("mode", ["escape-ok", "escape-bare"])
+def test_a_stop_reaches_a_helper_that_left_the_group_and_session(
+    adapter: Adapter,
+    fake: Callable[..., engine.LaunchPlan],
+    helper: Callable[[], int],
+    mode: str,
+) -> None:
+    # escape-bare empties the helper's environment: it is found by the walk from the live
+    # executor, not by the marker it inherits.
+    def stop(inst: Running) -> tuple[bool, float]:
+        pid = helper()
+        assert os.getpgid(pid) != inst.pid
+        t = time.monotonic()
+        inst.stop(STOP)
+        return alive(pid), time.monotonic() - t
+
+    (left, took), ended = adapter.session(fake(mode), stop, stop_timeout=STOP)
+    assert not left and took < STOP
+    assert ended.exit_reason is not None and ended.exit_reason.clean
+
+
+@pytest.mark.parametrize(("mode", "ready_timeout"), [("escape-die", 5), ("escape-hang", 1)])
+def test_cli_launch_ends_with_an_escaped_helper(
+    tiny_llama: Path, helper: Callable[[], int], mode: str, ready_timeout: int
+) -> None:
+    t = time.monotonic()
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "exedra_engine",
+            "launch",
+            "--model",
+            str(tiny_llama),
+            "--kind",
+            "llama",
+            "--no-config",
+            "--executor",
+            str(FAKE),
+            "--ready-timeout",
+            str(ready_timeout),
+            "--stop-timeout",
+            str(STOP),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "FAKE_MODE": mode},
+    )
+    took = time.monotonic() - t
+    assert r.returncode == 1, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("exedra-engine: error:")]
+    assert len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
+    # The interpreter's own start and the plan come on top of the launch's bound.
+    assert took < ready_timeout + STOP + 5, took
+    assert not alive(helper())
