@@ -62,6 +62,26 @@ def _escape(*, bare: bool) -> None:
             f.write(str(p.pid))
 
 
+def _escape_first(mode: str) -> None:
+    """escape-die and escape-hang: the helper leaves first, then the executor dies or hangs."""
+    if mode not in ("escape-die", "escape-hang"):
+        return
+    _escape(bare=False)
+    if mode == "escape-die":
+        print("err", file=sys.stderr, flush=True)
+        sys.exit(3)
+    while True:
+        time.sleep(3600)
+
+
+def _start_helper(mode: str) -> None:
+    """fork, escape-ok, escape-bare: a grandchild that outlives nothing but its stop."""
+    if mode == "fork":
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    if mode in ("escape-ok", "escape-bare"):
+        _escape(bare=mode == "escape-bare")
+
+
 def main() -> None:
     host, port = _listen(sys.argv[1:])
     mode = os.environ.get("FAKE_MODE", "ok")
@@ -72,12 +92,8 @@ def main() -> None:
     _echo()
     if mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if mode in ("escape-die", "escape-hang"):
-        _escape(bare=False)
-    if mode == "escape-die":
-        print("err", file=sys.stderr, flush=True)
-        sys.exit(3)
-    if mode in ("hang", "escape-hang"):
+    _escape_first(mode)
+    if mode == "hang":
         while True:
             time.sleep(3600)
     time.sleep(delay)
@@ -92,10 +108,7 @@ def main() -> None:
         for _ in range(int(os.environ.get("FAKE_LINES", "100000"))):
             sys.stderr.write(line)
         sys.stderr.flush()
-    if mode == "fork":
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
-    if mode in ("escape-ok", "escape-bare"):
-        _escape(bare=mode == "escape-bare")
+    _start_helper(mode)
     ready_at = time.monotonic() + ready_after
     if ready_file:
         with open(ready_file, "w") as f:
