@@ -10,6 +10,7 @@ FAKE_MODE chooses the behaviour:
   ignore-term  like ok, but ignore SIGTERM
   flood        like ok, and write FAKE_LINES log lines as fast as possible first
   fork         like ok, with a grandchild in the same process group
+  refuse       refuse its first flag as llama-server refuses an unknown one, exit 1
   escape-die   start ``setsid sleep 120`` (a grandchild in its own session, holding the log
                pipe open), print an error and exit 3: a daemonising helper
   escape-hang  the same grandchild, then never bind, never exit
@@ -82,6 +83,13 @@ def _start_helper(mode: str) -> None:
         _escape(bare=mode == "escape-bare")
 
 
+def _refuse(mode: str) -> None:
+    if mode == "refuse":
+        flag = next((a for a in sys.argv[1:] if a.startswith("--")), "--bogus")
+        print(f"error: invalid argument: {flag}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
 def main() -> None:
     host, port = _listen(sys.argv[1:])
     mode = os.environ.get("FAKE_MODE", "ok")
@@ -93,6 +101,7 @@ def main() -> None:
     if mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _escape_first(mode)
+    _refuse(mode)
     if mode == "hang":
         while True:
             time.sleep(3600)

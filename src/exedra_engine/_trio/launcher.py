@@ -39,6 +39,7 @@ from exedra_engine._shell.child import ExitReason
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.ports import ProcessSockets
 from exedra_engine._trio import spawn
+from exedra_engine._trio.groups import ungrouped
 from exedra_engine._trio.instance import DeliverCancel, Instance, graceful
 from exedra_engine._trio.logs import LogPump, Logs
 from exedra_engine._trio.ready import LOOP, Nudge, poller
@@ -128,7 +129,8 @@ async def start_instance(
     opts = _Options(
         logs, limits, stop_timeout, ports, host, tuple(sources), executors, deliver_cancel
     )
-    inst: Instance = await nursery.start(_supervise, plan, opts)
+    async with ungrouped():
+        inst: Instance = await nursery.start(_supervise, plan, opts)
     return inst
 
 
@@ -216,7 +218,7 @@ async def open_instance(
     # The body's exception is carried out of the nursery and raised as itself: raised inside
     # it, trio would wrap it in an ExceptionGroup the caller did not ask for.
     raised: BaseException | None = None
-    async with trio.open_nursery() as nursery:
+    async with ungrouped(), trio.open_nursery() as nursery:
         try:
             inst: Instance = await nursery.start(_supervise, plan, opts)
         except EngineError as e:
