@@ -378,15 +378,15 @@ async def test_every_secret_of_the_plan_is_redacted_in_log_lines(
 
 @pytest.mark.parametrize("via", ["setpriv", "pre-exec hook"])
 def test_killed_parent_leaves_no_executor(fake_hw: Hardware, tmp_path: Path, via: str) -> None:
-    from exedra_engine._shell.child import setpriv
+    from exedra_engine._shell.launch.child import setpriv
 
     assert setpriv() is not None, "setpriv (util-linux) is part of this machine's base system"
     script = tmp_path / "parent.py"
     plan_json = msgspec.json.encode(fake_plan(fake_hw)).decode()
-    without = "exedra_engine._shell.child.setpriv = lambda: None" if via != "setpriv" else ""
+    without = "exedra_engine._shell.launch.child.setpriv = lambda: None" if via != "setpriv" else ""
     script.write_text(f"""
 import sys, trio, msgspec
-import exedra_engine._shell.child
+import exedra_engine._shell.launch.child
 from exedra_engine import launch, LaunchPlan
 {without}
 async def main():

@@ -13,7 +13,7 @@ and the caller's thread only waits. Why this shape:
 - A second Ctrl-C while the stop is under way sends SIGKILL at once, instead of abandoning
   the executor; the `KeyboardInterrupt` is raised once the group is gone.
 - The thread, its loop and the loop's descriptors end with the block. The fork itself
-  happens on the one spawner thread of `_shell.child`, so the parent-death signal does not
+  happens on the one spawner thread of `_shell.launch.child`, so the parent-death signal does not
   depend on this short-lived thread: that daemon thread, started by the first launch of any
   adapter, stays for the life of the process (one thread, idle between launches), as trio's
   own worker threads do.
@@ -25,16 +25,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from exedra_engine._aio import launcher as aio
-from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.launch.actual import Actual
-from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import Endpoint, LaunchPlan
-from exedra_engine._shell.child import ExitReason
+from exedra_engine._shell.launch.child import ExitReason
+from exedra_engine._shell.launch.options import Options
 from exedra_engine.constants import STOP_TIMEOUT
 
 __all__ = ["Instance", "Running", "run"]
@@ -112,24 +111,10 @@ class Instance:
 class Running:
     """The context manager `run` returns: ready on entry, stopped on exit."""
 
-    def __init__(
-        self,
-        plan: LaunchPlan,
-        logs: aio.Logs = None,
-        *,
-        ready_timeout: float | None = None,
-        stall_timeout: float | None = None,
-        stop_timeout: float = STOP_TIMEOUT,
-        sources: Sequence[Source] = (),
-        executors: Executors = BUILTIN,
-    ) -> None:
+    def __init__(self, plan: LaunchPlan, logs: aio.Logs = None, **options: Unpack[Options]) -> None:
         self._plan = plan
-        self._executors = executors
         self._logs = logs
-        self._ready_timeout = ready_timeout
-        self._stall_timeout = stall_timeout
-        self._stop_timeout = stop_timeout
-        self._sources = tuple(sources)
+        self._options = options
         self._inner: aio.Instance | None = None
 
     def __enter__(self) -> Instance:
@@ -150,15 +135,7 @@ class Running:
 
     async def _serve(self) -> None:
         try:
-            async with aio.open_instance(
-                self._plan,
-                self._logs,
-                ready_timeout=self._ready_timeout,
-                stall_timeout=self._stall_timeout,
-                stop_timeout=self._stop_timeout,
-                sources=self._sources,
-                executors=self._executors,
-            ) as inst:
+            async with aio.open_instance(self._plan, self._logs, **self._options) as inst:
                 self._inner = inst
                 self._ready.set_result(inst)
                 await self._leave.wait()
@@ -215,28 +192,11 @@ class Running:
             self._loop.call_soon_threadsafe(fn)
 
 
-def run(
-    plan: LaunchPlan,
-    logs: aio.Logs = None,
-    *,
-    ready_timeout: float | None = None,
-    stall_timeout: float | None = None,
-    stop_timeout: float = STOP_TIMEOUT,
-    sources: Sequence[Source] = (),
-    executors: Executors = BUILTIN,
-) -> Running:
+def run(plan: LaunchPlan, logs: aio.Logs = None, **options: Unpack[Options]) -> Running:
     """``with run(plan) as inst:`` — start the plan's executor and block until it is ready;
     the block's end stops it (one SIGTERM, SIGKILL after `stop_timeout`), also on an
     exception or Ctrl-C. Raises the launch's `EngineError` if it cannot start, and
     `KeyboardInterrupt` after killing the executor when Ctrl-C comes during the start.
     `logs` receives the executor's lines (a text or binary file); the other options are
-    `exedra_engine.aio.launch`'s."""
-    return Running(
-        plan,
-        logs,
-        ready_timeout=ready_timeout,
-        stall_timeout=stall_timeout,
-        stop_timeout=stop_timeout,
-        sources=sources,
-        executors=executors,
-    )
+    `exedra_engine.aio.launch`'s (`LaunchOptions`' fields)."""
+    return Running(plan, logs, **options)

@@ -1,7 +1,7 @@
 """One running executor, owned by the launch that started it (`exedra_engine._trio.launcher`).
 
-It only runs the stop policy of `exedra_engine._core.launch.stop`: one SIGTERM to the process
-group, SIGKILL at the deadline, the group reaped before a stop returns.
+Its lifecycle, stop, kill and reaping are `exedra_engine._shell.launch.instance`'s; this
+module adds trio's waiting for the leader's exit, its shielding, and ``deliver_cancel``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,11 @@ from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.launch import stop as policy
 from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine._shell.child import ExitReason
-from exedra_engine._shell.instance import InstanceState
-from exedra_engine._shell.launch.tree import PIPE_DRAIN
+from exedra_engine._shell.launch.child import ExitReason
+from exedra_engine._shell.launch.instance import InstanceState
 from exedra_engine._trio import spawn
 from exedra_engine._trio.logs import LogPump
-from exedra_engine._trio.ready import LOOP
-from exedra_engine._trio.stop import run_steps, tree_gone
+from exedra_engine._trio.loop import LOOP
 from exedra_engine.constants import STOP_TIMEOUT
 
 DeliverCancel = Callable[["Instance"], Awaitable[object]]
@@ -31,7 +29,7 @@ with the executor still running."""
 
 async def graceful(inst: Instance) -> None:
     """The default `DeliverCancel`: one SIGTERM, SIGKILL after ``inst.stop_timeout``."""
-    await run_steps(policy.stop_steps(inst.stop_timeout), inst.send_signal, trio.sleep_forever)
+    await inst.deliver_stop()
 
 
 class Instance(InstanceState):
@@ -54,27 +52,14 @@ class Instance(InstanceState):
             resolved,
             process.pid,
             pump,
-            process.tree,
+            tree=process.tree,
+            loop=LOOP,
             stop_timeout=stop_timeout,
             executors=executors,
         )
         self._on_exit = on_exit
         self._process = process
-        self._pump = pump
-        self._exited = trio.Event()
         self._deliver_cancel = deliver_cancel
-        self.started_at = trio.current_time()
-
-    async def output_ended_within(self, seconds: float) -> bool:
-        """Whether the executor's output has been read to its end within `seconds`."""
-        with trio.move_on_after(seconds):
-            await self._pump.ended.wait()
-            return True
-        return False
-
-    async def wait(self) -> None:
-        """Return when the process has exited."""
-        await self._exited.wait()
 
     async def stop(self, timeout: float = STOP_TIMEOUT, *, drain: float = 0.0) -> ExitReason:
         """One SIGTERM to the process group, SIGKILL if it is still running after `timeout`
@@ -83,23 +68,19 @@ class Instance(InstanceState):
         until the executor works on no request (llama-server's ``/slots``), so a busy
         executor is stopped without cutting answers off."""
         with trio.CancelScope(shield=True):
-            await self.stop_sequence(timeout, LOOP, self._gone_within, drain=drain)
-        assert self._exit is not None
-        return self._exit
+            await self.stop_sequence(timeout, drain=drain)
+            await self.wait()
+        assert self.exit_reason is not None
+        return self.exit_reason
 
     async def kill(self) -> ExitReason:
         """SIGKILL to the process group now, and wait for its end (a launch that failed or
         was cancelled: no grace, the executor never served anyone)."""
         with trio.CancelScope(shield=True):
-            await self.kill_sequence(self._gone_within)
-        assert self._exit is not None
-        return self._exit
-
-    async def _gone_within(self, seconds: float) -> bool:
-        with trio.move_on_after(seconds):
-            await self._exited.wait()
-            return True
-        return False
+            await self.kill_sequence()
+            await self.wait()
+        assert self.exit_reason is not None
+        return self.exit_reason
 
     async def watch(self) -> None:
         """Own the process until it exits (run by the launch, once, in its nursery); when
@@ -110,7 +91,7 @@ class Instance(InstanceState):
             # The caller's nursery is going away under a running child: it must not outlive
             # it. deliver_cancel runs while the exit is awaited, as in trio's run_process.
             with trio.CancelScope(shield=True):
-                self._stop_requested = True
+                self.owner_gone()
                 async with trio.open_nursery() as n:
                     n.start_soon(self._deliver_then_kill)
                     await self._process.wait()
@@ -118,25 +99,12 @@ class Instance(InstanceState):
             raise
         finally:
             with trio.CancelScope(shield=True):
-                await self.reap_sequence(self._tree_gone_within)
-                self.tree.release()
-                # The tree is gone, so its output has ended, unless a process that escaped
-                # it holds the pipe: that one must not hold the launch up.
-                with trio.move_on_after(PIPE_DRAIN):
-                    await self._pump.ended.wait()
-                self._pump.stop_reading()
+                await self.reap()
             code = self._process.returncode
             assert code is not None
-            self._ended(code)
-            self._exited.set()
+            self.record_exit(code)
             self._on_exit()
 
     async def _deliver_then_kill(self) -> None:
         await self._deliver_cancel(self)
         self.send_signal(policy.KILL)
-
-    async def _tree_gone_within(self, seconds: float) -> bool:
-        with trio.move_on_after(seconds):
-            await tree_gone(self.tree)
-            return True
-        return False

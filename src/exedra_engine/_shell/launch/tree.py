@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from typing import Final, NamedTuple, Protocol
 
 from exedra_engine._core.launch.child import ChildSpec
-from exedra_engine._shell import child
+from exedra_engine._shell.launch import child
 
 MARKER: Final = "EXEDRA_ENGINE_INSTANCE"
 """The variable that marks an executor's environment (and its descendants')."""
@@ -237,7 +237,11 @@ class LocalTree:
             SUBREAPER.release()
 
 
-def start(spec: ChildSpec) -> tuple[subprocess.Popen[bytes], int, LocalTree]:
+Started = tuple[subprocess.Popen[bytes], int, ProcessTree]
+"""A started child: the process, the read end of its output pipe, its tree."""
+
+
+def start(spec: ChildSpec) -> Started:
     """Start `spec` (`child.spawn`) as the root of a tree: marked, with the subreaper held
     until `LocalTree.release`. The process, the read end of its output pipe, its tree.
     Blocks for the fork; raises `OSError`."""
