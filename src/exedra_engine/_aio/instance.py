@@ -12,47 +12,20 @@ the task ends.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 from exedra_engine._aio.child import Child
 from exedra_engine._aio.logs import Pump
 from exedra_engine._aio.loop import LOOP, finish, uncancellable
-from exedra_engine._core.executors.profile import BUILTIN, Executors
-from exedra_engine._core.plan.endpoint import Resolved
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.launch.child import ExitReason
 from exedra_engine._shell.launch.instance import InstanceState
 from exedra_engine.constants import STOP_TIMEOUT
 
 
-class Instance(InstanceState):
+class Instance(InstanceState[Child, Pump]):
     """One running executor process, on an asyncio loop. Create it with `launch` or
     `open_instance`."""
 
-    def __init__(
-        self,
-        plan: LaunchPlan,
-        resolved: Resolved,
-        process: Child,
-        pump: Pump,
-        *,
-        stop_timeout: float,
-        on_exit: Callable[[], None],
-        executors: Executors = BUILTIN,
-    ) -> None:
-        super().__init__(
-            plan,
-            resolved,
-            process.pid,
-            pump,
-            tree=process.tree,
-            loop=LOOP,
-            stop_timeout=stop_timeout,
-            executors=executors,
-        )
-        self._process = process
-        self._pump = pump
-        self._on_exit = on_exit
+    loop = LOOP
 
     async def stop(self, timeout: float = STOP_TIMEOUT, *, drain: float = 0.0) -> ExitReason:
         """One SIGTERM to the process group, SIGKILL if it is still running after `timeout`
@@ -83,7 +56,7 @@ class Instance(InstanceState):
     async def supervise(self) -> None:
         """Own the process until it exits and its tree is gone (one task per instance);
         when cancelled under a running child, stop it gracefully first."""
-        writer = asyncio.ensure_future(self._pump.write())
+        writer = asyncio.ensure_future(self._lines.write())
         try:
             await asyncio.shield(self._process.exited)
         except asyncio.CancelledError:
@@ -105,4 +78,3 @@ class Instance(InstanceState):
         if not writer.cancelled():
             writer.exception()
         self.record_exit(self._process.exited.result())
-        self._on_exit()

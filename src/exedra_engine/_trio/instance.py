@@ -7,15 +7,15 @@ module adds trio's waiting for the leader's exit, its shielding, and ``deliver_c
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Unpack
 
 import trio
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.launch import stop as policy
 from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.launch.child import ExitReason
-from exedra_engine._shell.launch.instance import InstanceState
+from exedra_engine._shell.launch.instance import InstanceState, Settings
 from exedra_engine._trio import spawn
 from exedra_engine._trio.logs import LogPump
 from exedra_engine._trio.loop import LOOP
@@ -32,8 +32,10 @@ async def graceful(inst: Instance) -> None:
     await inst.deliver_stop()
 
 
-class Instance(InstanceState):
+class Instance(InstanceState[spawn.Child, LogPump]):
     """One running executor process. Create it with `launch` or `open_instance`."""
+
+    loop = LOOP
 
     def __init__(
         self,
@@ -42,23 +44,10 @@ class Instance(InstanceState):
         process: spawn.Child,
         pump: LogPump,
         *,
-        stop_timeout: float = STOP_TIMEOUT,
         deliver_cancel: DeliverCancel = graceful,
-        on_exit: Callable[[], None] = lambda: None,
-        executors: Executors = BUILTIN,
+        **kw: Unpack[Settings],
     ) -> None:
-        super().__init__(
-            plan,
-            resolved,
-            process.pid,
-            pump,
-            tree=process.tree,
-            loop=LOOP,
-            stop_timeout=stop_timeout,
-            executors=executors,
-        )
-        self._on_exit = on_exit
-        self._process = process
+        super().__init__(plan, resolved, process, pump, **kw)
         self._deliver_cancel = deliver_cancel
 
     async def stop(self, timeout: float = STOP_TIMEOUT, *, drain: float = 0.0) -> ExitReason:
@@ -103,7 +92,6 @@ class Instance(InstanceState):
             code = self._process.returncode
             assert code is not None
             self.record_exit(code)
-            self._on_exit()
 
     async def _deliver_then_kill(self) -> None:
         await self._deliver_cancel(self)

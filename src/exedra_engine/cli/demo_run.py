@@ -107,14 +107,7 @@ async def _run(
     with trio.open_signal_receiver(*SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             work = trio.CancelScope()
-
-            async def watch() -> None:
-                async for signum in signals:
-                    if sigs.first is None:
-                        sigs.first = signum
-                    work.cancel()  # later ones: the stop under way is bounded
-
-            nursery.start_soon(watch)
+            nursery.start_soon(sigs.cancel_on, signals, work)
             if sigs.first is not None:
                 work.cancel()
             code: int | None = None

@@ -23,7 +23,7 @@ LOG_DRAIN = 1.0
 
 
 async def not_ready(
-    inst: InstanceState,
+    inst: InstanceState[Any, Any],
     outcome: Outcome,
     limits: LoadLimits,
     opts: LaunchOptions[Any],

@@ -7,7 +7,7 @@ cancellation (`stop`, `kill`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import ClassVar, Final, Generic, Protocol, TypedDict, TypeVar
 
 from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
 from exedra_engine._core.launch import stop as policy
@@ -51,30 +51,57 @@ class Lines(Protocol):
         ...
 
 
-class InstanceState:
-    """One executor process, whatever runs it. Adapters subclass it."""
+class Process(Protocol):
+    """A started executor as an adapter holds it."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def tree(self) -> ProcessTree: ...
+
+
+class Settings(TypedDict, total=False):
+    """An instance's settings besides its process (`InstanceState`'s keywords)."""
+
+    stop_timeout: float
+    executors: Executors
+    on_exit: Callable[[], None]
+
+
+P = TypeVar("P", bound=Process)
+Ln = TypeVar("Ln", bound=Lines)
+
+
+class InstanceState(Generic[P, Ln]):
+    """One executor process, whatever runs it. An adapter subclasses it with its kind of
+    process (`P`) and log pump (`Ln`), and names its primitives (`loop`)."""
+
+    loop: ClassVar[Loop]
+    """The adapter's primitives."""
 
     def __init__(
         self,
         plan: LaunchPlan,
         resolved: Resolved,
-        pid: int,
-        lines: Lines,
+        process: P,
+        lines: Ln,
         *,
-        tree: ProcessTree,
-        loop: Loop,
         stop_timeout: float = STOP_TIMEOUT,
         executors: Executors = BUILTIN,
+        on_exit: Callable[[], None] = lambda: None,
     ) -> None:
         self._plan = plan
         self.profile: ExecutorProfile = executors.profile(plan.spec.kind)
         """The profile of the plan's executor."""
         self._resolved = resolved
-        self._pid = pid
+        self._process = process
+        self._pid = process.pid
         self._lines = lines
-        self.tree = tree
+        self.tree = process.tree
         """Every process the executor started, wherever it went (`ProcessTree`)."""
-        self._loop = loop
+        self._on_exit = on_exit
+        self._loop = loop = self.loop
         self._life = Lifecycle()
         self._sent: frozenset[str] = frozenset()
         self._exit: ExitReason | None = None
@@ -252,6 +279,7 @@ class InstanceState:
         self._life.exited()
         self._exit = ExitReason(returncode=returncode, requested=self._life.requested)
         self._gone.set()
+        self._on_exit()
         return self._exit
 
     async def wait_idle(self, polled: Callable[[int | None], None] = lambda busy: None) -> None:

@@ -6,7 +6,7 @@ readiness`'s."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from exedra_engine._core.launch import readiness
 from exedra_engine._core.launch.actual import Actual, actual
@@ -65,24 +65,23 @@ def owns_port(sockets: ProcessSockets, pid: int, port: int) -> bool:
 async def until_ready(
     probe: Probe,
     news: Waker,
-    *,
-    exited: Callable[[], bool],
-    now: Callable[[], float],
+    inst: InstanceState[Any, Any],
     limits: LoadLimits,
+    *,
     sockets: ProcessSockets,
-    pid: int,
+    now: Callable[[], float],
 ) -> Outcome:
-    """Poll until the ready path answers 200 from process `pid`, the process exits, or a
+    """Poll until the ready path answers 200 from `inst`'s process, it exits, or a
     limit of `limits` passes (counted from now). The poll is asked every
     `readiness.POLL_FIRST` s at first, backing off to `readiness.POLL_MAX`, and at once on
     news."""
     started = now()
     interval = readiness.POLL_FIRST
     while True:
-        if exited():
+        if inst.has_exited():
             return "exited"
         if await probe.ready():
-            if owns_port(sockets, pid, probe.port):
+            if owns_port(sockets, inst.pid, probe.port):
                 return "ready"
             # Another process answered on our port: ours lost the bind, or has not bound
             # yet. Its exit, or its own answer, decides.
@@ -95,7 +94,7 @@ async def until_ready(
         interval = readiness.next_interval(interval)
 
 
-async def read_actual(inst: InstanceState, loop: Loop) -> Actual:
+async def read_actual(inst: InstanceState[Any, Any], loop: Loop) -> Actual:
     """What the executor really did: its context (asked), its tree's peak memory (/proc)."""
     plan, r = inst.plan, inst.resolved
     profile = inst.profile
@@ -111,7 +110,7 @@ async def read_actual(inst: InstanceState, loop: Loop) -> Actual:
 
 
 async def await_ready(
-    inst: InstanceState,
+    inst: InstanceState[Any, Any],
     news: Waker,
     limits: LoadLimits,
     sockets: ProcessSockets,
@@ -123,15 +122,7 @@ async def await_ready(
     r = inst.resolved
     probe = ReadyProbe(connect_host(r.host), r.port, inst.plan.ready, loop)
     try:
-        outcome = await until_ready(
-            probe,
-            news,
-            exited=inst.has_exited,
-            now=loop.now,
-            limits=limits,
-            sockets=sockets,
-            pid=inst.pid,
-        )
+        outcome = await until_ready(probe, news, inst, limits, sockets=sockets, now=loop.now)
     except BaseException:
         await inst.kill()  # cancelled while waiting: the child goes first
         raise

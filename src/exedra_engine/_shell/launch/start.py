@@ -65,7 +65,7 @@ def cannot_start(plan: LaunchPlan, e: OSError) -> LaunchError:
 
 
 async def become_ready(
-    inst: InstanceState, news: News, opts: LaunchOptions[Any], loop: Loop
+    inst: InstanceState[Any, Any], news: News, opts: LaunchOptions[Any], loop: Loop
 ) -> NotReady | None:
     """One start's wait for readiness: None once `inst` is ready; else the typed failure
     (`not_ready`), `inst` killed by then. A cancellation meanwhile kills it, then
