@@ -11,7 +11,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Generic, TypedDict, TypeVar
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch.budget import load_limits
 from exedra_engine._core.launch.child import ChildSpec
 from exedra_engine._core.launch.readiness import LoadLimits
