@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 import exedra_engine as engine
@@ -125,3 +126,22 @@ def test_cli_launch_ends_with_an_escaped_helper(
     # The interpreter's own start and the plan come on top of the launch's bound.
     assert took < ready_timeout + STOP + 5, took
     assert not alive(helper())
+
+
+def test_the_callers_own_children_keep_their_exit_status_while_an_executor_runs(
+    adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
+) -> None:
+    # The subreaper is process-wide: while an executor runs, this process must still reap
+    # only what the executor started, never a caller's own child (waitpid(-1) would steal
+    # its status, and Popen would then say 0).
+    def body(inst: Running) -> tuple[int, int]:
+        mine = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(7)"])
+        deadline = time.monotonic() + 5
+        while psutil.Process(mine.pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        inst.stop(STOP)  # walks /proc and reaps the executor's tree while ours is a zombie
+        return mine.wait(), mine.pid
+
+    (code, _), _ = adapter.session(fake("escape-ok"), body, stop_timeout=STOP)
+    assert code == 7
