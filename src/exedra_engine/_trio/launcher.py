@@ -122,16 +122,16 @@ async def _attempt(
 ) -> NotReady | None:
     """One start. None once the process has run and exited after ``started()``; the
     readiness failure when it never got there (the child is dead by then)."""
-    ready = start.prepare(plan, opts.executors)
+    prepared = start.prepare(plan, opts.executors)
     news = News(LOOP)
-    pump = LogPump(opts.logs, ready.secrets, news.output)
+    pump = LogPump(opts.logs, prepared.secrets, news.output)
     try:
-        process = await spawn.start(ready.spec, opts.spawn)
+        process = await spawn.start(prepared.spec, opts.spawn)
     except OSError as e:
         raise start.cannot_start(plan, e) from None
     inst = Instance(
         plan,
-        ready.resolved,
+        prepared.resolved,
         process,
         pump,
         stop_timeout=opts.stop_timeout,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Generic, TypedDict, TypeVar
+from typing import Generic, TypedDict, TypeVar, Unpack
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
@@ -67,19 +67,22 @@ class LaunchOptions(Generic[L]):
     """Which ports are taken, when a scanned port was lost (None: this host's)."""
     sockets: ProcessSockets | None = None
     """Which process listens on a port (None: this host's kernel)."""
-    sources: tuple[Source, ...] = ()
-    """The plan's provenance (`explain_launch`): which layer set a refused flag."""
+    sources: Sequence[Source] = ()
+    """The plan's provenance (`explain_launch`): which layer set a refused flag (kept as a
+    tuple)."""
     executors: Executors = BUILTIN
     """The executors the plan's kind is looked up in."""
     spawn: Spawn = tree.start
     """The process port: how a child is started, and its tree followed (tests fake it)."""
 
+    def __post_init__(self) -> None:
+        # A caller's list is copied, so the options cannot change under a launch.
+        object.__setattr__(self, "sources", tuple(self.sources))
+
     @classmethod
-    def of(
-        cls, logs: L | None = None, *, sources: Sequence[Source] = (), **kw: object
-    ) -> LaunchOptions[L]:
+    def of(cls, logs: L | None = None, **options: Unpack[Options]) -> LaunchOptions[L]:
         """From an entry point's keywords (`Options`)."""
-        return cls(logs=logs, sources=tuple(sources), **kw)  # type: ignore[arg-type]
+        return cls(logs=logs, **options)
 
     def limits(self, plan: LaunchPlan) -> LoadLimits:
         """The load's limits for `plan`."""
