@@ -16,6 +16,7 @@ FAKE_MODE chooses the behaviour:
   escape-hang  the same grandchild, then never bind, never exit
   escape-ok    like ok, with that grandchild started before it binds
   escape-bare  like escape-ok, the grandchild's environment emptied (``env -i``)
+  escape-bare-die  like escape-die, the grandchild's environment emptied
 FAKE_CHILD_FILE, if set, receives the escaped grandchild's pid.
 ``--help`` and ``--version`` alone print one line and exit 0 (no flags, no version).
 FAKE_ECHO, if set, names variables (comma separated) whose values are printed to stderr at
@@ -65,10 +66,10 @@ def _escape(*, bare: bool) -> None:
 
 def _escape_first(mode: str) -> None:
     """escape-die and escape-hang: the helper leaves first, then the executor dies or hangs."""
-    if mode not in ("escape-die", "escape-hang"):
+    if mode not in ("escape-die", "escape-hang", "escape-bare-die"):
         return
-    _escape(bare=False)
-    if mode == "escape-die":
+    _escape(bare=mode == "escape-bare-die")
+    if mode in ("escape-die", "escape-bare-die"):
         print("err", file=sys.stderr, flush=True)
         sys.exit(3)
     while True:

@@ -69,6 +69,23 @@ def test_an_escaped_helper_does_not_outlive_the_ready_timeout(
     assert not alive(helper())
 
 
+def test_the_log_pipe_held_by_a_helper_nothing_can_find_does_not_hold_a_launch(
+    adapter: Adapter, fake: Callable[..., engine.LaunchPlan], helper: Callable[[], int]
+) -> None:
+    # The helper empties its environment and leaves before any walk could see it: no marker,
+    # no parent link. It keeps the pipe open; the drain of the pipe is bounded (1 s).
+    t = time.monotonic()
+    err = adapter.failure(fake("escape-bare-die"), ready_timeout=5, stop_timeout=STOP)
+    took = time.monotonic() - t
+    assert isinstance(err, engine.NotReady) and "(exit 3)" in str(err), err
+    assert took < 1 + 1 + 1.5, took  # the pipe's drain, the exit's log drain, slack
+    pid = helper()
+    # Ours to reap if it is still there: it came to the subreaper.
+    with contextlib.suppress(ProcessLookupError, ChildProcessError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
 @pytest.mark.parametrize("mode", ["escape-ok", "escape-bare"])
 def test_a_stop_reaches_a_helper_that_left_the_group_and_session(
     adapter: Adapter,
