@@ -17,6 +17,7 @@ import trio
 
 import exedra_engine as engine
 from exedra_engine import aio
+from exedra_engine.testing import free_port
 from tests.conftest import FAKE
 from tests.test_conformance import fake
 
@@ -57,7 +58,8 @@ def test_launch_fails_in_one_line_on_each_executor_fault(
 
     monkeypatch.setenv("FAKE_MODE", mode)
     argv = ["launch", "--model", str(tiny_llama), "--kind", "llama", "--no-config"]
-    code = main([*argv, "--executor", str(FAKE), "--ready-timeout", "1", "--quiet"])
+    port = str(free_port())  # its own: a stranger's 200 on a scanned port would make it ready
+    code = main([*argv, "--executor", str(FAKE), "--ready-timeout", "1", "--quiet", "--port", port])
     _one_error(code, capsys.readouterr().err)
 
 

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 import exedra_engine as engine
+from exedra_engine.testing import free_port
 from tests.conftest import FAKE
 from tests.test_conformance import Adapter, Running, adapter, alive, fake
 
@@ -129,6 +130,10 @@ def test_cli_launch_ends_with_an_escaped_helper(
             str(ready_timeout),
             "--stop-timeout",
             str(STOP),
+            # Its own port: a scanned one can be taken by another suite on this host between
+            # plan and bind, and a stranger's 200 there would make this launch "ready".
+            "--port",
+            str(free_port()),
         ],
         capture_output=True,
         text=True,
