@@ -12,6 +12,7 @@ import msgspec
 from exedra_engine._core.config.check import TableOrigin
 from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.model_findings import MODEL_CODES
 from exedra_engine._core.plan.planner import Explained
 from exedra_engine._core.redact import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance
 from exedra_engine._core.values import LaunchPlan
@@ -19,6 +20,7 @@ from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.render import (
+    MEMORY_WORDS,
     PROG,
     finding_line,
     findings_summary,
@@ -32,7 +34,11 @@ from exedra_engine.errors import EngineError
 
 
 def add_parser(sub: Subparsers) -> None:
-    s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
+    s = sub.add_parser(
+        "plan",
+        help="plan a launch and print it; starts nothing (dry run)",
+        epilog=MEMORY_WORDS,
+    )
     add_plan_options(s)
     s.add_argument(
         "--measure",
@@ -187,11 +193,18 @@ def findings_verdict(a: argparse.Namespace, e: Explained) -> int:
         first = finding_line(e.findings[0])
         raise EngineError(f"--strict: the plan has findings ({summary}); first: {first}")
     if not a.explain:
-        print(
-            f"{PROG}: warning: {summary} in what this plan passes on, judged by the bundled "
-            "flag table; plan --explain lists them, judged by the installed binary",
-            file=sys.stderr,
-        )
+        # What the model's header says is printed whole: no other table judges it.
+        layers = [f for f in e.findings if f.code not in MODEL_CODES]
+        for f in e.findings:
+            if f.code in MODEL_CODES:
+                print(f"{PROG}: {f.severity}: {shown(f.message)} [{f.code}]", file=sys.stderr)
+        if layers:
+            print(
+                f"{PROG}: warning: {findings_summary(layers)} in what this plan passes on, "
+                "judged by the bundled flag table; plan --explain lists them, judged by the "
+                "installed binary",
+                file=sys.stderr,
+            )
     return 0
 
 

@@ -43,6 +43,7 @@ from exedra_engine._core.plan.layers import (
     unfit,
 )
 from exedra_engine._core.plan.load_files import load_files
+from exedra_engine._core.plan.model_findings import model_findings
 from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import (
     Constraints,
@@ -245,6 +246,7 @@ def _plan(
     )
     found = (
         _findings(profile, spec, constraints, *judge, executors=executors)
+        + model_findings(profile, m, model, facts.inventory)
         if judge is not None
         else ()
     )
