@@ -20,8 +20,8 @@ from exedra_engine import (
     explain_launch,
     plan_launch,
 )
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.executors.flags import Item
-from exedra_engine._core.executors.profile import LLAMA
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.memory.kv import _kv_block, kv_bytes, shape
 from exedra_engine._core.memory.placement import (

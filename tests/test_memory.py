@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.memory.estimate import (
     estimate_memory,
     matching_measurement,

@@ -88,7 +88,7 @@ def read_settings(
     if items is None:
         items = profile.flags.split_items(args, "plan args")
     found = _Found(profile)
-    found.read_items(items)
+    found.take_items(items)
     found.read_env(env)
     return found.settings()
 
@@ -104,7 +104,8 @@ class _Found:
         self.negated: dict[str, bool] = {}
         self.override_tensor: list[str] = []
 
-    def read_items(self, items: Sequence[Item]) -> None:
+    def take_items(self, items: Sequence[Item]) -> None:
+        # Items the table has already read: `FlagTable.read_items` is the one argv reader.
         role_of = self.role_of
         for item in [it for it in items if it.key in role_of]:
             role = role_of[item.key or ""]

@@ -14,7 +14,7 @@ ctx-above-trained     warning   a context a slot may fill that is longer than th
 
 from __future__ import annotations
 
-from exedra_engine._core.config.check import Finding
+from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.memory.kv import shape
