@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from exedra_engine._core.gguf.header import HeaderFacts, read_gguf_header
 from exedra_engine._core.gguf.inventory import ModelInventory, combine_shards, shard_paths
 from exedra_engine._core.gguf.inventory_reader import read_gguf_inventory
+from exedra_engine._core.gguf.labels import tuning
 from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import ModelInfo
@@ -65,6 +66,8 @@ def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:
         quant=quant_name(h.file_type),
         blocks=h.blocks,
         context=h.context,
+        chat_template=h.chat_template,
+        tuning=tuning(h.finetune, h.name, h.basename),
     )
 
 

@@ -9,7 +9,7 @@ import sys
 
 import msgspec
 
-from exedra_engine._core.config.findings import TableOrigin
+from exedra_engine._core.config.findings import TableOrigin, failing
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.layers import Source
@@ -91,7 +91,7 @@ def plan(a: argparse.Namespace) -> int:
         )
     _, e, origin = planned(a)
     e = shown_findings(e, a.show_secrets, a.executors)
-    if a.strict and e.findings and not a.explain:
+    if a.strict and failing(e.findings) and not a.explain:
         return findings_verdict(a, e)
     plan = shown_plan(e.plan, a.show_secrets, e.sources, executors=a.executors)
     sources = _shown_sources(e, a.show_secrets, a.executors)
@@ -185,13 +185,15 @@ def cpu_note(plan: LaunchPlan, executors: Executors = BUILTIN) -> str:
 
 
 def findings_verdict(a: argparse.Namespace, e: Explained) -> int:
-    """Exit 0; with ``--strict``, 2 when the plan has findings. Without ``--explain`` the
+    """Exit 0; with ``--strict``, 2 when the plan has findings other than notes. Without
+    ``--explain`` the
     findings are summed up on stderr, where a plan's JSON on stdout is not disturbed."""
     if not e.findings:
         return 0
-    summary = findings_summary(e.findings)
-    if a.strict:
-        first = finding_line(e.findings[0])
+    refused = failing(e.findings)
+    if a.strict and refused:
+        summary = findings_summary(refused)
+        first = finding_line(refused[0])
         raise EngineError(f"--strict: the plan has findings ({summary}); first: {first}")
     if not a.explain:
         # What the model's header says is printed whole: no other table judges it.

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
-from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.builtin import BUILTIN, LLAMA
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
@@ -216,7 +216,8 @@ def load_line(plan: LaunchPlan) -> str:
 
 MEMORY_WORDS = (
     "the memory line: 'resident peak' is the host memory the executor is expected to hold "
-    "once loaded and serving (its peak RSS); 'prompt cache' is llama-server's --cache-ram, "
+    "once loaded and serving (its peak RSS); 'prompt cache' is "
+    f"{LLAMA.binary}'s {LLAMA.memory_flags['cache_ram']}, "
     "prompts kept in host memory for reuse, which fills with use up to its size (the sum is "
     "what a memory limit is sized from); 'reserved' (a GPU's line) is what the executor "
     "allocates on the device, the figure a GPU fit is judged by"
@@ -271,8 +272,10 @@ def finding_line(f: Finding) -> str:
 
 def findings_summary(findings: Sequence[Finding]) -> str:
     errors = sum(f.severity == "error" for f in findings)
-    warnings = len(findings) - errors
-    return f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    notes = sum(f.severity == "note" for f in findings)
+    warnings = len(findings) - errors - notes
+    text = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    return text + (f", {notes} note{'s' * (notes != 1)}" if notes else "")
 
 
 class Report(NamedTuple):

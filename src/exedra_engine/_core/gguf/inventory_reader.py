@@ -32,6 +32,7 @@ from exedra_engine._core.gguf.cursor import (
     skip_value,
 )
 from exedra_engine._core.gguf.inventory import GGML_TYPES, ModelInventory, TensorInfo
+from exedra_engine._core.gguf.labels import CHAT_TEMPLATE, LABELS, tuning
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import freeze
 from exedra_engine.errors import EngineError, NotGGUF
@@ -147,7 +148,7 @@ def _parse_inventory(cur: Cursor, path: str) -> tuple[ModelInventory, int, int]:
     tensors = _tensor_infos(cur, tensor_count, alignment)
     inv = _inventory(
         arch,
-        name=strings.get("general.name", ""),
+        strings=strings,
         kept=kept,
         vocab_tokens=vocab_tokens,
         tensors=tensors,
@@ -168,6 +169,14 @@ def _walk_all(cur: Cursor, kv_count: int) -> tuple[dict[str, str], _Kept, int]:
             if vtype != STRING:
                 raise Malformed(f"{key} has type {vtype}, expected a string")
             strings[key] = cur.string(MAX_KEPT_STRING, key)
+            continue
+        if key in LABELS and vtype == STRING:
+            strings[key] = cur.string(MAX_KEPT_STRING, key)
+            continue
+        if key == CHAT_TEMPLATE and vtype == STRING:
+            n = cur.u64(key)  # its length only: the template is skipped unread
+            cur.skip(n, key)
+            strings[key] = str(n)
             continue
         wanted = key in _GENERAL_INTS or _arch_key(key, strings.get("general.architecture"))
         if wanted and (key in kept or len(kept) < MAX_KEPT_INTS):
@@ -294,7 +303,7 @@ def _scalar(kept: _Kept, key: str, default: int) -> int:
 def _inventory(
     arch: str,
     *,
-    name: str,
+    strings: dict[str, str],
     kept: _Kept,
     vocab_tokens: int,
     tensors: tuple[TensorInfo, ...],
@@ -329,7 +338,13 @@ def _inventory(
         paths=(path,),
         sizes=(size,),
         architecture=arch,
-        name=name,
+        name=strings.get("general.name", ""),
+        chat_template=int(strings.get(CHAT_TEMPLATE, "0")),
+        tuning=tuning(
+            strings.get("general.finetune", ""),
+            strings.get("general.name", ""),
+            strings.get("general.basename", ""),
+        ),
         file_type=_scalar(kept, "general.file_type", -1) if "general.file_type" in kept else None,
         tensors=tensors,
         blocks=blocks,

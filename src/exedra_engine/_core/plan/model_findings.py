@@ -1,5 +1,6 @@
 """Findings about what the merged layers ask of the model itself, judged by its header: a
-context above the one it was trained for. Pure.
+context above the one it was trained for, chat served from a model with no chat template.
+Pure.
 
 These sit beside the layers' own findings (`exedra_engine._core.config.check`): the executor
 runs such a plan, but not as the user meant it.
@@ -9,6 +10,10 @@ code                  severity  what
 ====================  ========  ===========================================================
 ctx-above-trained     warning   a context a slot may fill that is longer than the model's
                                 trained context (``{arch}.context_length``)
+no-chat-template      note      chat served from a model whose header has no
+                                ``tokenizer.chat_template``: the executor formats it in its
+                                fallback (llama-server: ChatML), which a model not trained on
+                                it answers with its markers or nonsense
 ====================  ========  ===========================================================
 """
 
@@ -17,17 +22,19 @@ from __future__ import annotations
 from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.gguf.labels import CHAT_TEMPLATE
 from exedra_engine._core.memory.kv import shape
 from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.plan.layers import Merged
-from exedra_engine._core.values import ModelInfo
+from exedra_engine._core.values import ModelInfo, ModelSpec
 
-MODEL_CODES = frozenset({"ctx-above-trained"})
+MODEL_CODES = frozenset({"ctx-above-trained", "no-chat-template"})
 """The codes of this module's findings: judged by the model's header, not a flag table."""
 
 
 def model_findings(
     profile: ExecutorProfile,
+    spec: ModelSpec,
     m: Merged,
     model: ModelInfo | None,
     inventory: ModelInventory | None,
@@ -36,7 +43,50 @@ def model_findings(
     found: list[Finding] = []
     if model is not None and inventory is not None:
         found.extend(_ctx_above_trained(profile, m, model, inventory))
+    if model is not None:
+        found.extend(_no_chat_template(profile, spec, m, model))
     return tuple(found)
+
+
+_CHAT_CAPABILITIES = frozenset({"llm", "vlm"})
+
+
+def _no_chat_template(
+    profile: ExecutorProfile, spec: ModelSpec, m: Merged, model: ModelInfo
+) -> list[Finding]:
+    if model.chat_template != 0 or not profile.chat_template_flags:
+        return []  # UNSET: the header was not read for it
+    if spec.capabilities and not _CHAT_CAPABILITIES & set(spec.capabilities):
+        return []  # an embeddings or rerank model: no chat is asked of it
+    keys = {it.key for it in m.items if not it.negated}
+    for name in m.env_layers:
+        f = profile.flags.flag_for_env(name)
+        if f is not None:
+            keys.add(f.key)
+    if keys & (profile.chat_template_flags | profile.no_chat_flags):
+        return []
+    flag = min(profile.chat_template_flags)
+    said = " (its header says it is a base model)" if model.tuning == "base" else ""
+    completions = (
+        f"send a prompt to continue to {profile.completions_path} instead, or "
+        if profile.completions_path
+        else ""
+    )
+    return [
+        Finding(
+            severity="note",
+            code="no-chat-template",
+            path="model",
+            token=CHAT_TEMPLATE,
+            message=(
+                f"the model has no chat template ({CHAT_TEMPLATE}){said}: {profile.binary} "
+                f"formats chat requests in {profile.chat_fallback or 'its fallback'}, which a "
+                "model not trained on it answers with stray markers or nonsense; "
+                f"{completions}name the template the model was trained on with {flag} "
+                f"(--arg={flag} --arg=NAME, or a config layer)"
+            ),
+        )
+    ]
 
 
 def _ctx_above_trained(

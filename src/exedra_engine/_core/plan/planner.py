@@ -228,7 +228,7 @@ def _plan(
     )
     found = (
         _findings(profile, spec, constraints, *judge, executors=executors)
-        + model_findings(profile, m, model, facts.inventory)
+        + model_findings(profile, spec, m, model, facts.inventory)
         if judge is not None
         else ()
     )
