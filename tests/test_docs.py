@@ -125,22 +125,16 @@ def _validate_outputs(root: Path) -> list[str]:
 
 
 def _fixture_dir(root: Path) -> None:
-    """What the pages assume a reader has: override directories, a key file, a git clone."""
+    """What the pages assume a reader has: the override directory committed in the
+    repository that deploys /etc/exedra/engine.d (lint-overrides.md's CI job), a git clone.
+    What a page's commands use beyond that (deploy/engine.d, a key file, node files) its own
+    blocks create, as a reader would have to."""
     import subprocess
 
-    for d in ("deploy/engine.d", "etc/exedra/engine.d"):
-        (root / d).mkdir(parents=True)
-        (root / d / "10-site.yaml").write_text("models:\n  qwen:\n    args: [--ctx-size, '8192']\n")
+    d = root / "etc/exedra/engine.d"
+    d.mkdir(parents=True)
+    (d / "10-site.yaml").write_text("models:\n  qwen:\n    args: [--ctx-size, '8192']\n")
     (root / "ci").mkdir()
-    (root / "qwen.key").write_text("k-docs-example\n")
-    # A fleet's node types (will-it-fit.md): this host's probe, and where plans are kept.
-    import msgspec
-
-    from exedra_engine._shell.probe import host_hardware
-
-    (root / "deploy" / "nodes").mkdir()
-    (root / "deploy" / "nodes" / "cpu.json").write_bytes(msgspec.json.encode(host_hardware()))
-    (root / "plans").mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
 
 
