@@ -222,3 +222,48 @@ def test_a_hand_made_model_info_is_not_judged() -> None:
     info = engine.ModelInfo(path="/m.gguf", size=1, architecture="llama")
     e = engine.explain_launch(spec, hw, model=info).unwrap()
     assert e.findings == ()
+
+
+def test_the_demo_says_how_to_fetch_the_real_model_when_it_is_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import trio
+
+    from exedra_engine.cli import demo_real
+
+    monkeypatch.setenv("EXEDRA_TEST_MODEL", str(tmp_path / "absent.gguf"))
+    assert trio.run(demo_real.ask_real_model) == 0
+    out = capsys.readouterr().out
+    assert "real model  not in the cache" in out and "scripts/fetch_model.py" in out
+
+
+@pytest.mark.executor
+@pytest.mark.slow
+def test_the_demo_asks_the_real_model_a_completion_and_it_says_paris(
+    llama_server: str, real_model: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "EXEDRA_EXECUTORS_BIN": str(Path(llama_server).parent),
+        "EXEDRA_TEST_MODEL": str(real_model),
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "exedra_engine", "demo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert (
+        "real model  gemma-3-270m-q4_k_m.gguf (no chat template: asked for a completion)" in lines
+    )
+    assert "prompt      'The capital of France is the city of'" in lines
+    (answer,) = [ln for ln in lines if ln.startswith("answer      ") and "random weights" not in ln]
+    assert "Paris" in answer

@@ -149,6 +149,19 @@ def _docs_model_dir() -> Path:
     raise AssertionError(f"no directory outside /tmp for the docs' model ({ROOT}, {Path.home()})")
 
 
+def _reachable_copy(binary: str) -> str:
+    """`binary`'s build directory (it loads its libraries from beside it) copied beside the
+    docs' model, once per build: the path of the copy's binary."""
+    real = Path(os.path.realpath(binary))
+    dest = _docs_model_dir().parent / "docs-executors" / real.parent.name
+    if not (dest / real.name).exists():
+        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(real.parent, tmp, symlinks=True)
+        tmp.rename(dest)
+    return str(dest / real.name)
+
+
 @pytest.mark.parametrize(
     "page", [p for p in PAGES if _shell_script(p)], ids=lambda p: str(p.relative_to(ROOT))
 )
@@ -167,7 +180,10 @@ def test_shell_examples_succeed(
     shutil.copyfile(tiny_llama, model)
     for p in MODEL_PATHS:
         script = script.replace(p, str(model))
-    # The pages name the binaries where a distribution installs them.
+    # The pages name the binaries where a distribution installs them; a systemd unit's
+    # DynamicUser= must reach the one the plan names, as systemd.md's install step makes
+    # sure: a copy of the build beside the docs' model, not the user's 0700 home cache.
+    llama_server = _reachable_copy(llama_server)
     script = script.replace("/usr/bin/llama-server", llama_server)
     script = script.replace("/usr/bin/whisper-server", whisper_server)
     _fixture_dir(tmp_path)

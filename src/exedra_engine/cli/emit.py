@@ -333,6 +333,7 @@ def run_emit(
         emitted = emit_files(
             plan, target, options_from(a), hardware, sources, executors=a.executors
         )
+        _refuse_unreachable(plan, target, emitted.files, a)
     except EmitRefused as refused:
         # One line per problem, and no file: what --check rejects is never written.
         for problem in refused.problems:
@@ -400,6 +401,7 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
             if files[name] != text:
                 drift.append(name)
     problems = check_files(plan, target, files, executors=a.executors)
+    problems += _unreachable(plan, target, files, a)
     if target is Target.K8S:
         problems += _schema(files)
     for name in drift:
@@ -410,6 +412,33 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
         verb = "matches" if len(files) == 1 else "match"
         print(f"ok: {', '.join(shown(n) for n in files)} {verb} the plan ({target.value})")
     return 1 if problems else 0
+
+
+def _refuse_unreachable(
+    plan: LaunchPlan, target: Target, files: dict[str, str], a: argparse.Namespace
+) -> None:
+    """`EmitRefused` for a unit that cannot start on this host, as for any refusal: it is
+    not written (``--check`` lists the same problems as its findings instead)."""
+    if not a.check and (problems := _unreachable(plan, target, files, a)):
+        raise EmitRefused(tuple(problems))
+
+
+def _unreachable(
+    plan: LaunchPlan, target: Target, files: dict[str, str], a: argparse.Namespace
+) -> list[str]:
+    """What a systemd unit names that its user cannot reach on this host (the executor, the
+    waiter, a model: `exedra_engine._core.emit.reach`); paths absent here are not judged."""
+    if target is not Target.SYSTEMD:
+        return []
+    from exedra_engine._core.emit.reach import reach_problems, unit_paths
+    from exedra_engine._shell.path_modes import path_facts
+
+    profile = a.executors.profile(plan.spec.kind)
+    out = []
+    for text in files.values():
+        facts = [path_facts(role, path) for role, path in unit_paths(text, profile)]
+        out += reach_problems(text, facts)
+    return out
 
 
 def _schema(files: dict[str, str]) -> list[str]:

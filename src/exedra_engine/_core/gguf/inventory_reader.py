@@ -170,13 +170,7 @@ def _walk_all(cur: Cursor, kv_count: int) -> tuple[dict[str, str], _Kept, int]:
                 raise Malformed(f"{key} has type {vtype}, expected a string")
             strings[key] = cur.string(MAX_KEPT_STRING, key)
             continue
-        if key in LABELS and vtype == STRING:
-            strings[key] = cur.string(MAX_KEPT_STRING, key)
-            continue
-        if key == CHAT_TEMPLATE and vtype == STRING:
-            n = cur.u64(key)  # its length only: the template is skipped unread
-            cur.skip(n, key)
-            strings[key] = str(n)
+        if vtype == STRING and _label(cur, key, strings):
             continue
         wanted = key in _GENERAL_INTS or _arch_key(key, strings.get("general.architecture"))
         if wanted and (key in kept or len(kept) < MAX_KEPT_INTS):
@@ -191,6 +185,20 @@ def _walk_all(cur: Cursor, kv_count: int) -> tuple[dict[str, str], _Kept, int]:
             continue
         skip_value(cur, vtype, key)
     return strings, kept, vocab_tokens
+
+
+def _label(cur: Cursor, key: str, strings: dict[str, str]) -> bool:
+    """Keep a label string, or the chat template's length (the template is skipped
+    unread); whether `key` was one of them."""
+    if key in LABELS:
+        strings[key] = cur.string(MAX_KEPT_STRING, key)
+        return True
+    if key == CHAT_TEMPLATE:
+        n = cur.u64(key)
+        cur.skip(n, key)
+        strings[key] = str(n)
+        return True
+    return False
 
 
 def _skip_vocabulary(cur: Cursor, key: str) -> int:
