@@ -5,9 +5,34 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from exedra_engine._core.emit.reach import PathFacts, PathStep, Role
+from exedra_engine._core.emit.reach import (
+    PathFacts,
+    PathStep,
+    Role,
+    reach_problems,
+    unit_paths,
+)
+from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.targets import Target
+from exedra_engine._core.values import LaunchPlan
+
+
+def unreachable(
+    plan: LaunchPlan, target: Target, files: Mapping[str, str], executors: Executors
+) -> list[str]:
+    """What a systemd unit of `files` names that its user cannot reach on this host (the
+    executor, the waiter, a model: `exedra_engine._core.emit.reach`); paths absent here
+    are not judged, and other targets run what their image holds."""
+    if target is not Target.SYSTEMD:
+        return []
+    profile = executors.profile(plan.spec.kind)
+    out = []
+    for text in files.values():
+        facts = [path_facts(role, path) for role, path in unit_paths(text, profile)]
+        out += reach_problems(text, facts)
+    return out
 
 
 def path_facts(
