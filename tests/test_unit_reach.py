@@ -183,3 +183,43 @@ def test_emit_refuses_a_unit_whose_executor_is_behind_a_closed_directory(
     r = cli("emit", str(saved), "--target", "systemd", "--waiter", str(waiter))
     assert r.returncode == 0, r.stderr
     assert f"ExecStart={exe} " in r.stdout
+
+
+def test_a_quadlet_container_user_must_read_the_model() -> None:
+    from exedra_engine._core.emit.reach import container_reach_problems
+
+    closed = _facts(
+        "model",
+        "/srv/u/m.gguf",
+        ("/", DIR | 0o755),
+        ("/srv/u", DIR | 0o750),
+        ("/srv/u/m.gguf", REG | 0o644),
+    )
+    (problem,) = container_reach_problems([closed], "65532")
+    assert "User=65532 cannot enter /srv/u (mode 0750" in problem
+    opened = _facts("model", "/srv/m.gguf", ("/", DIR | 0o755), ("/srv/m.gguf", REG | 0o644))
+    assert container_reach_problems([opened], "65532") == []
+
+
+def test_emit_quadlet_refuses_a_model_its_container_user_cannot_read(
+    tree: Path, tmp_path: Path
+) -> None:
+    closed = tree / "private"
+    closed.mkdir()
+    model = closed / "model.gguf"
+    model.write_bytes(b"GGUF")
+    closed.chmod(0o700)
+    hw = Hardware(
+        cpu=CPU(threads=2),
+        executors=(ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server"),),
+    )
+    spec = ModelSpec(id="qwen", path=str(model), kind=Kind.LLAMA)
+    plan = plan_launch(spec, hw, Constraints(port=8080, host="0.0.0.0")).unwrap()
+    saved = tmp_path / "plan.json"
+    saved.write_bytes(msgspec.json.encode(plan))
+    r = cli("emit", str(saved), "--target", "quadlet")
+    assert r.returncode == 2, r.stdout
+    assert f"the model file {model}: User=65532 cannot enter {closed} (mode 0700" in r.stderr
+    closed.chmod(0o755)
+    r = cli("emit", str(saved), "--target", "quadlet")
+    assert r.returncode == 0, r.stderr

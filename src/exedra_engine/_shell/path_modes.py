@@ -11,6 +11,7 @@ from exedra_engine._core.emit.reach import (
     PathFacts,
     PathStep,
     Role,
+    container_reach_problems,
     reach_problems,
     unit_paths,
 )
@@ -23,8 +24,18 @@ def unreachable(
     plan: LaunchPlan, target: Target, files: Mapping[str, str], executors: Executors
 ) -> list[str]:
     """What a systemd unit of `files` names that its user cannot reach on this host (the
-    executor, the waiter, a model: `exedra_engine._core.emit.reach`); paths absent here
-    are not judged, and other targets run what their image holds."""
+    executor, the waiter, a model: `exedra_engine._core.emit.reach`), or what a Quadlet
+    container's ``User=`` cannot read of the models mounted into it; paths absent here are
+    not judged. Kubernetes runs what its image holds, with the models from a volume."""
+    if target is Target.QUADLET:
+        users = [
+            line.partition("=")[2].strip()
+            for text in files.values()
+            for line in text.splitlines()
+            if line.startswith("User=")
+        ]
+        models = [path_facts("model", f.path) for f in plan.files]
+        return container_reach_problems(models, users[-1]) if users else []
     if target is not Target.SYSTEMD:
         return []
     profile = executors.profile(plan.spec.kind)

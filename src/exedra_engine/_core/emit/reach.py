@@ -94,6 +94,19 @@ def reach_problems(text: str, facts: Sequence[PathFacts]) -> list[str]:
     return out
 
 
+def container_reach_problems(facts: Sequence[PathFacts], user: str) -> list[str]:
+    """What a container that runs as `user` (Quadlet's ``User=``, not root, owning nothing
+    on the host: under a rootless Podman it is a sub-uid) cannot read of the model files
+    mounted into it: each directory on the way needs its others' execute bit, each file
+    its others' read bit."""
+    out = []
+    for f in facts:
+        why = _closed(f, f"User={user}") if f.steps else ""
+        if why:
+            out.append(f"{_WHAT[f.role]} {f.path}: {why}; {_FIX[f.role]}")
+    return out
+
+
 _WHAT: Final[dict[Role, str]] = {
     "executor": "the executor (ExecStart=)",
     "waiter": "the readiness waiter (ExecStartPost=)",
@@ -125,19 +138,16 @@ def _why(f: PathFacts, *, dynamic: bool, private_tmp: bool, hidden_home: bool) -
     return _closed(f) if dynamic else ""
 
 
-def _closed(f: PathFacts) -> str:
+def _closed(f: PathFacts, who: str = "DynamicUser=") -> str:
     """Which step other users are shut out of: a directory they cannot enter, or the file
     they cannot run (a program) or read (a model)."""
     *dirs, last = f.steps
     for d in dirs:
         if d.mode & _IFMT == _IFDIR and not d.mode & _IXOTH:
             return (
-                f"DynamicUser= cannot enter {d.path} (mode {d.mode & 0o7777:04o}: "
-                "closed to other users)"
+                f"{who} cannot enter {d.path} (mode {d.mode & 0o7777:04o}: closed to other users)"
             )
     need, verb = (_IROTH, "read") if f.role == "model" else (_IXOTH, "run")
     if not last.mode & need:
-        return (
-            f"DynamicUser= cannot {verb} it (mode {last.mode & 0o7777:04o}: closed to other users)"
-        )
+        return f"{who} cannot {verb} it (mode {last.mode & 0o7777:04o}: closed to other users)"
     return ""
