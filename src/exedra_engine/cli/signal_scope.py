@@ -20,14 +20,7 @@ async def signal_phase(sigs: Signals) -> AsyncIterator[trio.CancelScope]:
     with trio.open_signal_receiver(*SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             phase = trio.CancelScope()
-
-            async def watch() -> None:
-                async for signum in signals:
-                    if sigs.first is None:
-                        sigs.first = signum
-                    phase.cancel()
-
-            nursery.start_soon(watch)
+            nursery.start_soon(sigs.cancel_on, signals, phase)
             if sigs.first is not None:
                 phase.cancel()
             try:
