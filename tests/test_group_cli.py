@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import Run
 from tests.http_client import http
-from tests.test_docs import _docs_model_dir
+from tests.test_docs import _docs_model_dir, _reachable_copy
 
 _started: list[subprocess.Popen[str]] = []
 
@@ -167,14 +167,20 @@ def test_plan_group_emits_systemd_units_that_verify(
     )
     out = tmp_path / "units"
     out.mkdir()
+    # The units' DynamicUser= must reach the executor (a copy of the build beside the model,
+    # not the 0700 home cache); the waiter is one not on this host (not judged), swapped for
+    # this Python before systemd-analyze, which needs it to exist.
+    exe = _reachable_copy(llama_server)
+    waiter = "/usr/bin/exedra-engine-absent"
     r = run(
         "plan", "--group", str(group), "--no-config", "--no-port-check", "--emit", "systemd",
-        "--out", str(out), "--name", "pair", "--waiter", sys.executable,
-        env={"PATH": _env(llama_server)["PATH"]},
+        "--out", str(out), "--name", "pair", "--waiter", waiter,
+        env={"PATH": _env(exe)["PATH"]},
     )  # fmt: skip
     assert r.code == 0, r.err
     assert sorted(os.listdir(out)) == ["pair-a.service", "pair-b.service", "pair.target"]
     for f in sorted(out.iterdir()):
+        f.write_text(f.read_text().replace(waiter, sys.executable))
         v = subprocess.run(
             ["systemd-analyze", "verify", str(f)], capture_output=True, text=True, check=False
         )
