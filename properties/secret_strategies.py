@@ -14,7 +14,8 @@ import re
 
 from hypothesis import strategies as st
 
-from exedra_engine._core.redact import REDACTED, SHORT_KEY
+from exedra_engine._core.secrets import REDACTED, SHORT_KEY
+from exedra_engine._core.secrets.table import LOG_PATTERNS, PREFIXED, URL_USERINFO
 
 _PRINTABLE = st.characters(
     codec="utf-8",
@@ -72,7 +73,7 @@ def stands_as_token(text: str, at: int, key: str) -> bool:
 
 
 def reference_redact(text: str, secrets: list[str]) -> str:
-    """The rule of `exedra_engine._core.redact` for free text, written plainly, with no
+    """The rule of `exedra_engine._core.secrets` for free text, written plainly, with no
     regular expression: at each place, the longest secret that starts there and is long
     (`SHORT_KEY` or more) or stands as a token in `text` is replaced; else the character
     is kept."""
@@ -89,4 +90,12 @@ def reference_redact(text: str, secrets: list[str]) -> str:
         else:
             out.append(text[pos])
             pos += 1
-    return "".join(out)
+    return by_look("".join(out))
+
+
+def by_look(text: str) -> str:
+    """What is secret by its look, from the walker's table, hidden in `text`."""
+    for p in LOG_PATTERNS:
+        text = re.sub(p.pattern.decode(), rf"\1{REDACTED}", text)
+    text = PREFIXED.sub(REDACTED, text)
+    return URL_USERINFO.sub(rf"\g<scheme>{REDACTED}@", text)

@@ -43,7 +43,7 @@ from tests.log_pump import feed
 from exedra_engine import LaunchPlan
 from exedra_engine._core.launch.logs import log_secrets
 from exedra_engine._core.plan.endpoint import resolve
-from exedra_engine._core.redact import TextRedactor, redact_bytes
+from exedra_engine._core.secrets import TextRedactor, redact_bytes
 from exedra_engine._trio.logs import LogPump
 from exedra_engine.cli import main
 from properties.secret_strategies import keys, log_lines, reference_redact

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tests.conftest import cli
 
 from exedra_engine import LaunchPlan, PlanError
-from exedra_engine._core.redact import refuse_redacted
+from exedra_engine._core.secrets import refuse_redacted
 from exedra_engine.cli import build_parser
 from exedra_engine.testing import write_tiny_llama
 

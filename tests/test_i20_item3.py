@@ -25,7 +25,7 @@ from exedra_engine._core.emit.shape import layer_of
 from exedra_engine._core.executors.profile import executor_profile
 from exedra_engine._core.plan import planner
 from exedra_engine._core.plan.layers import Layer, Said, merge
-from exedra_engine._core.redact import REDACTED, redact_provenance
+from exedra_engine._core.secrets import REDACTED, redact_provenance
 
 HOST = Hardware(
     cpu=CPU(threads=8, ram=1 << 34),

@@ -10,7 +10,7 @@ from exedra_engine._core.executors.kinds import KindName
 from exedra_engine._core.executors.profile import BUILTIN
 from exedra_engine._core.memory.fit_params import FitMeasurement
 from exedra_engine._core.memory.plan import MemoryPlan
-from exedra_engine._core.redact import REDACTED, redact_config, redact_shown
+from exedra_engine._core.secrets import REDACTED, redact_config, redact_shown
 from exedra_engine._core.struct import EMPTY, Value, frozen_fields
 
 

@@ -319,7 +319,7 @@ def run_emit(
     host_defaulted: bool = False,
 ) -> int:
     from exedra_engine._core.emit import emit_files
-    from exedra_engine._core.redact import secret_copies
+    from exedra_engine._core.secrets import secret_copies
 
     target = Target(a.emit)
     copies = secret_copies(plan.args, plan.env, executors=a.executors)

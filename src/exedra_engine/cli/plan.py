@@ -13,7 +13,7 @@ from exedra_engine._core.config.check import TableOrigin
 from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.plan.planner import Explained
-from exedra_engine._core.redact import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance
+from exedra_engine._core.secrets import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options

@@ -13,7 +13,7 @@ import msgspec
 from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.memory.estimate import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
-from exedra_engine._core.redact import redact_plan
+from exedra_engine._core.secrets import redact_plan
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, NotReady
 

@@ -27,7 +27,7 @@ from exedra_engine._core.emit.shape import (
     ready_problem,
 )
 from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
-from exedra_engine._core.redact import REDACTED
+from exedra_engine._core.secrets import REDACTED
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import LaunchPlan
 

@@ -22,7 +22,7 @@ from exedra_engine._core.launch.budget import START_BASE, START_RATE, START_UNKN
 from exedra_engine._core.plan.endpoint import env_dict, resolve
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.plan.load_files import load_files, normal_path
-from exedra_engine._core.redact import is_secret_name
+from exedra_engine._core.secrets import is_secret_name
 from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan, ModelFile

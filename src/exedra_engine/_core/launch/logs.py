@@ -13,7 +13,7 @@ from typing import Final
 
 from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.plan.endpoint import Resolved
-from exedra_engine._core.redact import TextRedactor, plan_secrets
+from exedra_engine._core.secrets import TextRedactor, plan_secrets
 from exedra_engine._core.values import LaunchPlan
 
 MAX_LINE: Final = 1 << 16
