@@ -325,9 +325,10 @@ def run_emit(
     copies = secret_copies(plan.args, plan.env, executors=a.executors)
     if copies:
         raise EmitError(
-            f"the plan gives a copy of a secret (its API key, a token) to {', '.join(copies)}, "
-            f"which the {target.value} output would have to carry in the clear; remove it from "
-            "the plan"
+            f"the plan gives a secret (an API key, a token, a URL's credentials, a key-shaped "
+            f"value) to {', '.join(copies)}, which the {target.value} output would have to "
+            "carry in the clear; remove it from the plan and give it to the unit from a secret "
+            "or key file (a Kubernetes Secret, systemd LoadCredential=, a Podman secret)"
         )
     try:
         emitted = emit_files(

@@ -13,7 +13,7 @@ import msgspec
 from exedra_engine._core.executors.profile import BUILTIN, Executors
 from exedra_engine._core.memory.estimate import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
-from exedra_engine._core.secrets import redact_plan
+from exedra_engine._core.secrets import looks_secret, redact_plan
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, NotReady
 
@@ -57,7 +57,11 @@ def has_form(value: str) -> bool:
     """Whether a value looks like what the CLI's free-form options take, so that an error may
     quote it: a path, URL, address or file name (a ``/``, ``.`` or ``:``), a number, or a
     variable name in the conventional form. An API key is none of these (its characters are
-    letters, digits, ``-`` and ``_``), so a key typed in the wrong place is never echoed."""
+    letters, digits, ``-`` and ``_``), so a key typed in the wrong place is never echoed.
+    Nor is a value the secret walker finds a secret in by its look (a JWT, an AWS secret, a
+    URL's credentials: `exedra_engine._core.secrets.looks_secret`), whatever form it has."""
+    if looks_secret(value):
+        return False
     return any(c in value for c in "/.:") or value.lstrip("+-").isdigit() or is_variable_name(value)
 
 
@@ -80,7 +84,12 @@ def hide_values(given: dict[str, str]) -> None:
         {
             v: o
             for v, o in given.items()
-            if len(v) >= HIDDEN_MIN and not has_form(v) and not (o == "--host" and is_host_label(v))
+            if looks_secret(v)
+            or (
+                len(v) >= HIDDEN_MIN
+                and not has_form(v)
+                and not (o == "--host" and is_host_label(v))
+            )
         }
     )
 

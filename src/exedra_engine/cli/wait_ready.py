@@ -28,14 +28,12 @@ def wait_ready(a: argparse.Namespace) -> int:
     import http.client
     import urllib.parse
 
+    from exedra_engine._core.secrets import Hider
+
     u = urllib.parse.urlsplit(a.url)
-    # Credentials in the URL (http://user:KEY@host/) are never echoed: they are not sent
-    # either, the ready path needs no key.
-    url = a.url
-    if "@" in u.netloc:
-        url = urllib.parse.urlunsplit(
-            u._replace(netloc="<redacted>@" + u.netloc.rpartition("@")[2])
-        )
+    # Credentials in the URL (http://user:KEY@host/, ?key=KEY) are never echoed: they are
+    # not sent either, the ready path needs no key.
+    url = Hider().value(a.url)
     if u.scheme != "http" or not u.hostname:
         raise PlanError(f"wait-ready: {url!r} is not an http:// URL")
     start = time.monotonic()

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import chain
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from exedra_engine._core.executors.flags import FlagTable, Item
 from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.secrets.reprs import shown_source
+from exedra_engine._core.secrets.shown import redact_provenance, redact_said
 from exedra_engine._core.struct import EMPTY, Value, freeze, frozen_fields
 from exedra_engine.errors import PlanError
 
@@ -57,6 +59,12 @@ class Source(Value, frozen=True, kw_only=True):
     """The flag's canonical key (``--ctx-size`` for ``-c 8``) or the variable's name; "" for
     a token the flag table does not know."""
 
+    def shown_fields(self) -> dict[str, Any]:
+        return Value.shown_fields(shown_source(self))
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
+
 
 class Said(Value, frozen=True, kw_only=True):
     """One contribution of a layer: an argv item or a variable."""
@@ -73,6 +81,12 @@ class Said(Value, frozen=True, kw_only=True):
         """As `Source.text` spells it."""
         return " ".join(self.tokens) if self.what == "arg" else "=".join(self.tokens)
 
+    def shown_fields(self) -> dict[str, Any]:
+        return Value.shown_fields(redact_said(self, ()))
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
+
 
 class Provenance(Value, frozen=True, kw_only=True):
     """Provenance as data: which layer set one final argv item or variable, and what it
@@ -83,6 +97,12 @@ class Provenance(Value, frozen=True, kw_only=True):
     """The flag's canonical key, or the variable's name; None for a token the table does not
     know."""
     replaced: tuple[Said, ...] = ()
+
+    def shown_fields(self) -> dict[str, Any]:
+        return Value.shown_fields(redact_provenance(self, ()))
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
 
     def source(self) -> Source:
         """The entry ``plan --explain`` shows."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence, Set
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -42,6 +42,7 @@ from exedra_engine._core.plan.layers import (
     unfit,
 )
 from exedra_engine._core.plan.load_files import load_files
+from exedra_engine._core.secrets.reprs import shown_explained
 from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import (
     Constraints,
@@ -96,6 +97,12 @@ class Explained(Value, frozen=True, kw_only=True):
     """The memory arithmetic and what the planner decided from it (``plan --explain``)."""
     provenance: tuple[Provenance, ...] = ()
     """Which layer set each argv item and env variable, and what it replaced, as data."""
+
+    def shown_fields(self) -> dict[str, Any]:
+        return shown_explained(self)
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
 
 
 def plan_launch(
