@@ -4,6 +4,7 @@ forward its logs, stop it on a signal (the phases: cli/launch.py)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import IO, Final
@@ -35,7 +36,10 @@ def run_launch(
     log_file: IO[bytes] | None = None
     if a.log_file:
         try:
-            log_file = open(a.log_file, "ab")  # noqa: SIM115  (closed below, after trio.run)
+            # Created 0600: the executor's lines may say more of its set-up than others
+            # should read (its keys are redacted, its paths and prompts are not).
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            log_file = os.fdopen(os.open(a.log_file, flags, 0o600), "ab")
         except OSError as e:  # unwritable: checked at parse for what could be
             from exedra_engine.cli.render import fail
             from exedra_engine.errors import LaunchError
