@@ -36,10 +36,7 @@ def run_launch(
     log_file: IO[bytes] | None = None
     if a.log_file:
         try:
-            # Created 0600: the executor's lines may say more of its set-up than others
-            # should read (its keys are redacted, its paths and prompts are not).
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-            log_file = os.fdopen(os.open(a.log_file, flags, 0o600), "ab")
+            log_file = open_log_file(a.log_file)
         except OSError as e:  # unwritable: checked at parse for what could be
             from exedra_engine.cli.render import fail
             from exedra_engine.errors import LaunchError
@@ -144,3 +141,11 @@ async def _progress(plan: LaunchPlan, timeout: float) -> None:
             file=sys.stderr,
             flush=True,
         )
+
+
+def open_log_file(path: str) -> IO[bytes]:
+    """``launch --log-file``, opened to append; created 0600 (less any umask), since the
+    executor's lines may say more of its set-up than others should read (its keys are
+    redacted, its paths and prompts are not). An existing file keeps its mode."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    return os.fdopen(os.open(path, flags, 0o600), "ab")

@@ -100,11 +100,14 @@ SECRET_PARAMS: Final = frozenset(
 )
 """Query parameters whose value is a secret, beside any whose name is a secret name."""
 
-URL_USERINFO: Final = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/@\s?#]+)@")
+URL_USERINFO: Final = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<info>[^/@\s?#]{1,512})@"
+)
 """The userinfo of a URL (``user:pw`` of ``http://user:pw@host``): hidden whole, since a
-token often stands there alone (``https://TOKEN@github.com``)."""
+token often stands there alone (``https://TOKEN@github.com``). Bounded, so that a log line
+of 64 KiB of letters costs one pass, not one per letter."""
 
-URL_QUERY: Final = re.compile(r"(?P<sep>[?&;])(?P<name>[A-Za-z0-9_.-]+)=(?P<value>[^&;#\s]+)")
+URL_QUERY: Final = re.compile(r"(?P<sep>[?&;])(?P<name>[A-Za-z0-9_.-]{1,64})=(?P<value>[^&;#\s]+)")
 """One ``name=value`` of a query string."""
 
 PREFIXED_SHAPES: Final = (
