@@ -15,9 +15,10 @@ import pytest
 import yaml
 
 from exedra_engine import Constraints, Kind, ModelSpec, plan_launch
-from exedra_engine._core.emit import EmitOptions, Storage, Target, emit, emit_files, ini
+from exedra_engine._core.emit import EmitOptions, Storage, Target, emit, emit_files
 from exedra_engine._core.emit.checks import check_files
-from exedra_engine._core.emit.shape import GPU_RESOURCES
+from exedra_engine._core.emit.formats import ini
+from exedra_engine._core.emit.resources import GPU_RESOURCES
 from exedra_engine.errors import EmitError
 from tests.conftest import cli
 from tests.emit_cases import KEY, MODEL, VENDOR_HOSTS, hardware, plan_for
@@ -358,7 +359,7 @@ def test_a_known_key_or_the_redaction_marker_anywhere_fails() -> None:
         ({"host_": "127.0.0.1"}, Target.K8S, "plan with --host 0.0.0.0"),
         ({"host_": "127.0.0.1"}, Target.QUADLET, "plan with --host 0.0.0.0"),
         ({"extra_env": ("HF_TOKEN=abc",)}, Target.SYSTEMD, "HF_TOKEN, a secret"),
-        ({"extra_args": ("--hf-token", "abc")}, Target.K8S, "--hf-token, a secret"),
+        ({"extra_args": ("--hf-token", "abc")}, Target.K8S, "HF_TOKEN, a secret"),
     ],
 )
 def test_what_cannot_be_emitted_is_an_error(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.kinds import KindName
-from exedra_engine._core.executors.profile import BUILTIN
 from exedra_engine._core.memory.fit_params import FitMeasurement
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.secrets import REDACTED, Hider, redact_config, redact_shown

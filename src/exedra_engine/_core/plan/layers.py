@@ -31,8 +31,9 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import Any, Literal, NamedTuple
 
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable, Item
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.plan.layer_checks import all_fit, check_layer, refuse_foreign_key
 from exedra_engine._core.plan.layer_checks import unfit as unfit  # noqa: PLC0414 (planner reads it here)
 from exedra_engine._core.secrets.reprs import shown_source

@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.secrets.table import (
     FLAG_DISTANCE,
     FLAG_MIN_NAME,

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.secrets.hide import TextRedactor
 from exedra_engine._core.secrets.shown import redact_plan, redact_provenance, redact_said
 from exedra_engine._core.secrets.table import SHORT_KEY
 from exedra_engine._core.secrets.walk import plan_secrets
 
 if TYPE_CHECKING:
-    from exedra_engine._core.config.check import Finding
+    from exedra_engine._core.config.findings import Finding
     from exedra_engine._core.plan.layers import Said, Source
     from exedra_engine._core.plan.planner import Explained
 

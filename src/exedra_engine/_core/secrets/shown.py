@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.secrets.hide import Hider, copied_secret
 from exedra_engine._core.secrets.judge import is_secret_flag
 from exedra_engine._core.secrets.table import REDACTED
