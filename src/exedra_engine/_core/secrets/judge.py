@@ -138,8 +138,13 @@ def secret_parts(value: str) -> list[tuple[int, int]]:
 
 
 def found_in(value: str) -> list[str]:
-    """The secrets `value` holds by its own look (`secret_parts`), as text."""
-    return [value[a:b] for a, b in secret_parts(value)]
+    """The secrets `value` holds by its own look, as text: each part `secret_parts` hides,
+    and each secret inside it on its own (the password of ``alice:pw``, a key shape inside
+    a URL's credentials), which free text may quote apart."""
+    spans = [*shaped_parts(value), *url_parts(value)]
+    out = [value[a:b] for a, b in (*secret_parts(value), *spans)]
+    out += [info.partition(":")[2] for info in out if ":" in info]
+    return list(dict.fromkeys(s for s in out if s))
 
 
 def looks_secret(value: str) -> bool:

@@ -7,8 +7,8 @@ come through here, so one table decides for all of them what is secret.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import msgspec
 
@@ -93,7 +93,7 @@ def redact_plan(
     they are, whatever a key happens to equal."""
     hide = Hider(plan_secrets(plan.args, plan.env, executors=executors))
     engine = frozenset(s.text for s in sources if s.what == "arg" and s.layer == ENGINE_LAYER)
-    return msgspec.structs.replace(
+    shown = msgspec.structs.replace(
         plan,
         spec=msgspec.structs.replace(
             plan.spec,
@@ -105,6 +105,29 @@ def redact_plan(
         env=tuple(hide.env(e) for e in plan.env),
         args=_hidden_above_engine(redact_args(plan.args, executors=executors), engine, hide),
     )
+    return by_look(shown)
+
+
+_T = TypeVar("_T")
+
+
+def by_look(value: _T) -> _T:
+    """`value` (a msgspec value) with every string that holds a secret by its own look (a
+    key shape, a URL's credentials) hidden there, in any field: a key typed into the wrong
+    option (``--executor``, ``--model``) is shown by no field of a printed plan."""
+    raw = msgspec.to_builtins(value)
+    hidden = _walk_strings(raw, Hider().value)
+    return value if hidden == raw else msgspec.convert(hidden, type(value))
+
+
+def _walk_strings(raw: object, hide: Callable[[str], str]) -> object:
+    if isinstance(raw, str):
+        return hide(raw)
+    if isinstance(raw, dict):
+        return {k: _walk_strings(v, hide) for k, v in raw.items()}
+    if isinstance(raw, (list, tuple)):
+        return type(raw)(_walk_strings(v, hide) for v in raw)
+    return raw
 
 
 def _hidden_above_engine(
