@@ -110,23 +110,27 @@ def secret_copies(
     look (``HTTPS_PROXY=http://alice:pw@proxy``, an ``sk-...`` key). An output that writes
     values out (``plan --emit``) cannot hide them where they stand, so it refuses them."""
     env = tuple(env)
-    secrets = frozenset(plan_secrets(args, env, executors=executors))
-    hide = Hider(secrets)
-    keyed = {i for i, _, _ in secret_values(args, executors)}
+    hide = Hider(plan_secrets(args, env, executors=executors))
     where = [
         name
         for name, eq, value in (item.partition("=") for item in env)
         if eq and not is_secret_name(name) and hide.value(value) != value
     ]
+    where += _arg_copies(args, hide, {i for i, _, _ in secret_values(args, executors)})
+    return tuple(dict.fromkeys(where))
+
+
+def _arg_copies(args: Sequence[str], hide: Hider, keyed: set[int]) -> Iterator[str]:
+    """The flags (or positions) of `args` whose value holds a secret, but those of `keyed`
+    (the key flags' own values, which the emitters move into a file)."""
     for i, tok in enumerate(args):
         if i in keyed or (i == 0 and tok[:1] != "-"):
             continue
         flag, eq, value = tok.partition("=")
         if eq and flag[:1] == "-" and hide.value(value) != value:
-            where.append(flag)
+            yield flag
         elif tok[:1] != "-" and hide.value(tok) != tok:
-            where.append(args[i - 1] if i and args[i - 1][:1] == "-" else f"argument {i + 1}")
-    return tuple(dict.fromkeys(where))
+            yield args[i - 1] if i and args[i - 1][:1] == "-" else f"argument {i + 1}"
 
 
 def redaction_markers(
