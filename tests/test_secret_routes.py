@@ -205,3 +205,19 @@ def test_wait_ready_never_echoes_a_key_in_the_url() -> None:
     for url in (f"http://127.0.0.1:9/health?key={K}", f"http://u:{K}@127.0.0.1:9/health"):
         ran = cli("wait-ready", url, "--timeout", "0.2")
         assert ran.code == 1 and K not in ran.err + ran.out
+
+
+def test_config_check_findings_do_not_quote_a_key(tmp_path: Path) -> None:
+    # The checker words back what it judges (--temp=KEY, the value after --api-kee).
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        'env: {HTTPS_PROXY: "http://alice:pw@proxy"}\n'
+        f'engines: {{llama: {{args: ["--api-kee", "{K}", "--temp={K}", "--alias", "m-{K}"]}}}}\n',
+        encoding="utf-8",
+    )
+    for extra in ([], ["--json"]):
+        ran = cli("config", "--check", *extra, str(cfg))
+        assert "--api-kee" in ran.out and "--temp" in ran.out
+        assert _shows(ran.out + ran.err, K, "abcdef123456", "alice:pw") == []
+    shown = cli("config", "--check", "--show-secrets", str(cfg))
+    assert K in shown.out

@@ -30,6 +30,7 @@ from exedra_engine._core.secrets.judge import (
 )
 from exedra_engine._core.secrets.shown import (
     ENGINE_LAYER,
+    config_secrets,
     redact_args,
     redact_config,
     redact_env,
@@ -52,6 +53,7 @@ __all__ = [
     "SHORT_KEY",
     "Hider",
     "TextRedactor",
+    "config_secrets",
     "copied_secret",
     "is_secret_flag",
     "is_secret_name",

@@ -194,10 +194,7 @@ def redact_config(cfg: Config, *, executors: Executors = BUILTIN) -> Config:
     variable, inside a longer value), as `redact_plan` hides it in a plan. The key flags are
     those of `executors` (the ones the files were read with) and any flag whose name reads
     as a secret (``--sd-token``): an override file may name an executor the caller added."""
-    overrides = [*cfg.engines.values(), *cfg.models.values()]
-    secrets = {v for o in overrides for v in _override_secrets(o, cfg.env, executors)}
-    secrets.update(plan_secrets((), [f"{n}={x}" for n, x in cfg.env.items()]))
-    hide = Hider(secrets)
+    hide = Hider(config_secrets(cfg, executors=executors))
 
     def env(m: dict[str, str]) -> dict[str, str]:
         return {n: hide.env(f"{n}={v}").partition("=")[2] for n, v in m.items()}
@@ -212,6 +209,15 @@ def redact_config(cfg: Config, *, executors: Executors = BUILTIN) -> Config:
         engines={k: over(o) for k, o in cfg.engines.items()},
         models={k: over(o) for k, o in cfg.models.items()},
     )
+
+
+def config_secrets(cfg: Config, *, executors: Executors = BUILTIN) -> frozenset[str]:
+    """Every secret override files hold where it stands (as `redact_config` finds them):
+    what text quoting the files (``config --check``'s findings) must not show."""
+    overrides = [*cfg.engines.values(), *cfg.models.values()]
+    secrets = {v for o in overrides for v in _override_secrets(o, cfg.env, executors)}
+    secrets.update(plan_secrets((), [f"{n}={x}" for n, x in cfg.env.items()]))
+    return frozenset(secrets)
 
 
 def _override_secrets(o: Override, env: dict[str, str], executors: Executors) -> list[str]:
