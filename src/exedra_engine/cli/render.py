@@ -14,7 +14,7 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
-from exedra_engine._core.secrets import looks_secret, redact_plan
+from exedra_engine._core.secrets import looks_secret, redact_plan, redact_text
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, NotReady
 
@@ -97,12 +97,13 @@ def hide_values(given: dict[str, str]) -> None:
 
 def unechoed(text: str) -> str:
     """`text` with every hidden value replaced, where it stands as a token (not inside a
-    longer word), by the name of the option that took it."""
+    longer word), by the name of the option that took it; then whatever is secret by its look
+    (a key shape, a URL's credentials), wherever the error took it from."""
     for value in sorted(_hidden, key=len, reverse=True):
         if value in text:
             token = re.compile(f"(?<![A-Za-z0-9_]){re.escape(value)}(?![A-Za-z0-9_])")
             text = token.sub(f"<the value of {_hidden[value]}, not shown>", text)
-    return text
+    return redact_text(text, ())
 
 
 def fail(err: EngineError, code: int = 2, *, as_json: bool = False) -> int:
