@@ -40,9 +40,19 @@ from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 from tests.log_pump import feed
 
-from exedra_engine import LaunchPlan
+from exedra_engine import (
+    CPU,
+    Constraints,
+    ExecutorInfo,
+    Hardware,
+    Kind,
+    LaunchPlan,
+    ModelSpec,
+    load_config,
+)
 from exedra_engine._core.launch.logs import MAX_LINE, LogLines, log_secrets
 from exedra_engine._core.plan.endpoint import resolve
+from exedra_engine._core.plan.planner import explain_launch
 from exedra_engine._core.secrets import TextRedactor, redact_bytes
 from exedra_engine._trio.logs import LogPump
 from exedra_engine.cli import main
@@ -380,6 +390,7 @@ def test_no_key_of_any_shape_by_any_route_in_any_output(
         outputs["config"] = _run(["config", str(tmp / "c.yaml")], {})
         outputs["config --json"] = _run(["config", "--json", str(tmp / "c.yaml")], {})
         code, text = _run(["plan", "--json", "--show-secrets", *argv], env)
+        _no_key_in_the_values_reprs(argv, env, shape, key)
     for surface, (_, shown) in outputs.items():
         assert not leaked(key, shown), (surface, shown)
     assert code == 0 and leaked(key, text)  # the key did reach the plan: the check can fail
@@ -387,6 +398,27 @@ def test_no_key_of_any_shape_by_any_route_in_any_output(
     for v in (plan, plan.spec):  # reprs, and what rich shows
         assert not leaked(key, repr(v)) and not leaked(key, repr(v.__rich_repr__()))
     _no_key_in_the_log_relay(plan, key)
+
+
+def _no_key_in_the_values_reprs(argv: list[str], env: dict[str, str], shape: str, key: str) -> None:
+    # The same request as library values: Constraints, Config, Explained and its parts, each
+    # by repr and by what rich shows.
+    cfg = load_config(argv[argv.index("--config") + 1]).unwrap()
+    c = Constraints(
+        api_key=env.get(VAR, ""),
+        extra_args=tuple(a.removeprefix("--arg=") for a in argv if a.startswith("--arg=")),
+        extra_env=tuple(a.removeprefix("--env=") for a in argv if a.startswith("--env=")),
+        overrides=cfg,
+    )
+    run_args = tuple(a.removeprefix("--run-arg=") for a in argv if a.startswith("--run-arg="))
+    spec = ModelSpec(id="m", path="/absent.gguf", kind=Kind.LLAMA, run_args=run_args)
+    hw = Hardware(cpu=CPU(threads=2), executors=(ExecutorInfo(kind=Kind.LLAMA, path="/x"),))
+    e = explain_launch(spec, hw, c).unwrap()
+    # A lone Source or Provenance has no plan to say that a copy is a key's: it hides what
+    # the table decides by itself (key flags, names, URLs, prefixed shapes).
+    parts = (*e.sources, *e.provenance) if shape in PREFIX_SHAPES else ()
+    for v in (c, cfg, e, *parts):
+        assert not leaked(key, repr(v)) and not leaked(key, repr(v.__rich_repr__())), v
 
 
 def _no_key_in_the_log_relay(plan: LaunchPlan, key: str) -> None:
