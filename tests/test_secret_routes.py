@@ -15,8 +15,8 @@ import pytest
 from exedra_engine import Constraints, Endpoint, Hardware, Kind, ModelSpec, plan_launch
 from exedra_engine._core.plan.planner import explain_launch
 from exedra_engine._core.values import Config, LaunchPlan, Override
+from exedra_engine._shell.files import open_append
 from exedra_engine._trio.launcher import open_instance
-from exedra_engine.cli.launch_run import open_log_file
 from tests.conftest import FAKE, cli
 
 K = "sk-live-abcdef123456"
@@ -177,7 +177,7 @@ async def test_a_launched_executors_cmdline_holds_no_secret(
 def test_log_file_is_created_0600(tmp_path: Path) -> None:
     old = os.umask(0o022)
     try:
-        with open_log_file(str(tmp_path / "launch.log")) as f:
+        with open_append(str(tmp_path / "launch.log")) as f:
             f.write(b"x\n")
     finally:
         os.umask(old)

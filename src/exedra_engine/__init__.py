@@ -22,6 +22,9 @@ from exedra_engine._core.executors.builtin import BUILTIN as BUILTIN_EXECUTORS
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.kinds import Kind, KindName, parse_kind, supported_kinds
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
+from exedra_engine._core.group.planner import GroupExplained, explain_group, plan_group
+from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
 from exedra_engine._core.host.hardware import HostSnapshot, hardware_from
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.endpoint import Resolved, resolve_endpoint
@@ -39,7 +42,8 @@ from exedra_engine._core.values import (
     ModelSpec,
     Override,
 )
-from exedra_engine._shell.inspect import inspect
+from exedra_engine._shell.group_plan import load_group, plan_group_on_host
+from exedra_engine._shell.inspect import inspect, read_inventory
 from exedra_engine._shell.load_config import load_config
 from exedra_engine._shell.plan import plan, plan_explained
 from exedra_engine._shell.probe import probe
@@ -65,6 +69,7 @@ from exedra_engine.errors import (
     LaunchError,
     LibraryNotLoaded,
     LoadStalled,
+    MemberFailed,
     ModelNotLoaded,
     ModelUnreadable,
     NoEndpoint,
@@ -79,12 +84,15 @@ from exedra_engine.errors import (
 )
 
 if TYPE_CHECKING:
+    from exedra_engine._blocking.group import run_group
     from exedra_engine._blocking.run import run
     from exedra_engine._core.config.findings import Finding
     from exedra_engine._core.config.schema import config_schema
     from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
+    from exedra_engine._core.group.start import Group
     from exedra_engine._shell.check import CheckReport, check_config
     from exedra_engine._shell.hardware_file import load_hardware
+    from exedra_engine._trio.group import open_group
     from exedra_engine._trio.launcher import ExitReason, Instance, launch, open_instance
 
 __all__ = [
@@ -170,6 +178,22 @@ __all__ = [
     "Executors",
     "BUILTIN_EXECUTORS",
     "KindName",
+    "Group",
+    "MemberFailed",
+    "open_group",
+    "run_group",
+    "GroupExplained",
+    "GroupMember",
+    "GroupPlan",
+    "MemberFacts",
+    "MemberShare",
+    "ModelInventory",
+    "TensorInfo",
+    "explain_group",
+    "load_group",
+    "plan_group",
+    "plan_group_on_host",
+    "read_inventory",
 ]
 
 # Loaded on first use, so that planning-only users never pay for them: the launcher needs trio
@@ -186,6 +210,10 @@ _LAZY = {
     "load_hardware": "_shell.hardware_file",
     # The blocking adapter (asyncio on a private thread; no trio).
     "run": "_blocking.run",
+    # Several executors at once (issue 29): each adapter's group launcher.
+    "open_group": "_trio.group",
+    "run_group": "_blocking.group",
+    "Group": "_core.group.start",
 }
 
 

@@ -79,6 +79,13 @@ def build_parser(executors: Executors = BUILTIN) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -> int:
     """Entry point of the ``exedra-engine`` script. `executors` are the executors its
     commands know (``--kind``, probing, planning, launching, emitting, checking)."""
+    from exedra_engine.cli.signals import ending
+
+    with ending():  # SIGTERM ends any command as SIGINT does, from its first line
+        return _main(argv, executors)
+
+
+def _main(argv: Sequence[str] | None, executors: Executors) -> int:
     try:
         try:
             with _untranslated():
@@ -91,15 +98,17 @@ def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -
         except SystemExit as e:  # --help, --version, a usage error: argparse printed it
             sys.stdout.flush()  # here, so a failed write is handled like any other
             return e.code if isinstance(e.code, int) else 2 if e.code else 0
-        hide_values(_given_values(parser, args))
+        hide_values(_given_values(parser, args), by_look=not getattr(args, "show_secrets", False))
         from exedra_engine._shell import notice
 
         notice.hook = _note
         result: int | Report = args.func(args)
         code = result if isinstance(result, int) else show(result, args.json)
         sys.stdout.flush()
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as e:
+        from exedra_engine.cli.signals import exit_line
+
+        return exit_line(e)
     except BrokenPipeError:
         # The reader closed the pipe (`| head -1`, `| true`): it has what it wanted, which is
         # not a failure (a `set -o pipefail` step must not fail on it).

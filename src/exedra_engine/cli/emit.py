@@ -115,9 +115,12 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         target_flag,
         dest="emit",
-        choices=[t.value for t in Target],
+        # router and llama-swap: a group's (plan --group FILE --emit ...), cli/emit_group.py
+        choices=[t.value for t in Target]
+        + (["router", "llama-swap"] if target_flag == "--emit" else []),
         required=target_flag == "--target",
-        help="render the plan for Kubernetes, systemd or Podman Quadlet",
+        help="render the plan for Kubernetes, systemd or Podman Quadlet (with --group also "
+        "router: llama.cpp's models preset, and llama-swap)",
     )
     g.add_argument("--out", metavar="DIR", help="write the files into DIR (default: stdout)")
     g.add_argument(
@@ -190,7 +193,8 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         "--uid",
         type=_checked("non_root_uid", "uid", int, UID),
         default=65532,
-        help="Kubernetes: the pod's user id (never 0: the pod is restricted)",
+        help="Kubernetes and Quadlet: the user (and group) id the executor runs as in its "
+        "container (never 0)",
     )
     g.add_argument(
         "--gpu-group",
@@ -284,6 +288,20 @@ def options_from(a: argparse.Namespace) -> EmitOptions:
     )
 
 
+def real_paths(plan: LaunchPlan, models_dir: str = "") -> tuple[tuple[str, str], ...]:
+    """Where each absolute path of the plan (and `models_dir`) resolves here, for those that
+    are links (`exedra_engine._shell.files.real_paths`): the emitter judges a directory by
+    what it is, and is pure."""
+    from exedra_engine._shell.files import real_paths as resolved
+
+    words = [*plan.args, *(e.partition("=")[2] for e in plan.env), *(f.path for f in plan.files)]
+    if plan.model is not None:
+        words.append(plan.model.path)
+    if models_dir:
+        words.append(models_dir)
+    return resolved(w.partition("=")[2] if w.startswith("-") else w for w in words)
+
+
 def installed_waiter() -> str:
     """The real path of the exedra-engine command the unit's readiness hook runs: the one on
     PATH (this installation's), else the conventional /usr/bin/exedra-engine."""
@@ -330,10 +348,10 @@ def run_emit(
             "carry in the clear; remove it from the plan and give it to the unit from a secret "
             "or key file (a Kubernetes Secret, systemd LoadCredential=, a Podman secret)"
         )
+    opts = options_from(a)
+    opts = msgspec.structs.replace(opts, real_paths=real_paths(plan, opts.models_dir))
     try:
-        emitted = emit_files(
-            plan, target, options_from(a), hardware, sources, executors=a.executors
-        )
+        emitted = emit_files(plan, target, opts, hardware, sources, executors=a.executors)
     except EmitRefused as refused:
         # One line per problem, and no file: what --check rejects is never written.
         for problem in refused.problems:
@@ -347,29 +365,35 @@ def run_emit(
         if chosen not in origins:
             origins = (chosen, *origins)
         emitted = msgspec.structs.replace(emitted, origins=origins)
-    explain_to = sys.stdout if a.out else sys.stderr
     if a.check:
         return _check(plan, target, emitted, a)
+    return hand_out(emitted, a)
+
+
+def hand_out(emitted: Emitted, a: argparse.Namespace) -> int:
+    """The files into ``--out`` DIR, or to stdout; then, with ``--explain``, where each field
+    came from (on stderr when the files went to stdout). The exit status."""
     if a.out:
         if (code := _write(a.out, emitted)) != 0:
             return code
     else:
         for text in emitted.files.values():
             sys.stdout.write(text)
-    if a.explain:
-        print_origins(emitted, explain_to)
+    if a.explain and emitted.origins:
+        print_origins(emitted, sys.stdout if a.out else sys.stderr)
     return 0
 
 
 def _write(out: str, emitted: Emitted) -> int:
     """Write the files into the directory `out`: 0, or the exit status of a refusal."""
+    from exedra_engine._shell.files import write_inside
+
     if (refused := options.out_dir(out, list(emitted.files))) is not None:
         return fail(refused)
     for name, text in emitted.files.items():
         path = os.path.join(out, name)
         try:
-            with open(path, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
+            write_inside(out, name, text.encode("utf-8"))  # never through a link
         except OSError as e:  # a disk full or a race with another writer
             return fail(PlanError(f"--out: cannot write {path}: {e.strerror or e}"), 1)
         print(f"wrote {shown(path)}")
@@ -386,6 +410,7 @@ def print_origins(emitted: Emitted, out: TextIO) -> None:
 
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
     from exedra_engine._core.emit.checks import check_files
+    from exedra_engine._shell.files import read_regular
 
     files = emitted.files
     drift: list[str] = []
@@ -394,9 +419,10 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
         for name, text in emitted.files.items():
             path = os.path.join(a.out, name)
             try:
-                with open(path, encoding="utf-8") as f:
-                    files[name] = f.read()
-            except (OSError, UnicodeDecodeError) as e:
+                files[name] = read_regular(path, 1 << 22).decode("utf-8")
+            except OSError as e:
+                raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+            except UnicodeDecodeError as e:
                 raise PlanError(f"{path}: cannot read: {e}") from None
             if files[name] != text:
                 drift.append(name)
@@ -437,11 +463,15 @@ def _schema(files: dict[str, str]) -> list[str]:
 def load_plan(path: str) -> LaunchPlan:
     """A saved plan (``plan --json``), decoded strictly; the `PlanError` names the file and
     field."""
+    from exedra_engine._shell.files import read_regular
+
+    limit = 1 << 22
     try:
-        with open(path, "rb") as f:
-            data = f.read(1 << 22)
+        data = read_regular(path, limit)  # a FIFO named like the plan would hang the command
     except OSError as e:
         raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise PlanError(f"{path}: larger than {limit} bytes: not a saved plan")
     try:
         return msgspec.json.decode(data, type=LaunchPlan)
     except msgspec.ValidationError as e:

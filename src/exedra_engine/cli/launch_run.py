@@ -4,7 +4,6 @@ forward its logs, stop it on a signal (the phases: cli/launch.py)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from typing import IO, Final
@@ -35,8 +34,12 @@ def run_launch(
         return interrupted_exit(sigs.first, "planning", "nothing was started")
     log_file: IO[bytes] | None = None
     if a.log_file:
+        from exedra_engine._shell.files import open_append
+
         try:
-            log_file = open_log_file(a.log_file)
+            # Never blocking: signals are only recorded from here on, so an open(2) of a FIFO
+            # waiting for a reader would be retried after each, for good.
+            log_file = open_append(a.log_file)
         except OSError as e:  # unwritable: checked at parse for what could be
             from exedra_engine.cli.render import fail
             from exedra_engine.errors import LaunchError
@@ -64,14 +67,7 @@ async def _main(
     with trio.open_signal_receiver(*SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             phase = trio.CancelScope()
-
-            async def watch() -> None:
-                async for signum in signals:
-                    if sigs.first is None:
-                        sigs.first = signum
-                    phase.cancel()  # later ones: the stop under way is already bounded
-
-            nursery.start_soon(watch)
+            nursery.start_soon(sigs.cancel_on, signals, phase)
             if sigs.first is not None:  # between planning and here
                 phase.cancel()
             with phase:
@@ -141,11 +137,3 @@ async def _progress(plan: LaunchPlan, timeout: float) -> None:
             file=sys.stderr,
             flush=True,
         )
-
-
-def open_log_file(path: str) -> IO[bytes]:
-    """``launch --log-file``, opened to append; created 0600 (less any umask), since the
-    executor's lines may say more of its set-up than others should read (its keys are
-    redacted, its paths and prompts are not). An existing file keeps its mode."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-    return os.fdopen(os.open(path, flags, 0o600), "ab")

@@ -16,7 +16,7 @@ from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.secrets import looks_secret, redact_plan, redact_text
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine.errors import EngineError, NotReady
+from exedra_engine.errors import EngineError, MemberFailed, NotReady
 
 if TYPE_CHECKING:
     from exedra_engine._core.config.findings import Finding
@@ -46,6 +46,7 @@ def shown(text: str) -> str:
 # The values given on this command line that errors must not echo (see `hide_values`):
 # CLI state, set once per main() call, never in the pure core.
 _hidden: dict[str, str] = {}
+_by_look = [True]
 
 
 def is_variable_name(value: str) -> bool:
@@ -78,8 +79,10 @@ def is_host_label(value: str) -> bool:
     return re.fullmatch(r"[a-z]([a-z-]{0,61}[a-z])?", value) is not None
 
 
-def hide_values(given: dict[str, str]) -> None:
-    """Name the values (value -> the option that took it) that `fail` masks in errors."""
+def hide_values(given: dict[str, str], *, by_look: bool = True) -> None:
+    """Name the values (value -> the option that took it) that `fail` masks in errors, and
+    say whether errors hide what is secret by its look (not with ``--show-secrets``)."""
+    _by_look[0] = by_look
     _hidden.clear()
     _hidden.update(
         {
@@ -103,7 +106,7 @@ def unechoed(text: str) -> str:
         if value in text:
             token = re.compile(f"(?<![A-Za-z0-9_]){re.escape(value)}(?![A-Za-z0-9_])")
             text = token.sub(f"<the value of {_hidden[value]}, not shown>", text)
-    return redact_text(text, ())
+    return redact_text(text, ()) if _by_look[0] else text
 
 
 def fail(err: EngineError, code: int = 2, *, as_json: bool = False) -> int:
@@ -125,7 +128,10 @@ def fail(err: EngineError, code: int = 2, *, as_json: bool = False) -> int:
 
 
 def error_body(err: EngineError) -> dict[str, object]:
-    """An error as JSON: its kind, its cause, and the executor's last log lines."""
+    """An error as JSON: its kind, its cause, and the executor's last log lines (a group
+    member's failure: its own error's, with ``member`` naming it)."""
+    if isinstance(err, MemberFailed):
+        return {**error_body(err.cause), "member": err.member}
     if not isinstance(err, NotReady):
         return {"kind": type(err).__name__, "cause": unechoed(str(err)), "log": []}
     body: dict[str, object] = {
