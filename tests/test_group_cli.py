@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -236,3 +237,27 @@ def test_plan_group_emits_kubernetes_that_binds_every_address_and_validates(
     assert [f.name for f in files] == ["pair-a.yaml", "pair-b.yaml"]
     assert all("0.0.0.0" in f.read_text() for f in files)
     assert kubernetes_validate(files) == ""
+
+
+def test_launch_group_log_file_is_made_0600_and_a_failing_member_is_named(
+    tmp_path: Path, tiny_llama: Path, run: Run
+) -> None:
+    # The members' logs may hold what a key leaves in them: made 0600 as launch's log is.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "llama-server"
+    fake.write_text("#!/bin/sh\necho 'fake: exiting' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    group = _group_file(tmp_path, f"{{id: a, model: {tiny_llama}, ctx: 256}}")
+    log = tmp_path / "group.log"
+    old = os.umask(0o022)
+    try:
+        r = run(
+            "launch", "--group", str(group), "--no-config", "--no-port-check",
+            "--log-file", str(log), env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+        )  # fmt: skip
+    finally:
+        os.umask(old)
+    assert r.code == 1 and "member 'a' failed" in r.err, r.err
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert "fake: exiting" in log.read_text()

@@ -73,8 +73,11 @@ def run_group_launch(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> 
         return interrupted_exit(sigs.first, "planning", "nothing was started")
     log_file: IO[bytes] | None = None
     if a.log_file:
+        from exedra_engine._shell.files import open_append
+
         try:
-            log_file = open(a.log_file, "ab")  # noqa: SIM115  (closed below, after trio.run)
+            # As launch's: 0600 when made (the members' logs), and never blocking on a FIFO.
+            log_file = open_append(a.log_file)
         except OSError as e:
             from exedra_engine.cli.render import fail
             from exedra_engine.errors import LaunchError
