@@ -10,6 +10,10 @@ real-executor fixture or marked `executor` is serial wherever it lives.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
 
 # Modules that launch processes, send signals, bind ports or measure time (by file stem).
@@ -69,3 +73,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if is_serial(item):
             item.add_marker(pytest.mark.serial)
+
+
+_STATE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # `launch` keeps the executor's log under $XDG_STATE_HOME (cli/launch_output.py): the
+    # suite's launches keep theirs in a directory of their own, not in the user's.
+    _STATE.append(tempfile.mkdtemp(prefix="exedra-test-state-"))
+    os.environ["XDG_STATE_HOME"] = _STATE[-1]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _STATE:
+        shutil.rmtree(_STATE.pop(), ignore_errors=True)
