@@ -202,12 +202,13 @@ variant_features() {
   esac
 }
 
-# this_cpu VARIANTS -> the variants a this-cpu build needs: the one ggml would load here and x64.
-# Off x86 (or for a variant not in the table) every variant is kept: the portable set.
+# this_cpu VARIANTS [FLAGS] -> the variants a this-cpu build needs: the one ggml would load here
+# (FLAGS: the CPU's, /proc/cpuinfo's by default) and x64. Off x86 (or for a variant not in the
+# table) every variant is kept: the portable set.
 this_cpu() {
   local variants=$1 flags v f best="" best_score=-1 score ok
   [ "$(uname -m)" = x86_64 ] || { echo "$variants"; return; }
-  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  flags=" ${2:-$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2)} "
   for v in $variants; do
     [ "$(variant_features "$v")" != "?" ] || { echo "$variants"; return; }
     score=1 ok=1
