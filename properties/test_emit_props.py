@@ -13,8 +13,9 @@ from returns.result import Failure, Success
 from tests.emit_cases import MODEL, hardware
 
 from exedra_engine import Constraints, Kind, LaunchPlan, ModelSpec, plan_launch
-from exedra_engine._core.emit import EmitOptions, Target, emit, ini
-from exedra_engine._core.executors.profile import executor_profile
+from exedra_engine._core.emit import EmitOptions, Target, emit
+from exedra_engine._core.emit.formats import ini
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan.endpoint import env_dict, resolve
 from exedra_engine.errors import EmitError
 from properties.strategies import argv, env, keys

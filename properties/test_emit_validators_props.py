@@ -27,8 +27,9 @@ from tests.emit_cases import hardware
 from tests.test_emit_deploy import ALL_HOSTS, fake_binary, systemd_verify, with_memory
 
 from exedra_engine import Constraints, Kind, LaunchPlan, ModelInfo, ModelSpec, plan_launch
-from exedra_engine._core.emit import EmitOptions, Selinux, Storage, Target, emit, ini
+from exedra_engine._core.emit import EmitOptions, Selinux, Storage, Target, emit
 from exedra_engine._core.emit.checks import check_files
+from exedra_engine._core.emit.formats import ini
 from exedra_engine.errors import EmitError
 
 HOSTILE = [

@@ -15,11 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exedra_engine._core.config.check import check_plan_layers
+from exedra_engine._core.executors.builtin import BUILTIN, executor_profile
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.kinds import Kind
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, executor_profile
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.endpoint import _keys, _port, resolve
-from exedra_engine._core.plan.planner import with_port
+from exedra_engine._core.plan.ports import with_port
 from exedra_engine._core.redact import REDACTED, redact_args
 from exedra_engine._core.values import LaunchPlan, ModelSpec
 from exedra_engine.errors import EngineError, PlanError

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from returns.result import Failure, Success
 
 from exedra_engine import NotGGUF
-from exedra_engine._core.gguf.header import parse_gguf_inventory
 from exedra_engine._core.gguf.inventory import GGML_TYPES, ModelInventory
+from exedra_engine._core.gguf.inventory_reader import parse_gguf_inventory
 from exedra_engine._shell.inspect import read_inventory
 from properties.conftest import scaled
 from properties.test_gguf_props import models, write

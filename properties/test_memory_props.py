@@ -15,16 +15,13 @@ from hypothesis import strategies as st
 from returns.result import Failure
 
 from exedra_engine import Constraints, DoesNotFit, ModelInfo, ModelSpec, plan_launch
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.executors.kinds import Kind
-from exedra_engine._core.executors.profile import LLAMA
 from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
-from exedra_engine._core.memory.estimate import (
-    HOST_MARGIN,
-    estimate_memory,
-    kv_bytes,
-    read_settings,
-    shape,
-)
+from exedra_engine._core.memory.decide import HOST_MARGIN
+from exedra_engine._core.memory.estimate import estimate_memory
+from exedra_engine._core.memory.kv import kv_bytes, shape
+from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
 
 CPU_HOST = Hardware(

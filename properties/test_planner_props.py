@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from returns.result import Failure, Success
 
 from exedra_engine import Kind, LaunchPlan, explain_launch, plan_launch
-from exedra_engine._core.executors.profile import executor_profile
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan.endpoint import resolve_endpoint
 from exedra_engine._core.plan.layers import Layer, merge
 from properties import executor_model

@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "src" / "exedra_engine" / "_core" / "executors" / "_flagdata.py"
 sys.path.insert(0, str(ROOT / "src"))
 
+from exedra_engine._core.executors.builtin import LLAMA, WHISPER  # noqa: E402
 from exedra_engine._core.executors.flags import Row  # noqa: E402
 from exedra_engine._core.executors.helptext import rows_from_help  # noqa: E402
-from exedra_engine._core.executors.profile import LLAMA, WHISPER, ExecutorProfile  # noqa: E402
+from exedra_engine._core.executors.profile import ExecutorProfile  # noqa: E402
 
 # The bundled tables: (module constant, profile, reference help text).
 SOURCES: tuple[tuple[str, ExecutorProfile, str], ...] = (

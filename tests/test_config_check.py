@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from exedra_engine._core.config.check import Finding, check_file
+from exedra_engine._core.config.check import check_file
+from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.config.parse import located_config_from_yaml
 from tests.conftest import Run
 

@@ -15,9 +15,10 @@ import pytest
 import yaml
 
 from exedra_engine import Constraints, Kind, ModelSpec, plan_launch
-from exedra_engine._core.emit import EmitOptions, Storage, Target, emit, emit_files, ini
+from exedra_engine._core.emit import EmitOptions, Storage, Target, emit, emit_files
 from exedra_engine._core.emit.checks import check_files
-from exedra_engine._core.emit.shape import GPU_RESOURCES
+from exedra_engine._core.emit.formats import ini
+from exedra_engine._core.emit.resources import GPU_RESOURCES
 from exedra_engine.errors import EmitError
 from tests.conftest import cli
 from tests.emit_cases import KEY, MODEL, VENDOR_HOSTS, hardware, plan_for

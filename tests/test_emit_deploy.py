@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from exedra_engine import GPU, Constraints, ExecutorInfo, Hardware, Kind, ModelSpec, plan_launch
-from exedra_engine._core.emit import EmitOptions, Selinux, Storage, Target, emit, emit_files, ini
+from exedra_engine._core.emit import EmitOptions, Selinux, Storage, Target, emit, emit_files
 from exedra_engine._core.emit.checks import check_files
+from exedra_engine._core.emit.formats import ini
 from exedra_engine._core.emit.names import DNS1035
 from exedra_engine._core.launch.budget import load_budget
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory

@@ -25,7 +25,8 @@ from exedra_engine import (
     Override,
     explain_launch,
 )
-from exedra_engine._core.executors.profile import LLAMA, WHISPER, ExecutorProfile
+from exedra_engine._core.executors.builtin import LLAMA, WHISPER
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.launch.diagnosis import Exit, classify, exit_error, find_cause, layer_of
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.layers import Source

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from exedra_engine import Kind, PlanError
-from exedra_engine._core.executors.profile import executor_profile
+from exedra_engine._core.executors.builtin import executor_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA, WHISPER = executor_profile(Kind.LLAMA).flags, executor_profile(Kind.TRANSCRIBE).flags

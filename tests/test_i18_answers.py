@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from exedra_engine import config_from_yaml
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.kinds import Kind
-from exedra_engine._core.executors.profile import executor_profile
 from exedra_engine._shell import flag_tables
 from tests.conftest import FAKE, Run
 

@@ -21,8 +21,8 @@ from exedra_engine import (
     explain_launch,
     plan_launch,
 )
-from exedra_engine._core.emit.shape import layer_of
-from exedra_engine._core.executors.profile import executor_profile
+from exedra_engine._core.emit.ready import layer_of
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan import planner
 from exedra_engine._core.plan.layers import Layer, Said, merge
 from exedra_engine._core.redact import REDACTED, redact_provenance
@@ -124,7 +124,8 @@ def test_i20_item3_shaping_returns_its_decisions_as_data() -> None:
     import io
 
     from exedra_engine._core.emit import EmitOptions, Target, emit_files
-    from exedra_engine._core.emit.shape import READ_BACK, shape
+    from exedra_engine._core.emit.ready import READ_BACK
+    from exedra_engine._core.emit.shape import shape
     from exedra_engine.cli.emit import print_origins
 
     con = Constraints(

@@ -20,19 +20,17 @@ from exedra_engine import (
     explain_launch,
     plan_launch,
 )
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.executors.flags import Item
-from exedra_engine._core.executors.profile import LLAMA
 from exedra_engine._core.gguf.inventory import ModelInventory
-from exedra_engine._core.memory.estimate import (
-    _kv_block,
+from exedra_engine._core.memory.kv import _kv_block, kv_bytes, shape
+from exedra_engine._core.memory.placement import (
     _tensor_place,
     bytes_by_layer,
-    kv_bytes,
     place,
-    read_settings,
-    shape,
     weights_by_place,
 )
+from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.plan.layers import Layer, Said, merge
 from tests.memory_models import cpu_host, gemma3_270m, gpu_host, llama_135m
 
@@ -191,7 +189,7 @@ def test_i20_item8_settings_from_the_merge_items() -> None:
 def test_i20_item8_decider_settings_read_as_the_argv_would(
     argv: tuple[str, ...], env: tuple[str, ...], ctx: int | None, cache: int | None
 ) -> None:
-    from exedra_engine._core.memory.estimate import _Decider
+    from exedra_engine._core.memory.decide import _Decider
 
     d = _Decider(gemma3_270m(), argv, env=env, hw=cpu_host(), profile=LLAMA, sides=(None, None))
     extra = d.flags(ctx, cache)

@@ -14,8 +14,8 @@ import pytest
 from returns.result import Failure, Success
 
 from exedra_engine import ModelUnreadable, NotGGUF
-from exedra_engine._core.gguf.header import MAX_TENSORS, parse_gguf_inventory
 from exedra_engine._core.gguf.inventory import ModelInventory, shard_paths, type_bytes
+from exedra_engine._core.gguf.inventory_reader import MAX_TENSORS, parse_gguf_inventory
 from exedra_engine._shell.inspect import read_inventory
 from exedra_engine.testing import write_tiny_llama
 

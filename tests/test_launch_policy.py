@@ -6,7 +6,7 @@ import math
 
 import msgspec
 
-from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.launch.actual import actual, planned_ctx
 from exedra_engine._core.launch.budget import (
     STALL,

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.host.hardware_file import hardware_from_json
 from exedra_engine._core.memory.fit_params import (
     FitMeasurement,

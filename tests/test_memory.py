@@ -7,19 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.memory.estimate import (
-    MIB,
     estimate_memory,
-    explain_memory,
-    fitter_off,
-    kv_bytes,
     matching_measurement,
-    read_settings,
-    shape,
     with_measurement,
 )
+from exedra_engine._core.memory.explain import explain_memory
 from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow, memory_settings
+from exedra_engine._core.memory.kv import kv_bytes, shape
+from exedra_engine._core.memory.settings import MIB, fitter_off, read_settings
 from exedra_engine._shell.inspect import read_inventory
 from tests.conftest import _executor
 from tests.memory_models import cpu_host, gemma3_270m, gpu_host, llama_135m

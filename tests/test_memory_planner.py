@@ -24,10 +24,11 @@ from exedra_engine import (
     explain_launch,
     plan_launch,
 )
-from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.gguf.inventory import ModelInventory
-from exedra_engine._core.memory.estimate import MIB, PROMPT_CACHE_FLOOR_MIB, PROMPT_CACHE_STATES
+from exedra_engine._core.memory.decide import PROMPT_CACHE_FLOOR_MIB, PROMPT_CACHE_STATES
 from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow, memory_settings
+from exedra_engine._core.memory.settings import MIB
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.inspect import read_inventory
 from exedra_engine._shell.plan import plan_explained

@@ -22,8 +22,8 @@ from exedra_engine import (
     plan_launch,
 )
 from exedra_engine._core.config.parse import located_config_from_yaml
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.flags import table_from_rows
-from exedra_engine._core.executors.profile import executor_profile
 from exedra_engine._core.values import CPU
 from tests.conftest import FAKE, Run
 

@@ -26,7 +26,7 @@ from exedra_engine import (
     plan_launch,
     resolve_endpoint,
 )
-from exedra_engine._core.plan.planner import with_port
+from exedra_engine._core.plan.ports import with_port
 
 LLAMA = ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server", backends=("cpu", "vulkan"))
 LLAMA_CPU = ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server", backends=("cpu",))

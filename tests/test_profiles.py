@@ -30,14 +30,15 @@ from exedra_engine import (
     plan_launch,
     supported_kinds,
 )
-from exedra_engine._core.executors.profile import ExecutorProfile, executor_profile
+from exedra_engine._core.executors.builtin import executor_profile
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.probe import probe
 from exedra_engine.cli import main
 from tests.conftest import FAKE
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "exedra_engine"
-PROFILE_FILES = {"_core/executors/profile.py", "_core/executors/_flagdata.py"}
+PROFILE_FILES = {"_core/executors/builtin.py", "_core/executors/_flagdata.py"}
 # What only a profile may know: binary names, the variables and flags of one executor.
 LITERALS = re.compile(r"llama-server|whisper-server|LLAMA_API_KEY|LLAMA_ARG_|--api-key(?![-\w])")
 
@@ -57,7 +58,7 @@ def _code_strings(tree: ast.AST) -> Iterator[ast.Constant]:
 def _library_modules() -> Iterator[tuple[str, ast.AST]]:
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC).as_posix()
-        if rel not in PROFILE_FILES and rel != "testing.py":
+        if rel not in PROFILE_FILES and not rel.startswith("testing/"):
             yield rel, ast.parse(path.read_text(), rel)
 
 

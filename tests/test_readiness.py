@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from exedra_engine import Constraints, Hardware, Kind, ModelSpec, NotReady, launch, open_instance
-from exedra_engine._core.executors.profile import executor_profile
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.host.netstat import ports_in_use
 from exedra_engine._core.launch import readiness
 from exedra_engine._core.plan.planner import plan_launch

@@ -110,7 +110,7 @@ def _peak_after_chat(plan: Any, ctx: int, log_path: Path) -> tuple[int, int, int
         base = f"http://127.0.0.1:{plan.port}"
         poll_fixed(base + "/health", 0.05, time.monotonic() + 300)
         # 700 tokens is past one 512-token ubatch; a small context takes half its size
-        from exedra_engine.testing import _WORDS
+        from exedra_engine.testing.models import _WORDS
 
         text = " ".join(_WORDS[i % len(_WORDS)] for i in range(1400))
         toks = _post_json(base + "/tokenize", {"content": text}, timeout=60)["tokens"]

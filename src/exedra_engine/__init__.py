@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from exedra_engine._core.config.parse import config_from_yaml, merge_configs
+from exedra_engine._core.executors.builtin import BUILTIN as BUILTIN_EXECUTORS
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.kinds import Kind, KindName, parse_kind, supported_kinds
-from exedra_engine._core.executors.profile import BUILTIN as BUILTIN_EXECUTORS
-from exedra_engine._core.executors.profile import ExecutorProfile, Executors, executor_profile
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.host.hardware import HostSnapshot, hardware_from
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.endpoint import Resolved, resolve_endpoint
@@ -79,7 +80,7 @@ from exedra_engine.errors import (
 
 if TYPE_CHECKING:
     from exedra_engine._blocking.run import run
-    from exedra_engine._core.config.check import Finding
+    from exedra_engine._core.config.findings import Finding
     from exedra_engine._core.config.schema import config_schema
     from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
     from exedra_engine._shell.check import CheckReport, check_config
@@ -178,7 +179,7 @@ _LAZY = {
     **dict.fromkeys(
         ("EmitOptions", "Emitted", "Selinux", "Storage", "Target", "emit"), "_core.emit"
     ),
-    "Finding": "_core.config.check",
+    "Finding": "_core.config.findings",
     "config_schema": "_core.config.schema",
     "CheckReport": "_shell.check",
     "check_config": "_shell.check",

@@ -32,7 +32,8 @@ from typing import IO, Any, Final, TypeVar
 
 from returns.result import Failure, Result, Success
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch.budget import load_limits
 from exedra_engine._core.launch.child import child_spec
 from exedra_engine._core.launch.logs import MAX_LINE, LogLines, log_secrets

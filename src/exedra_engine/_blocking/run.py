@@ -30,7 +30,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from exedra_engine._aio import launcher as aio
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch.actual import Actual
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import Endpoint, LaunchPlan

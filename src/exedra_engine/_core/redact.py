@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine.errors import PlanError
 
 if TYPE_CHECKING:

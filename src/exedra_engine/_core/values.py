@@ -6,8 +6,8 @@ languages. Every struct is frozen: `msgspec.structs.replace` makes a changed cop
 
 from __future__ import annotations
 
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.kinds import KindName
-from exedra_engine._core.executors.profile import BUILTIN
 from exedra_engine._core.memory.fit_params import FitMeasurement
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.redact import REDACTED, redact_config, redact_shown

@@ -7,10 +7,12 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.config.check import Finding, check_file
+from exedra_engine._core.config.check import check_file
+from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.config.parse import LocatedConfig, located_config
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._shell.host import LocalHost

@@ -16,14 +16,15 @@ import shutil
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch import diagnosis, readiness
 from exedra_engine._core.launch.actual import Actual, actual
 from exedra_engine._core.launch.readiness import LoadLimits, field_at, prefix_of
 from exedra_engine._core.launch.stop import Send, Step
 from exedra_engine._core.plan.endpoint import resolve
 from exedra_engine._core.plan.layers import Source
-from exedra_engine._core.plan.planner import next_free_port, with_port
+from exedra_engine._core.plan.ports import next_free_port, with_port
 from exedra_engine._core.redact import refuse_redacted
 from exedra_engine._core.values import LaunchPlan, connect_host
 from exedra_engine._shell.child import group_alive, group_peak_rss, signal_name

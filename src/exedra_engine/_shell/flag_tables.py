@@ -31,7 +31,7 @@ from exedra_engine._shell import notice
 if TYPE_CHECKING:
     import subprocess
 
-    from exedra_engine._core.config.check import TableOrigin
+    from exedra_engine._core.config.findings import TableOrigin
 
 # subprocess, tempfile and the findings module are imported where used: `probe` (every plan's
 # cold start) reads a cached version and needs none of them.
@@ -79,7 +79,7 @@ def executor_version(profile: ExecutorProfile, path: str) -> str:
 def executor_table(profile: ExecutorProfile, path: str) -> tuple[FlagTable, TableOrigin]:
     """The flag table of the binary at `path`, from its own help, and where it came from;
     `profile`'s bundled table (saying why) when the help gives no flags."""
-    from exedra_engine._core.config.check import TableOrigin, bundled_origin
+    from exedra_engine._core.config.findings import TableOrigin, bundled_origin
 
     facts = _facts(profile, path, want_rows=True)
     if facts is None:
@@ -99,7 +99,7 @@ def executor_table(profile: ExecutorProfile, path: str) -> tuple[FlagTable, Tabl
 def suggest_flag(profile: ExecutorProfile, path: str, flag: str) -> str:
     """The installed binary's flag closest to `flag`, which it refused ("" when `flag` is one
     of its own, a known flag with a bad value, or nothing is close)."""
-    from exedra_engine._core.config.check import did_you_mean
+    from exedra_engine._core.config.did_you_mean import did_you_mean
 
     table, _ = executor_table(profile, path)
     return "" if table.lookup(flag) is not None else did_you_mean(flag, table)

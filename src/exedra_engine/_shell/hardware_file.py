@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.host.hardware_file import hardware_from_json
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware

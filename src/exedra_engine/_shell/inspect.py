@@ -6,8 +6,9 @@ import errno
 import os
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.gguf.header import HeaderFacts, read_gguf_header, read_gguf_inventory
+from exedra_engine._core.gguf.header import HeaderFacts, read_gguf_header
 from exedra_engine._core.gguf.inventory import ModelInventory, combine_shards, shard_paths
+from exedra_engine._core.gguf.inventory_reader import read_gguf_inventory
 from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import ModelInfo

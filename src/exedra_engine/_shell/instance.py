@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.launch import stop as policy
 from exedra_engine._core.launch.actual import Actual
 from exedra_engine._core.launch.readiness import busy_slots, prefix_of

@@ -7,7 +7,8 @@ import posixpath
 from typing import TYPE_CHECKING
 
 from exedra_engine._core.config.parse import merge_all, parse_config
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Config
 from exedra_engine._shell.host import LocalHost

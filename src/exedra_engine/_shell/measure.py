@@ -22,7 +22,8 @@ from typing import IO
 
 from returns.result import Result
 
-from exedra_engine._core.executors.profile import ExecutorProfile, executor_profile
+from exedra_engine._core.executors.builtin import executor_profile
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.memory.fit_params import (
     FitMeasurement,
     companion_args,

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from exedra_engine._core.config.parse import LocatedConfig
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.host.netstat import holding_states, ports_in_use

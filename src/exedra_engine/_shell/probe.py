@@ -6,7 +6,8 @@ import posixpath
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.host.hardware import DrmNode, ExecutorFile, HostSnapshot, hardware_from
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware

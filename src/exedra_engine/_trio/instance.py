@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch import stop as policy
 from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.values import LaunchPlan

@@ -27,7 +27,8 @@ from contextlib import asynccontextmanager
 import trio
 from returns.result import Failure, Result, Success
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch.budget import load_limits
 from exedra_engine._core.launch.child import child_spec
 from exedra_engine._core.launch.logs import log_secrets

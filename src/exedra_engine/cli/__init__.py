@@ -29,7 +29,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._version import __version__
 from exedra_engine.cli import (
     completion,

@@ -7,9 +7,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from exedra_engine._core.config.check import TableOrigin, bundled_origin, has_errors
+from exedra_engine._core.config.findings import TableOrigin, bundled_origin, has_errors
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._shell.check import judge_config
 from exedra_engine._shell.flag_tables import executor_table
 from exedra_engine._shell.probe import host_hardware

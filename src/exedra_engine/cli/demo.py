@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from exedra_engine._core.executors.profile import LLAMA
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine.cli.parser import Subparsers
 
 

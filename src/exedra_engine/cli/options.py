@@ -84,7 +84,7 @@ PORT_BASE = count(most=65535, zero="the default")
 def executor_path(text: str) -> str:
     """``--executor PATH`` of plan and launch: a file, not a directory; the ``KIND=PATH``
     form of ``config --check`` is refused with the form that works here."""
-    from exedra_engine._core.executors.profile import BUILTIN
+    from exedra_engine._core.executors.builtin import BUILTIN
 
     kind, sep, rest = text.partition("=")
     if sep and kind in BUILTIN.kinds and not os.path.exists(text):

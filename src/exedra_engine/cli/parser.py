@@ -128,7 +128,7 @@ def did_you_mean(given: str, known: Sequence[str]) -> str:
 def unknown_arguments(extras: Sequence[str], options: Mapping[str, object]) -> str:
     """The parse error for arguments no option took: the options are named (with a
     did-you-mean), the values are only counted, since a value may be a key."""
-    from exedra_engine._core.executors.profile import BUILTIN
+    from exedra_engine._core.executors.builtin import BUILTIN
 
     names = [t.partition("=")[0] for t in extras if t.startswith("-") and len(t) > 1]
     values = len(extras) - len(names)

@@ -9,8 +9,9 @@ import sys
 
 import msgspec
 
-from exedra_engine._core.config.check import TableOrigin
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.config.findings import TableOrigin
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.plan.planner import Explained
 from exedra_engine._core.redact import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance

@@ -7,7 +7,8 @@ import argparse
 import os
 from collections.abc import Iterator
 
-from exedra_engine._core.executors.profile import LLAMA, Executors
+from exedra_engine._core.executors.builtin import LLAMA
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.parser import Subparsers

@@ -10,15 +10,16 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
-from exedra_engine._core.memory.estimate import size_text as mem_size
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.redact import redact_plan
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, NotReady
 
 if TYPE_CHECKING:
-    from exedra_engine._core.config.check import Finding
+    from exedra_engine._core.config.findings import Finding
     from exedra_engine._core.plan.layers import Source
 
 PROG = "exedra-engine"

@@ -9,9 +9,10 @@ import os
 
 import msgspec
 
-from exedra_engine._core.config.check import TableOrigin, bundled_origin
+from exedra_engine._core.config.findings import TableOrigin, bundled_origin
 from exedra_engine._core.config.parse import merge_all
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.planner import Explained
 from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
 from exedra_engine._shell.check import located_configs

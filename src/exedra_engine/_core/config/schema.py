@@ -20,7 +20,8 @@ from typing import Any
 
 import msgspec
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import Config
 

@@ -16,13 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.emit.shape import (
-    EmitOptions,
-    Origin,
-    Shape,
-    shape,
-)
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.emit.options import EmitOptions, Origin
+from exedra_engine._core.emit.shape import Shape, shape
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.struct import Value, frozen_fields
@@ -85,9 +82,9 @@ def emit_files(
     # The targets are loaded when used: the command line parses its options without them
     # (and without PyYAML, which only the Kubernetes target needs).
     from exedra_engine._core.emit.checks import check_files
-    from exedra_engine._core.emit.k8s import emit_k8s
-    from exedra_engine._core.emit.quadlet import emit_quadlet
-    from exedra_engine._core.emit.systemd import emit_systemd
+    from exedra_engine._core.emit.formats.k8s import emit_k8s
+    from exedra_engine._core.emit.formats.quadlet import emit_quadlet
+    from exedra_engine._core.emit.formats.systemd import emit_systemd
 
     s: Shape = shape(plan, target, options, hardware, sources, executors=executors)
     render = {Target.K8S: emit_k8s, Target.SYSTEMD: emit_systemd, Target.QUADLET: emit_quadlet}

@@ -11,9 +11,10 @@ the files the way their engine and the executor will, and list what is wrong:
 - no secret text anywhere: no key flag with a value, no key variable, no secret-named
   variable with a value, no Secret object, no redaction marker, no known key.
 
-Each target's own checks sit beside its writer (`k8s.check_k8s`, `systemd.check_systemd`,
-`quadlet.check_quadlet`, sharing `readback`); `check_files` runs them, and `emit` runs it on
-every file it produces, so no file is handed out that these checks reject.
+Each target's own checks are in `exedra_engine._core.emit.formats` (`k8s_check.check_k8s`,
+`systemd.check_systemd`, `quadlet.check_quadlet`, sharing `readback`); `check_files` runs
+them, and `emit` runs it on every file it produces, so no file is handed out that these
+checks reject.
 
 Pure: the caller reads the files.
 """
@@ -23,10 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from exedra_engine._core.emit.shape import (
-    ready_problem,
-)
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.emit.ready import ready_problem
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.redact import REDACTED
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import LaunchPlan
@@ -52,9 +52,9 @@ def check_files(
         if any(k.search(text) for k in known):
             problems.append(f"{name}: carries the API key in plain text")
     # Each target's checks sit beside its writer; loaded when used, as the writers are.
-    from exedra_engine._core.emit.k8s import check_k8s
-    from exedra_engine._core.emit.quadlet import check_quadlet
-    from exedra_engine._core.emit.systemd import check_systemd
+    from exedra_engine._core.emit.formats.k8s_check import check_k8s
+    from exedra_engine._core.emit.formats.quadlet import check_quadlet
+    from exedra_engine._core.emit.formats.systemd import check_systemd
 
     check = {Target.K8S: check_k8s, Target.SYSTEMD: check_systemd, Target.QUADLET: check_quadlet}[
         target

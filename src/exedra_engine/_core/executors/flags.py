@@ -65,7 +65,7 @@ class Item(Value, frozen=True, kw_only=True):
 
 
 Problem = Literal["missing-value", "value-is-flag", "equals-form", "unknown-flag", "stray-value"]
-"""What is wrong with one item (the checker's finding codes, `exedra_engine._core.config.check`):
+"""What is wrong with one item (the checker's finding codes, `exedra_engine._core.config.findings`):
 a flag whose argv ends before its values; a flag followed by another flag where its value
 should be (checker reading only); ``--flag=value`` for a flag that takes no single value; a
 token written as an option that the table does not know; a value that follows no flag

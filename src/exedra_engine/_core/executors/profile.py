@@ -7,8 +7,8 @@ new executor is a new profile (and its flag table), added to an `Executors` valu
 (`BUILTIN.with_(profile)`) that is passed to the functions that look profiles up, with no
 change to library code and nothing registered in the process.
 
-The built-in profiles were checked against the real binaries (llama-server build 0.10434,
-whisper-server 1.8.5); each field's docstring says what it decides.
+The built-in profiles are data, in `exedra_engine._core.executors.builtin`; each field's
+docstring here says what it decides.
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from typing import Final, Literal
 
 import msgspec
 
-from exedra_engine._core.executors import _flagdata
 from exedra_engine._core.executors.flags import FlagTable, Row, ShortRow, table_from_rows
 from exedra_engine._core.executors.kinds import KIND_PATTERN, Kind, KindName, unsupported
-from exedra_engine._core.struct import Value, freeze, frozen_fields
+from exedra_engine._core.struct import Value, frozen_fields
 
 CauseKind = Literal["memory", "argument", "address", "library", "model"]
 """What an executor's failure line says went wrong (`exedra_engine._core.launch.diagnosis`)."""
@@ -168,7 +167,7 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
 
     memory_flags: Mapping[str, str] = msgspec.field(default_factory=dict)
     """The flags (canonical keys) the memory estimate reads, by role (``ctx``, ``parallel``,
-    ``cache_type_k``...; see `exedra_engine._core.memory.estimate.ROLES`). Empty: the executor's
+    ``cache_type_k``...; see `exedra_engine._core.memory.settings.ROLES`). Empty: the executor's
     memory is not estimated (its plans carry no ``memory``)."""
     fitter_off_flags: frozenset[str] = frozenset()
     """Flags (canonical keys) whose presence switches the executor's own memory fitting off."""
@@ -252,237 +251,6 @@ def _key_flags(profile: ExecutorProfile) -> frozenset[str]:
         profile.secret_flags
     )
 
-
-_LLAMA_MEMORY_FLAGS: Final[Mapping[str, str]] = freeze(
-    {
-        "ctx": "--ctx-size",
-        "parallel": "--parallel",
-        "kv_unified": "--kv-unified",
-        "cache_type_k": "--cache-type-k",
-        "cache_type_v": "--cache-type-v",
-        "flash_attn": "--flash-attn",
-        "batch": "--batch-size",
-        "ubatch": "--ubatch-size",
-        "gpu_layers": "--n-gpu-layers",
-        "tensor_split": "--tensor-split",
-        "split_mode": "--split-mode",
-        "override_tensor": "--override-tensor",
-        "cpu_moe": "--cpu-moe",
-        "n_cpu_moe": "--n-cpu-moe",
-        "mmproj": "--mmproj",
-        "draft": "--model-draft",
-        "cache_ram": "--cache-ram",
-        "swa_full": "--swa-full",
-        "kv_offload": "--kv-offload",
-        "embeddings": "--embeddings",
-    }
-)
-"""llama-server's flags the memory estimate reads, by role (see `ExecutorProfile.memory_flags`)."""
-
-LLAMA: Final = ExecutorProfile(
-    kind=Kind.LLAMA,
-    binary="llama-server",
-    flag_rows=_flagdata.LLAMA,
-    table_version="build 0.10434",
-    help_style="llama.cpp",
-    # `llama-server --version` prints "version: 0.5.0-dev (build 1, commit 0c1e570)" on stderr.
-    version_flag="--version",
-    # Options whose handler appends rather than replaces (llama.cpp common/arg.cpp push_back).
-    repeatable=frozenset(
-        {
-            "--lora",
-            "--lora-scaled",
-            "--control-vector",
-            "--control-vector-scaled",
-            "--override-kv",
-            "--reverse-prompt",
-            "--logit-bias",
-            "--dry-sequence-breaker",
-            "--override-tensor",
-            "--override-tensor-draft",
-            "--api-key",
-        }
-    ),
-    host_env="LLAMA_ARG_HOST",
-    port_env="LLAMA_ARG_PORT",
-    env_prefix="LLAMA_ARG_",
-    unix_socket_suffix=".sock",
-    key_flag="--api-key",
-    key_env="LLAMA_API_KEY",
-    key_file_flag="--api-key-file",
-    secret_flags=frozenset({"--api-key", "--hf-token", "-hft"}),
-    ready_prefix_flag="--api-prefix",
-    ready_prefix_env="LLAMA_ARG_API_PREFIX",
-    # Checked with the binary: /slots is on by default (--no-slots turns it off) and needs
-    # the API key; /props' default_generation_settings.n_ctx is the context after fitting.
-    slots_path="/slots",
-    slot_busy_field="is_processing",
-    props_path="/props",
-    props_ctx=("default_generation_settings", "n_ctx"),
-    alias_flag="--alias",
-    alias_separator=",",  # "set model name aliases, comma-separated"
-    ctx_flag="--ctx-size",
-    ui_off_args=("--no-webui",),
-    # Otherwise layer placement is llama-server's own fitting (-ngl auto, --fit on): it
-    # measures device memory, where an estimate here would drift from the engine.
-    cpu_only_args=("--n-gpu-layers", "0"),
-    capabilities={"llm": (), "vlm": (), "embeddings": ("--embeddings",), "rerank": ("--rerank",)},
-    refused_architectures=frozenset({"whisper"}),
-    memory_flags=_LLAMA_MEMORY_FLAGS,
-    # common/fit.cpp gives up placement when the caller fixed any of these (a row or tensor
-    # split mode too: see `memory.fitter_off`).
-    fitter_off_flags=frozenset({"--n-gpu-layers", "--tensor-split", "--override-tensor"}),
-    format_hint="plan it as kind transcribe",
-    model_file_flags=frozenset(
-        {"--model", "--model-draft", "--mmproj", "--lora", "--control-vector"}
-    ),
-    # ggml-org's images (.devops/*.Dockerfile, target "server"): ENTRYPOINT /app/llama-server,
-    # ENV LLAMA_ARG_HOST=0.0.0.0, curl installed for their own HEALTHCHECK.
-    images={
-        "": "ghcr.io/ggml-org/llama.cpp:server",
-        "cuda": "ghcr.io/ggml-org/llama.cpp:server-cuda",
-        "hip": "ghcr.io/ggml-org/llama.cpp:server-rocm",
-        "vulkan": "ghcr.io/ggml-org/llama.cpp:server-vulkan",
-        "sycl": "ghcr.io/ggml-org/llama.cpp:server-intel",
-        "musa": "ghcr.io/ggml-org/llama.cpp:server-musa",
-    },
-    image_command="/app/llama-server",
-    image_env=("LLAMA_ARG_HOST=0.0.0.0",),
-    image_http_get=("curl", "-fsS", "-o", "/dev/null"),
-    # common/arg.cpp: --prio/--prio-batch above 0 call setpriority and SCHED_FIFO for the
-    # threads; the masks and --numa set affinity and memory policy; --mlock calls mlock.
-    resource_flags={
-        "--prio": "priority",
-        "--prio-batch": "priority",
-        "--cpu-mask": "affinity",
-        "--cpu-range": "affinity",
-        "--cpu-strict": "affinity",
-        "--cpu-mask-batch": "affinity",
-        "--cpu-range-batch": "affinity",
-        "--cpu-strict-batch": "affinity",
-        "--numa": "affinity",
-        "--mlock": "memlock",
-    },
-    # It binds with SO_REUSEADDR: a restart on a port in TIME_WAIT succeeds at once.
-    time_wait_blocks_bind=False,
-    # Seen with the source-built binary: an unknown flag, a bad or missing value, a port in
-    # use, a missing, foreign or truncated model, a KV cache too large for the host.
-    exit_causes=(
-        *GGML_EXIT_CAUSES,
-        ExitCause(kind="memory", pattern=r"failed to allocate buffer for (?P<what>[\w ]+)"),
-        ExitCause(kind="memory", pattern=r"failed to allocate compute", what="compute buffers"),
-        ExitCause(
-            kind="memory", pattern=r"unable to allocate (?P<place>\w+) buffer", what="weights"
-        ),
-        # The flag alone: in `--flag=value` the value may be a key under a mistyped name.
-        ExitCause(kind="argument", pattern=r"error: invalid argument: (?P<flag>[^\s=]+)"),
-        ExitCause(
-            kind="argument",
-            pattern=r'error while handling argument "(?P<flag>[^"]+)": (?P<reason>.+)',
-        ),
-        ExitCause(
-            kind="address",
-            pattern=(
-                r"couldn't bind HTTP server socket, hostname: (?P<host>\S+), "
-                r"port: (?P<port>\d+)"
-            ),
-        ),
-        ExitCause(
-            kind="model", pattern=r"error loading model: (?:llama_model_loader: )?(?P<reason>.+)"
-        ),
-        ExitCause(kind="model", pattern=r"failed to load model,? '(?P<path>[^']+)'"),
-    ),
-    # tools/fit-params, built from the same source (scripts/install-executors.sh).
-    measure_binary="llama-fit-params",
-    measure_args=("--fit-print", "on"),
-    # The estimate's flags, and the others llama.cpp's model and context params read that
-    # change a reservation (common.cpp common_{model,context}_params_to_llama). Server-only
-    # ones (--kv-unified, --cache-ram, --mmproj, draft models) the companion cannot be told.
-    measure_flags=frozenset(_LLAMA_MEMORY_FLAGS.values())
-    | {
-        "--main-gpu",
-        "--device",
-        "--op-offload",
-        "--repack",
-        "--no-host",
-        "--mmap",
-        "--override-kv",
-        "--rope-scaling",
-        "--rope-scale",
-        "--rope-freq-base",
-        "--rope-freq-scale",
-        "--yarn-orig-ctx",
-        "--lora",
-        "--lora-scaled",
-        "--pooling",
-        "--reranking",
-    },
-    slots_flag="--parallel",
-    auto_slots=4,  # tools/server/server.cpp: n_parallel < 0 -> 4 slots, kv_unified = true
-    unified_flag="--kv-unified",
-    # src/llama-kv-cache-iswa.cpp: a unified cache's SWA part holds n_swa * n_seq + n_ubatch
-    # cells; one slot with a window n_seq times as wide reserves exactly that.
-    window_override=("--override-kv", "{arch}.attention.sliding_window=int:{window}"),
-)
-"""llama.cpp's ``llama-server``."""
-
-WHISPER: Final = ExecutorProfile(
-    kind=Kind.TRANSCRIBE,
-    binary="whisper-server",
-    flag_rows=_flagdata.WHISPER,
-    table_version="version 1.8.5",
-    help_style="whisper.cpp",
-    help_corrections={
-        # whisper-server reads a value after --tmp-dir although its help shows no metavar.
-        "--tmp-dir": (("--tmp-dir",), (), 1, (), ""),
-        # -fa and -nfa are two help lines but one setting.
-        "--flash-attn": (("-fa", "--flash-attn"), ("-nfa", "--no-flash-attn"), 0, (), ""),
-        "--no-flash-attn": ((), (), -1, (), ""),
-    },
-    # No version_flag: whisper-server has no --version (it prints its usage, on stderr).
-    ready_prefix_flag="--request-path",
-    cpu_only_args=("--no-gpu",),
-    capabilities={"asr": ()},
-    gguf=False,
-    architectures=frozenset({"whisper"}),
-    format_hint="whisper-server loads ggml whisper models",
-    model_file_flags=frozenset({"--model", "--vad-model"}),
-    # ggml-org's whisper.cpp images (.devops/main*.Dockerfile): the build tree in /app,
-    # ENTRYPOINT ["bash", "-c"] (replaced by the container's command), curl installed.
-    images={
-        "": "ghcr.io/ggml-org/whisper.cpp:main",
-        "cuda": "ghcr.io/ggml-org/whisper.cpp:main-cuda",
-        "vulkan": "ghcr.io/ggml-org/whisper.cpp:main-vulkan",
-        "sycl": "ghcr.io/ggml-org/whisper.cpp:main-intel",
-        "musa": "ghcr.io/ggml-org/whisper.cpp:main-musa",
-    },
-    image_command="/app/build/bin/whisper-server",
-    image_http_get=("curl", "-fsS", "-o", "/dev/null"),
-    # It binds without SO_REUSEADDR and fails with "address in use" until TIME_WAIT ends.
-    time_wait_blocks_bind=True,
-    # Seen with the source-built binary. A value that is not a number ends it by an uncaught
-    # std::stoi exception (SIGABRT) that names no flag.
-    exit_causes=(
-        *GGML_EXIT_CAUSES,
-        ExitCause(kind="memory", pattern=r"whisper_model_load: failed to allocate", what="weights"),
-        ExitCause(kind="argument", pattern=r"error: unknown argument: (?P<flag>[^\s=]+)"),
-        ExitCause(
-            kind="argument",
-            pattern=r"what\(\):\s+(?P<reason>sto[a-z]+)$",
-            what="a value that is not a number",
-        ),
-        ExitCause(
-            kind="address",
-            pattern=r"couldn't bind to server socket: hostname=(?P<host>\S+) port=(?P<port>\d+)",
-        ),
-        ExitCause(kind="model", pattern=r"failed to open '(?P<path>[^']+)'"),
-        ExitCause(
-            kind="model", pattern=r"whisper_model_load: (?P<reason>invalid model data.*|.*not a .*)"
-        ),
-        ExitCause(kind="model", pattern=r"error: failed to initialize whisper context"),
-    ),
-)
-"""whisper.cpp's ``whisper-server``: no variables, no API key."""
 
 _KIND_NAME: Final = re.compile(KIND_PATTERN)
 
@@ -579,12 +347,3 @@ class Executors:
 def _foreign_key_flags(key_flags: frozenset[str], profile: ExecutorProfile) -> frozenset[str]:
     table = profile.flags
     return frozenset(f for f in key_flags if table.lookup(f) is None)
-
-
-BUILTIN: Final = Executors((LLAMA, WHISPER))
-"""The built-in executors: llama-server and whisper-server (the default everywhere)."""
-
-
-def executor_profile(kind: str, *, executors: Executors = BUILTIN) -> ExecutorProfile:
-    """The profile of `kind` in `executors`, raising `UnsupportedKind` for an unknown one."""
-    return executors.profile(kind)

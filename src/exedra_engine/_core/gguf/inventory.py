@@ -1,9 +1,10 @@
 """A model's tensor inventory and the hyperparameters memory arithmetic needs, as values.
 
-Read from the GGUF header alone (`exedra_engine._core.gguf.header.parse_gguf_inventory`):
+Read from the GGUF header alone (`exedra_engine._core.gguf.inventory_reader.parse_gguf_inventory`):
 every tensor's name, ggml type, shape and byte size, and the architecture's attention, SWA,
 MLA, expert and recurrent sizes, each per layer where the header may say so per layer. The
-arithmetic that uses them is in `exedra_engine._core.memory.estimate`. Pure.
+arithmetic that uses them is in `exedra_engine._core.memory` (`kv`, `placement`, `estimate`).
+Pure.
 """
 
 from __future__ import annotations

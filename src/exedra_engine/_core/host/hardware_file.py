@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.values import Hardware
 from exedra_engine.errors import HardwareFileError
 

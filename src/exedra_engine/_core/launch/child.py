@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch.environ import child_environment
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan

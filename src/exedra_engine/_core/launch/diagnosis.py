@@ -125,7 +125,7 @@ def exit_error(
     memory: MemoryPlan | None = None,
 ) -> NotReady:
     """The `NotReady` subclass for an executor that ended before it was ready. `layer` and
-    `suggestion` complete a refused argument (see `layer_of`, `check.did_you_mean`)."""
+    `suggestion` complete a refused argument (see `layer_of`, `did_you_mean.did_you_mean`)."""
     head = f"{_name(exit.command)} exited before it was ready ({exit.how})"
     log = exit.log[-LOG_LINES:]
     if exit.signal == "SIGILL":

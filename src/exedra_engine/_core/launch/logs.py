@@ -11,7 +11,8 @@ import collections
 from collections.abc import Iterable
 from typing import Final
 
-from exedra_engine._core.executors.profile import BUILTIN, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.redact import TextRedactor, plan_secrets
 from exedra_engine._core.values import LaunchPlan

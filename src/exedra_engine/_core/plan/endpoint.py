@@ -20,7 +20,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import base_url

@@ -28,8 +28,9 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import Literal, NamedTuple
 
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable, Item
-from exedra_engine._core.executors.profile import BUILTIN, ExecutorProfile, Executors
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.struct import EMPTY, Value, freeze, frozen_fields
 from exedra_engine.errors import PlanError
 

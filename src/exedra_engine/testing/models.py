@@ -1,12 +1,10 @@
 """Tiny GGUF models written with the `gguf` package, for the demo, tests and benchmarks.
 
 `write_tiny_llama` writes a complete llama-architecture model that a real ``llama-server``
-loads and answers with. `write_header_model` writes a model whose metadata mimics a large
-real one (32k or 152k-token vocabularies, many tensors) with one-element tensors, so its
-header is realistic while the file stays small.
-
-The lookups of the real executors and the real model (`find_executor`, `find_real_model`)
-and `free_port` are shared by the test fixtures and the benchmarks.
+loads and answers with. `write_arch_model` writes a small model of another architecture's
+shape (`ARCH_SHAPES`). `write_header_model` writes a model whose metadata mimics a large real
+one (32k or 152k-token vocabularies, many tensors) with one-element tensors, so its header is
+realistic while the file stays small.
 
 This module imports gguf and numpy when called; the rest of the library never does.
 """
@@ -15,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -389,159 +385,3 @@ def _finish(w: Any) -> None:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-
-
-# whisper.cpp's legacy ggml model format (whisper.cpp src/whisper.cpp, whisper_model_load):
-# magic, 11 int32 hyper-parameters, the mel filter bank, the vocabulary, then tensors.
-_GGML_MAGIC = 0x67676D6C
-WHISPER_VOCAB = 51_864  # English-only: below 51,865 whisper.cpp is not multilingual
-
-
-def _whisper_tensors(
-    s: int, n_mels: int, n_audio_ctx: int, n_text_ctx: int
-) -> list[tuple[str, tuple[int, ...], str]]:
-    """whisper.cpp's tensors for one encoder and one decoder layer of width `s`, in order."""
-    s4 = 4 * s
-    out: list[tuple[str, tuple[int, ...], str]] = [
-        ("encoder.positional_embedding", (s, n_audio_ctx), "f32"),
-        ("encoder.conv1.weight", (3, n_mels, s), "f16"),
-        ("encoder.conv1.bias", (1, s), "f32"),
-        ("encoder.conv2.weight", (3, s, s), "f16"),
-        ("encoder.conv2.bias", (1, s), "f32"),
-        ("encoder.ln_post.weight", (s,), "f32"),
-        ("encoder.ln_post.bias", (s,), "f32"),
-        ("decoder.positional_embedding", (s, n_text_ctx), "f32"),
-        ("decoder.token_embedding.weight", (s, WHISPER_VOCAB), "f16"),
-        ("decoder.ln.weight", (s,), "f32"),
-        ("decoder.ln.bias", (s,), "f32"),
-    ]
-    for side, attns in {"encoder": ("attn",), "decoder": ("attn", "cross_attn")}.items():
-        p = f"{side}.blocks.0."
-        out += [
-            (p + "mlp_ln.weight", (s,), "f32"),
-            (p + "mlp_ln.bias", (s,), "f32"),
-            (p + "mlp.0.weight", (s, s4), "f16"),
-            (p + "mlp.0.bias", (s4,), "f32"),
-            (p + "mlp.2.weight", (s4, s), "f16"),
-            (p + "mlp.2.bias", (s,), "f32"),
-        ]
-        for a in attns:
-            out += [
-                (p + f"{a}_ln.weight", (s,), "f32"),
-                (p + f"{a}_ln.bias", (s,), "f32"),
-                (p + f"{a}.query.weight", (s, s), "f16"),
-                (p + f"{a}.query.bias", (s,), "f32"),
-                (p + f"{a}.key.weight", (s, s), "f16"),
-                (p + f"{a}.value.weight", (s, s), "f16"),
-                (p + f"{a}.value.bias", (s,), "f32"),
-                (p + f"{a}.out.weight", (s, s), "f16"),
-                (p + f"{a}.out.bias", (s,), "f32"),
-            ]
-    return out
-
-
-def write_tiny_whisper(path: str | os.PathLike[str], *, seed: int = 7) -> Path:
-    """Write a loadable whisper model: 1 encoder and 1 decoder layer of width 8, the full
-    51,864-token English vocabulary, f16 weights (whisper.cpp asserts on all-f32 ones)."""
-    import struct
-
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    n_state, n_head, n_mels, n_audio_ctx, n_text_ctx = 8, 1, 80, 1500, 448
-    f16, f32 = 1, 0
-    out = Path(path)
-    with open(out, "wb") as fh:
-        fh.write(struct.pack("<I", _GGML_MAGIC))
-        fh.write(
-            struct.pack(
-                "<11i",
-                WHISPER_VOCAB,
-                n_audio_ctx,
-                n_state,
-                n_head,
-                1,
-                n_text_ctx,
-                n_state,
-                n_head,
-                1,
-                n_mels,
-                f16,
-            )
-        )
-        n_fft = 201
-        fh.write(struct.pack("<ii", n_mels, n_fft))
-        fh.write(np.abs(rng.standard_normal(n_mels * n_fft) * 0.01).astype("<f4").tobytes())
-        # The decoder's text clean-up looks up " ", " -" and " '": they must exist.
-        words = [" ", " -", " '"] + [f" w{i}" for i in range(3, WHISPER_VOCAB)]
-        fh.write(struct.pack("<i", len(words)))
-        for w in words:
-            b = w.encode()
-            fh.write(struct.pack("<I", len(b)) + b)
-
-        def tensor(name: str, ne: tuple[int, ...], ttype: int, scale: float = 0.1) -> None:
-            n = int(np.prod(ne))
-            data = rng.standard_normal(n) * scale
-            raw = data.astype("<f2" if ttype == f16 else "<f4").tobytes()
-            enc = name.encode()
-            fh.write(struct.pack("<iii", len(ne), len(enc), ttype))
-            fh.write(struct.pack(f"<{len(ne)}i", *ne))
-            fh.write(enc + raw)
-
-        for name, ne, ttype in _whisper_tensors(n_state, n_mels, n_audio_ctx, n_text_ctx):
-            tensor(name, ne, f16 if ttype == "f16" else f32)
-    return out
-
-
-def write_wav(
-    path: str | os.PathLike[str], *, seconds: float = 1.0, rate: int = 16_000, hz: float = 440.0
-) -> Path:
-    """Write a mono 16-bit WAV tone, the input whisper-server's /inference takes."""
-    import math
-    import struct
-    import wave
-
-    out = Path(path)
-    n = int(seconds * rate)
-    frames = b"".join(
-        struct.pack("<h", int(8000 * math.sin(2 * math.pi * hz * i / rate))) for i in range(n)
-    )
-    with wave.open(str(out), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(frames)
-    return out
-
-
-REAL_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
-
-
-def find_executor(name: str) -> Path | None:
-    """The installed executor NAME: from EXEDRA_EXECUTORS_BIN (where ./dev puts the bin dir
-    that scripts/install-executors.sh printed, in the user cache), else from PATH."""
-    bin_dir = os.environ.get("EXEDRA_EXECUTORS_BIN")
-    cached = Path(bin_dir) / name if bin_dir else None
-    found = str(cached) if cached and os.access(cached, os.X_OK) else shutil.which(name)
-    return Path(found) if found else None
-
-
-def real_model_path() -> Path:
-    """Where the real model (Gemma 3 270M Q4_K_M, scripts/fetch_model.py) is looked for:
-    EXEDRA_TEST_MODEL, else the user cache."""
-    env = os.environ.get("EXEDRA_TEST_MODEL")
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(env) if env else cache / "exedra-engine" / "models" / REAL_MODEL_NAME
-
-
-def find_real_model() -> Path | None:
-    """The real model if it is there."""
-    path = real_model_path()
-    return path if path.is_file() else None
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -1,4 +1,4 @@
-"""Podman Quadlet: one ``.container`` unit, as INI data (`exedra_engine._core.emit.ini`).
+"""Podman Quadlet: one ``.container`` unit, as INI data (`exedra_engine._core.emit.formats.ini`).
 
 The key is a Podman secret mounted as a file (``Secret=NAME,type=mount``); the unit is started
 once the container's health check on the ready path passes (``Notify=healthy``), within an
@@ -12,8 +12,9 @@ import json
 import re
 from collections.abc import Mapping
 
-from exedra_engine._core.emit import ini
-from exedra_engine._core.emit.ini import (
+from exedra_engine._core.emit.formats import ini
+from exedra_engine._core.emit.formats.container import container_argv, key_path
+from exedra_engine._core.emit.formats.ini import (
     Section,
     Unwritable,
     env_assignment,
@@ -21,10 +22,11 @@ from exedra_engine._core.emit.ini import (
     plain,
     write_ini,
 )
-from exedra_engine._core.emit.k8s import container_argv, key_path
-from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
-from exedra_engine._core.emit.shape import SYSTEM_TOP, EmitOptions, Origin, Shape
-from exedra_engine._core.emit.systemd import RESTART_DELAY, memory_problems
+from exedra_engine._core.emit.formats.readback import argv_problems, env_words, url_problems, words
+from exedra_engine._core.emit.formats.systemd import RESTART_DELAY, memory_problems
+from exedra_engine._core.emit.mounts import SYSTEM_TOP
+from exedra_engine._core.emit.options import EmitOptions, Origin
+from exedra_engine._core.emit.shape import Shape
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.targets import Selinux

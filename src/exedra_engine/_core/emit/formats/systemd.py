@@ -1,5 +1,5 @@
 """systemd: a service that runs the executor itself, built as INI data and written with
-systemd's escaping (`exedra_engine._core.emit.ini`).
+systemd's escaping (`exedra_engine._core.emit.formats.ini`).
 
 The key arrives as a credential (``LoadCredential=`` and ``--api-key-file %d/api-key``):
 ``Environment=`` is readable through D-Bus and /proc. One SIGTERM stops the executor
@@ -10,8 +10,8 @@ minus what the plan's GPU needs.
 
 from __future__ import annotations
 
-from exedra_engine._core.emit import ini
-from exedra_engine._core.emit.ini import (
+from exedra_engine._core.emit.formats import ini
+from exedra_engine._core.emit.formats.ini import (
     Section,
     Unwritable,
     env_assignment,
@@ -20,9 +20,11 @@ from exedra_engine._core.emit.ini import (
     plain,
     write_ini,
 )
-from exedra_engine._core.emit.memory import bytes_of
-from exedra_engine._core.emit.readback import argv_problems, env_words, url_problems, words
-from exedra_engine._core.emit.shape import KEY_NAME, EmitOptions, Origin, Shape, plan_is_keyed
+from exedra_engine._core.emit.formats.readback import argv_problems, env_words, url_problems, words
+from exedra_engine._core.emit.keys import KEY_NAME, plan_is_keyed
+from exedra_engine._core.emit.limits import bytes_of
+from exedra_engine._core.emit.options import EmitOptions, Origin
+from exedra_engine._core.emit.shape import Shape
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.load_files import named_files
 from exedra_engine._core.struct import freeze

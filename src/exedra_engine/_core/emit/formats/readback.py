@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from exedra_engine._core.emit import ini
-from exedra_engine._core.emit.shape import key_vars, plan_is_keyed
+from exedra_engine._core.emit.formats import ini
+from exedra_engine._core.emit.keys import key_vars, plan_is_keyed
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.endpoint import env_dict, resolve_for
 from exedra_engine._core.redact import is_secret_name

@@ -1,0 +1,99 @@
+"""What a check hands back: `Finding` (one thing an override does otherwise than it says),
+and `TableOrigin` (which flag table judged a kind).
+
+The codes of a finding (its ``code``):
+
+==================  ========  ===========================================================
+code                severity  what
+==================  ========  ===========================================================
+unknown-flag        error     a flag the executor does not know (with a did-you-mean)
+wrong-kind          error     a flag or variable of another executor kind
+missing-value       error     a flag that takes a value, at the end of its list
+value-is-flag       error     a flag that takes a value, followed by another flag
+stray-value         error     a value that follows no flag taking one
+equals-form         warning   ``--flag=value``: the planner splits it, the executor refuses
+                              it (an error for a flag that takes no single value)
+contradicts         error     a flag set on and off, or to two values, in one layer
+unknown-env         error     a variable shaped like the executor's own that it does not read
+bad-value           error     a value the executor refuses or misreads (``--ctx-size 16k``)
+bad-model-id        error     a ``models:`` key that no model can have as its id
+sets-endpoint       warning   an override that sets the bind address or the port
+sets-api-key        warning   an override that sets an API key
+invalid-file        error     a file the loader refuses (from `config --check`)
+fitter-off          warning   an override that sets ``-ngl``, ``-ts``, ``-ot`` or a row or
+                              tensor split mode: llama.cpp's own memory fitting is then off
+unbounded-cache     warning   ``--cache-ram -1``: a host prompt cache without a size limit
+==================  ========  ===========================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.struct import Value
+
+Severity = Literal["error", "warning"]
+
+
+class Finding(Value, frozen=True, kw_only=True):
+    """One thing an override does otherwise than it says. Every field is always present in
+    its JSON, in this order, so CI jobs can rely on the shape."""
+
+    severity: Severity
+    code: str
+    """Stable identifier (see the module docstring)."""
+    file: str = ""
+    """The override file ("" for the caller's args and a model's run_args)."""
+    line: int = 0
+    """Line in `file`, from 1; 0 when not known."""
+    path: str
+    """Field path: ``$.engines.llama.args[2]``, or ``caller args[0]``."""
+    token: str
+    """The offending token or variable name, as written (a key flag's value is never shown)."""
+    message: str
+    suggestion: str = ""
+    """What to write instead, when one thing is likely (``--ctx-size`` for ``--ctx-szie``)."""
+
+    @property
+    def where(self) -> str:
+        """``file:line: path`` as far as known."""
+        loc = f"{self.file}:{self.line}" if self.file and self.line else self.file
+        return f"{loc}: {self.path}" if loc else self.path
+
+
+def has_errors(findings: Sequence[Finding], *, strict: bool = False) -> bool:
+    """Whether any finding fails a check: an error, or with `strict` any finding at all."""
+    return any(strict or f.severity == "error" for f in findings)
+
+
+class TableOrigin(Value, frozen=True, kw_only=True, omit_defaults=True):
+    """Which flag table a kind was judged by: the one bundled with the library, or the one an
+    installed binary's own ``--help`` gave."""
+
+    kind: str
+    binary: str
+    """The executor's name (``llama-server``)."""
+    source: Literal["bundled", "binary"]
+    path: str = ""
+    """The binary whose help was read ("" for the bundled table)."""
+    version: str = ""
+    """The binary's version, or the build the bundled table was made from; "" if unknown."""
+    note: str = ""
+    """Why the bundled table was used although a binary was named (its help gave no flags...)."""
+
+    def describe(self) -> str:
+        """One line for humans: ``llama-server: /usr/bin/llama-server --help, version b6000``."""
+        if self.source == "binary":
+            return f"{self.binary}: {self.path} --help, version {self.version or 'not stated'}"
+        made = f", made from {self.version}" if self.version else ""
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.binary}: the bundled table{made}{note}"
+
+
+def bundled_origin(p: ExecutorProfile, note: str = "") -> TableOrigin:
+    """The origin of `p`'s bundled table."""
+    return TableOrigin(
+        kind=p.kind, binary=p.binary, source="bundled", version=p.table_version, note=note
+    )

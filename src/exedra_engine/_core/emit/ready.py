@@ -1,0 +1,85 @@
+"""The plan's endpoint as emitted: its ready path (the profile's, under the plan's prefix) and
+where its port and host came from. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from exedra_engine._core.emit import names
+from exedra_engine._core.emit.options import Origin
+from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.plan.endpoint import env_dict
+from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.values import LaunchPlan
+from exedra_engine.errors import EmitError, EngineError
+
+
+def ready_problem(p: ExecutorProfile, plan: LaunchPlan) -> str:
+    """Why `plan.ready` is not the profile's ready path under the plan's own prefix ("" when
+    it is): a tampered ``/v1/models`` answers while the model loads."""
+    want = expected_ready(p, plan.args, plan.env)
+    if plan.ready != want:
+        return (
+            f"the plan's ready path {plan.ready!r} is not {want!r}, the profile's ready "
+            "path under the prefix its argv and env set"
+        )
+    if not _URL_PATH.fullmatch(want):
+        return f"the ready path {want!r} is not a plain URL path"
+    return ""
+
+
+_URL_PATH = re.compile(r"(/[A-Za-z0-9._~!$&'()*+,;=:@%-]*)+")
+
+
+def expected_ready(p: ExecutorProfile, args: Sequence[str], env: Sequence[str]) -> str:
+    """The ready path the executor serves for `args` and `env` (its prefix flag, else its
+    prefix variable, then the profile's path)."""
+    prefix = ""
+    try:
+        items = p.flags.split_items(args, "plan args")
+    except EngineError:
+        items = ()
+    given = [it for it in items if it.key == p.ready_prefix_flag and it.values]
+    if given:
+        prefix = given[-1].values[0]
+    elif p.ready_prefix_env:
+        prefix = env_dict(env).get(p.ready_prefix_env, "")
+    return prefix.rstrip("/") + p.ready_path
+
+
+def check_plan(p: ExecutorProfile, plan: LaunchPlan) -> None:
+    names.port(plan.port, "the plan's port")
+    problem = ready_problem(p, plan)
+    if problem:
+        raise EmitError(problem)
+
+
+READ_BACK: Final = "the plan's argv and env, read back as the executor reads them"
+"""Why a plan field no layer is known to have set has its value."""
+
+
+def layer_of(sources: Sequence[Source], flag: str, var: str) -> str:
+    """The layer that set the plan field of `flag` or its variable `var` ("" unknown): by the
+    flag's key and the variable's name as the merge recorded them, whatever spelling
+    (``--port``, ``-p``, ``--port=N``) the layer wrote."""
+    return next((s.layer for s in reversed(sources) if s.key and s.key in (flag, var)), "")
+
+
+def endpoint_origins(
+    p: ExecutorProfile, plan: LaunchPlan, sources: Sequence[Source]
+) -> tuple[Origin, ...]:
+    ready = (
+        f"plan.ready, the profile's {p.ready_path} under the plan's prefix: answers 200 only "
+        "once the model is loaded (a models endpoint answers while loading)"
+    )
+    out = [Origin(field="ready path", value=plan.ready, source="plan", why=ready)]
+    for field, value, flag, var in (
+        ("port", str(plan.port), p.port_flag, p.port_env),
+        ("host", plan.host, p.host_flag, p.host_env),
+    ):
+        layer = layer_of(sources, flag, var)
+        why = "" if layer else READ_BACK
+        out.append(Origin(field=field, value=value, source="plan", why=why, layer=layer))
+    return tuple(out)

@@ -1,0 +1,301 @@
+"""What the planner decides from the memory estimate: the largest context that fits when the
+model's own does not, the host prompt cache (``--cache-ram``) sized to what is left, the
+measurement that replaces the estimate's reserved figures, and `DoesNotFit` when a setting a
+layer chose cannot fit. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from msgspec.structs import replace
+
+from exedra_engine._core.executors.flags import Item
+from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.memory.estimate import (
+    estimate_from_settings,
+    matching_measurement,
+    with_measurement,
+)
+from exedra_engine._core.memory.explain import biggest_part, explain_memory, parts_text, size_text
+from exedra_engine._core.memory.kv import CTX_PAD, FALLBACK_CTX
+from exedra_engine._core.memory.placement import bytes_by_layer, device_names
+from exedra_engine._core.memory.plan import MemoryPlan, PlaceMemory
+from exedra_engine._core.memory.settings import (
+    DEFAULT_CACHE_RAM_MIB,
+    MIB,
+    MemorySettings,
+    fitter_off,
+    int_or,
+    read_settings,
+)
+from exedra_engine._core.struct import Value
+from exedra_engine._core.values import Hardware
+from exedra_engine.errors import DoesNotFit
+
+PROMPT_CACHE_STATES: Final = 4
+"""How many planned KV caches the host prompt cache the planner sizes can hold: one per
+default slot (``-np auto`` is 4)."""
+PROMPT_CACHE_FLOOR_MIB: Final = 256
+"""The smallest prompt cache the planner sizes, MiB."""
+HOST_MARGIN: Final = 10
+"""Percent of the host's usable memory kept out of every plan: the resident figure is an
+estimate, and the process is not alone (page cache, the kernel, a sidecar)."""
+
+
+class MemoryDecision(Value, frozen=True, kw_only=True):
+    """What the planner adds to the engine layer for memory, the plan's memory, and why."""
+
+    memory: MemoryPlan
+    engine_args: tuple[str, ...] = ()
+    """``--ctx-size N`` when the model's own context does not fit, ``--cache-ram N`` sized
+    to what is left; nothing a layer set itself."""
+    notes: tuple[str, ...] = ()
+    """The arithmetic and the decisions, for ``--explain``."""
+
+
+def usable_host(hw: Hardware) -> tuple[int | None, str]:
+    """The host memory a plan may fill (`HOST_MARGIN` kept out), and how it was found."""
+    if hw.cpu.available is not None:
+        total, what = hw.cpu.available, "available"
+    elif hw.cpu.ram:
+        total, what = hw.cpu.ram, "total, free memory unknown"
+    else:
+        return None, "host memory unknown: not judged"
+    margin = total * HOST_MARGIN // 100
+    return total - margin, f"{size_text(total)} {what} - {HOST_MARGIN}% margin"
+
+
+def decide_memory(
+    inventory: ModelInventory,
+    args: Sequence[str],
+    env: Sequence[str],
+    hardware: Hardware,
+    profile: ExecutorProfile,
+    *,
+    mmproj: ModelInventory | None = None,
+    draft: ModelInventory | None = None,
+    items: Sequence[Item] | None = None,
+    settings: MemorySettings | None = None,
+) -> MemoryDecision:
+    """The plan's memory for its merged argv and env, raising `DoesNotFit` when a setting a
+    layer chose cannot fit; an unset context that does not fit becomes the largest that
+    does (never below 4096 tokens unless the model's own is smaller), and an unset
+    ``--cache-ram`` gets what is left of the budget (at most its default). `items` are
+    `args` as the profile's table reads them, and `settings` their `read_settings`, where
+    the caller has them (the merge's)."""
+    return _Decider(
+        inventory,
+        args,
+        env=env,
+        hw=hardware,
+        profile=profile,
+        sides=(mmproj, draft),
+        items=items,
+        settings=settings,
+    ).run()
+
+
+class _Decider:
+    def __init__(
+        self,
+        inv: ModelInventory,
+        args: Sequence[str],
+        *,
+        env: Sequence[str],
+        hw: Hardware,
+        profile: ExecutorProfile,
+        sides: tuple[ModelInventory | None, ModelInventory | None],
+        items: Sequence[Item] | None = None,
+        settings: MemorySettings | None = None,
+    ) -> None:
+        self.inv, self.args, self.env, self.hw, self.p, self.sides = (
+            inv,
+            args,
+            env,
+            hw,
+            profile,
+            sides,
+        )
+        self.s = (
+            settings if settings is not None else read_settings(profile, args, env, items=items)
+        )
+        # Every estimate places the same weights: by layer once (needed with devices only).
+        self.by_layer = bytes_by_layer(inv) if device_names(hw, profile.kind) else None
+        self.usable, self.how = usable_host(hw)
+        self.fixed_ctx = "ctx" in self.s.explicit and self.s.ctx > 0
+        self.fixed_cache = "cache_ram" in self.s.explicit
+        self.judge_devices = bool(fitter_off(self.s))
+        # The context search, the cache sizing and the final figure ask for the same argv
+        # more than once; an estimate costs ~0.5 ms.
+        self.seen: dict[tuple[str, ...], MemoryPlan] = {}
+
+    def est(self, extra: Sequence[str]) -> MemoryPlan:
+        key = tuple(extra)
+        if key not in self.seen:
+            mmproj, draft = self.sides
+            self.seen[key] = estimate_from_settings(
+                self.inv,
+                self.settings(extra),
+                self.hw,
+                self.p,
+                ctx=None,
+                mmproj=mmproj,
+                draft=draft,
+                by_layer=self.by_layer,
+            )
+        return self.seen[key]
+
+    def settings(self, extra: Sequence[str]) -> MemorySettings:
+        """`read_settings` of the argv with `extra` (`flags`: a context and a prompt cache,
+        flags that no layer set) after it, from the settings already read: a flag added
+        last wins over any earlier one and over its variable."""
+        s = self.s
+        if not extra:
+            return s
+        found = dict(zip(extra[::2], extra[1::2], strict=True))
+        ctx = found.get(self.p.memory_flags["ctx"])
+        cache = found.get(self.p.memory_flags["cache_ram"])
+        roles = {role for role, flag in self.p.memory_flags.items() if flag in found}
+        return replace(
+            s,
+            ctx=s.ctx if ctx is None else int_or(ctx, 0),
+            cache_ram_mib=(
+                s.cache_ram_mib if cache is None else int_or(cache, DEFAULT_CACHE_RAM_MIB)
+            ),
+            explicit=s.explicit | roles,
+        )
+
+    def flags(self, ctx: int | None, cache_mib: int | None) -> tuple[str, ...]:
+        out: tuple[str, ...] = ()
+        if ctx is not None:
+            out += (self.p.memory_flags["ctx"], str(ctx))
+        if cache_mib is not None and not self.fixed_cache:
+            out += (self.p.memory_flags["cache_ram"], str(cache_mib))
+        return out
+
+    def overflow(self, m: MemoryPlan) -> PlaceMemory | None:
+        if self.usable is not None and m.host.total > self.usable:
+            return m.host
+        for d in m.devices if self.judge_devices else ():
+            if d.available is not None and d.reserved > d.available:
+                return d
+        return None
+
+    def refuse(self, m: MemoryPlan, where: PlaceMemory, what: str = "") -> DoesNotFit:
+        if not what:
+            what = f"ctx {m.ctx}" if self.fixed_ctx else f"the model's context {m.ctx}"
+        return _does_not_fit(m, where, self.usable, self.how, what)
+
+    def choose_ctx(self, notes: list[str]) -> int | None:
+        """None when the argv's context fits; else the largest that does."""
+        first = self.est(self.flags(None, 0))
+        bad = self.overflow(first)
+        if bad is None:
+            return None
+        if self.fixed_ctx or self.usable is None or bad.name != "Host":
+            raise self.refuse(first, bad)
+        ctx = _largest_fitting(
+            self.inv, lambda c: self.overflow(self.est(self.flags(c, 0))) is None
+        )
+        if ctx is None:
+            m = self.est(self.flags(min(FALLBACK_CTX, self.inv.context or FALLBACK_CTX), 0))
+            raise self.refuse(
+                m, self.overflow(m) or m.host, f"the smallest context planned, {m.ctx},"
+            )
+        notes.append(
+            f"the model's context {self.inv.context or first.ctx} does not fit "
+            f"{size_text(self.usable)} usable: planned ctx {ctx}, the largest that fits"
+        )
+        return ctx
+
+    def run(self) -> MemoryDecision:
+        notes: list[str] = []
+        ctx = self.choose_ctx(notes)
+        cache_mib = None if self.fixed_cache else self.cache_size(ctx, notes)
+        engine = self.flags(ctx, cache_mib)
+        final = self.est(engine)
+        measured = matching_measurement(
+            self.hw, self.p, self.inv.paths[0], (*self.args, *engine), self.env
+        )
+        if measured is not None:
+            final = with_measurement(final, measured)
+            bad = self.overflow(final)
+            if bad is not None:
+                raise self.refuse(final, bad)
+        return MemoryDecision(memory=final, engine_args=engine, notes=(*self.lines(final), *notes))
+
+    def cache_size(self, ctx: int | None, notes: list[str]) -> int:
+        """MiB of host prompt cache: room for `PROMPT_CACHE_STATES` copies of the planned
+        KV cache (at least `PROMPT_CACHE_FLOOR_MIB`), never more than the default nor than
+        what the budget leaves. The executor's default, 8 GiB a process whatever the model,
+        would make a 300 MiB model's cgroup limit 9 GiB, and several executors on one host
+        each claim it."""
+        base = self.est(self.flags(ctx, 0))
+        kv = base.host.parts.kv + sum(d.parts.kv for d in base.devices)
+        share = max(PROMPT_CACHE_FLOOR_MIB, -(-PROMPT_CACHE_STATES * kv // MIB))
+        cache = min(DEFAULT_CACHE_RAM_MIB, share)
+        why = (
+            f"{PROMPT_CACHE_STATES} x the KV cache ({size_text(kv)}), "
+            f"at least {PROMPT_CACHE_FLOOR_MIB} MiB"
+        )
+        if self.usable is not None:
+            left = max((self.usable - base.host.total) // MIB, 0)
+            if left < cache:
+                cache, why = left, "what the budget leaves"
+        flag = self.p.memory_flags["cache_ram"]
+        notes.append(
+            f"{flag} {cache}: the host prompt cache gets {why} ({self.p.binary}'s default is "
+            f"{DEFAULT_CACHE_RAM_MIB} MiB a process; a layer that sets {flag} decides)"
+        )
+        return cache
+
+    def lines(self, m: MemoryPlan) -> list[str]:
+        budget = (self.usable, self.how) if self.usable is not None else None
+        lines = list(explain_memory(m, budget))
+        if budget is None:
+            lines.append(self.how)
+        for i, g in enumerate(self.hw.gpus[: len(m.devices)]):
+            if g.vram_free is None and g.vram:
+                lines.append(f"{m.devices[i].name}: free memory unknown, judged by its total")
+        if self.judge_devices and m.devices:
+            lines.append(
+                "devices judged by their free memory: "
+                + ", ".join(fitter_off(self.s))
+                + " switch llama.cpp's own fitter off"
+            )
+        return lines
+
+
+def _largest_fitting(inv: ModelInventory, fits: Callable[[int], bool]) -> int | None:
+    """The largest context, in whole 256-token pages, from the model's own (or 4096) down
+    to 4096 (or the model's own when smaller) for which `fits` holds; None if none does."""
+    top = inv.context or FALLBACK_CTX
+    floor = min(FALLBACK_CTX, top)
+    if not fits(floor):
+        return None
+    lo, hi = floor // CTX_PAD, max(top // CTX_PAD, floor // CTX_PAD)
+    while lo < hi:  # memory grows with the context: bisect over pages
+        mid = (lo + hi + 1) // 2
+        if fits(mid * CTX_PAD):
+            lo = mid
+        else:
+            hi = mid - 1
+    return max(lo * CTX_PAD, floor)
+
+
+def _does_not_fit(
+    m: MemoryPlan, where: PlaceMemory, usable: int | None, how: str, what: str
+) -> DoesNotFit:
+    host = where.name == "Host"
+    parts = where.parts if host else where.reserved_parts
+    need = parts.total
+    have = usable if host else where.available
+    name, size = biggest_part(parts)
+    place = "host memory" if host else f"{where.name}'s free memory"
+    there = f"{size_text(have or 0)} usable ({how})" if host else f"{size_text(have or 0)} free"
+    return DoesNotFit(
+        f"{what} needs {size_text(need)} of {place} but {there}; the biggest part is "
+        f"the {name}, {size_text(size)} ({parts_text(parts)})"
+    )

@@ -1,0 +1,119 @@
+"""The flags a plan derives itself, and the layers every plan is merged from.
+
+Engine flags are derived here and nowhere else (`engine_args`): from the spec, the host and
+the caller's constraints, and what the memory plan decided. `plan_layers` stacks them with the
+spec's run_args, the override files' sections and the caller's own args and env, each layer
+with its rank (lowest first; see `exedra_engine._core.plan.planner`).
+"""
+
+from __future__ import annotations
+
+from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.plan.layers import Layer, env_items
+from exedra_engine._core.struct import freeze
+from exedra_engine._core.values import Constraints, ModelSpec
+from exedra_engine.constants import DEFAULT_HOST
+
+RANK_RUN_ARGS = 0
+RANK_ENGINE = 1
+RANK_CONFIG_ENV = 2
+RANK_CONFIG_ENGINE = 3
+RANK_CONFIG_MODEL = 4
+RANK_CALLER = 5
+_NAMES = freeze(
+    {
+        RANK_RUN_ARGS: "run_args",
+        RANK_ENGINE: "engine",
+        RANK_CALLER: "caller",
+        RANK_CONFIG_ENV: "config env",
+    }
+)
+"""The names of the layers every plan has (`plan_layers`); the config sections' names say which
+section (`_config_names`)."""
+
+
+def engine_args(
+    profile: ExecutorProfile,
+    spec: ModelSpec,
+    c: Constraints,
+    port: int,
+    cpu_only: bool,
+    *,
+    memory_args: tuple[str, ...] = (),
+) -> tuple[str, ...]:
+    """The flags the engine layer derives from the spec, the host and the constraints."""
+    p = profile
+    args = [p.model_flag, spec.path]
+    if p.alias_flag and spec.id:
+        args += [p.alias_flag, spec.id]
+    args += [p.host_flag, c.host or DEFAULT_HOST, p.port_flag, str(port)]
+    if c.ctx:
+        args += [p.ctx_flag, str(c.ctx)]
+    if c.threads:
+        args += [p.threads_flag, str(c.threads)]
+    if not c.ui:
+        args += p.ui_off_args
+    if cpu_only:
+        args += p.cpu_only_args
+    for cap in spec.capabilities:
+        args += p.capabilities[cap]
+    args += memory_args  # what the memory plan decided (a context that fits, --cache-ram)
+    return tuple(args)
+
+
+def plan_layers(
+    profile: ExecutorProfile,
+    spec: ModelSpec,
+    c: Constraints,
+    port: int,
+    cpu_only: bool,
+    *,
+    memory_args: tuple[str, ...] = (),
+) -> list[Layer]:
+    """The layers of a plan for `spec`, lowest first: run_args, the engine's own flags (and
+    the API key's variable), the caller's, and the override sections that reach `spec`."""
+    o = c.overrides
+    extra_env = env_items(c.extra_env, "caller env")
+    engine_env = ((profile.key_env, c.api_key),) if c.api_key else ()
+    layers = [
+        Layer(name=_NAMES[RANK_RUN_ARGS], rank=RANK_RUN_ARGS, args=spec.run_args),
+        Layer(
+            name=_NAMES[RANK_ENGINE],
+            rank=RANK_ENGINE,
+            args=engine_args(profile, spec, c, port, cpu_only, memory_args=memory_args),
+            env=engine_env,
+        ),
+        Layer(name=_NAMES[RANK_CALLER], rank=RANK_CALLER, args=c.extra_args, env=extra_env),
+    ]
+    if o is not None:
+        if o.env:
+            layers.append(
+                Layer(name=_NAMES[RANK_CONFIG_ENV], rank=RANK_CONFIG_ENV, env=tuple(o.env.items()))
+            )
+        names = _config_names(spec)
+        eng = o.engines.get(spec.kind)
+        if eng is not None:
+            layers.append(
+                Layer(
+                    name=names[0],
+                    rank=RANK_CONFIG_ENGINE,
+                    args=eng.args,
+                    env=tuple(eng.env.items()),
+                )
+            )
+        mod = o.models.get(spec.id) if spec.id else None
+        if mod is not None:
+            layers.append(
+                Layer(
+                    name=names[1],
+                    rank=RANK_CONFIG_MODEL,
+                    args=mod.args,
+                    env=tuple(mod.env.items()),
+                )
+            )
+    return layers
+
+
+def _config_names(spec: ModelSpec) -> tuple[str, str]:
+    """The names of the override layers of `spec`: its kind's section, its model's section."""
+    return f"config engines.{spec.kind}", f"config models.{spec.id}"
