@@ -17,7 +17,7 @@ def write_sparse_llama(path: str, gib: float = 3.0) -> Path:
     import gguf
     import numpy as np
 
-    from exedra_engine import testing
+    from exedra_engine.testing import models as testing
 
     n_embd = testing.TINY_WIDTH
     n_ff = max(64, int(gib * (1 << 30) / 6 / (n_embd * 4)))

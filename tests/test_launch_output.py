@@ -8,8 +8,8 @@ import argparse
 import shlex
 
 from exedra_engine import Kind, ModelSpec
-from exedra_engine._core.config.check import Finding, TableOrigin
-from exedra_engine._core.executors.profile import BUILTIN
+from exedra_engine._core.config.findings import Finding, TableOrigin
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.cli.launch_output import (
     curl_command,

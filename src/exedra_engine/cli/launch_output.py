@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from exedra_engine._core.config.check import Finding, TableOrigin
+from exedra_engine._core.config.findings import Finding, TableOrigin
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import ArgumentRefused
