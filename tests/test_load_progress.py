@@ -138,3 +138,20 @@ def test_launch_shows_the_load_of_a_sparse_multi_gib_model(
     assert all(" mapped), " in ln for ln in loading if " % of " in ln), loading
     if took > 4.0:  # well past the 2 s after which a load is shown (and the CLI's start-up)
         assert percents, (took, err)
+
+
+def test_the_feed_passes_each_sample_on_and_follows_a_new_pid() -> None:
+    from exedra_engine import Kind, ModelSpec
+    from exedra_engine._core.values import LaunchPlan, ModelFile
+    from exedra_engine._shell.load_progress import ProgressFeed
+
+    plan = LaunchPlan(
+        spec=ModelSpec(path="/models/a.gguf", kind=Kind.LLAMA), command="/x", args=(),
+        host="h", port=1, ready="/health", files=(ModelFile(path="/models/a.gguf", size=GIB),),
+    )  # fmt: skip
+    texts = {"/proc/9/smaps": SMAPS, "/proc/11/smaps": ""}
+    seen: list[LoadProgress] = []
+    feed = ProgressFeed(plan, seen.append, read=texts.get)
+    assert feed.tick(9, 1.0).done == (262144 + 1024) * 1024
+    assert feed.tick(11, 2.0).done == 0  # another process: sampled afresh
+    assert [p.elapsed for p in seen] == [1.0, 2.0] and seen[0].total == GIB

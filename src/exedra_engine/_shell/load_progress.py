@@ -77,3 +77,28 @@ def child_running(command: str, parent: int | None = None, read: ReadText = read
             if exe in (real, command):
                 return int(word)
     return 0
+
+
+class ProgressFeed:
+    """The event stream for embedders: given the pid of the executor being loaded and the
+    time since it started, at each tick of the readiness wait, it calls `on_progress` with a
+    `LoadProgress` (a new sampler when the pid changes: a port retry starts a new process)."""
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        on_progress: Callable[[LoadProgress], object],
+        read: ReadText = read_proc,
+    ) -> None:
+        self.paths, self.total = plan_files(plan)
+        self._on = on_progress
+        self._read = read
+        self._sampler: Sampler | None = None
+
+    def tick(self, pid: int, elapsed: float) -> LoadProgress:
+        """Sample the load of `pid` now, pass the sample on, and return it."""
+        if self._sampler is None or self._sampler.pid != pid:
+            self._sampler = Sampler(pid, self.paths, self.total, self._read)
+        p = self._sampler.sample(elapsed)
+        self._on(p)
+        return p
