@@ -171,6 +171,13 @@ run_logged() {
   local pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     for _ in $(seq $((every * 5))); do kill -0 "$pid" 2>/dev/null && sleep 0.2; done
+    # This runs in a command substitution: if the script itself was killed (SIGTERM), stop
+    # the compiler too rather than leave it building into a directory about to be removed.
+    if ! kill -0 "$$" 2>/dev/null; then
+      kill "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      exit 143
+    fi
     if kill -0 "$pid" 2>/dev/null; then
       local steps
       steps=$(grep -o '^\[[0-9]*/[0-9]*\]' "$blog" | tail -1 | tr -d '[]' || true)

@@ -112,3 +112,34 @@ def test_every_module_named_serial_exists() -> None:
 
     stems = {p.stem for d in ("tests", "properties") for p in (ROOT / d).glob("test_*.py")}
     assert stems >= conftest.SERIAL_MODULES, conftest.SERIAL_MODULES - stems
+
+
+@pytest.mark.serial
+def test_a_killed_build_script_stops_its_compiler(tmp_path: Path) -> None:
+    # run_logged runs inside $(build ...): killing the script must not orphan the compiler.
+    text = SCRIPT.read_text()
+    funcs = [text[text.index(f"{name}() {{") :].split("\n}\n", 1)[0] + "\n}\n"
+             for name in ("log", "progress", "die", "run_logged")]  # fmt: skip
+    marker = tmp_path / "child.pid"
+    body = (
+        "t0=$(date +%s)\n" + "".join(funcs)
+        + f'out=$(run_logged {tmp_path}/log stage sh -c "echo \\$\\$ > {marker}; exec sleep 60")\n'
+    )  # fmt: skip
+    p = subprocess.Popen(["bash", "-c", body], stderr=subprocess.DEVNULL)
+    import time
+
+    deadline = time.monotonic() + 20
+    while not (marker.exists() and marker.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(marker.read_text())
+    p.terminate()
+    p.wait(timeout=10)
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, 9)
+        pytest.fail("the compiler outlived the killed script")
