@@ -94,7 +94,9 @@ async def _main(
                 failed: EngineError | None = None
                 async with trio.open_nursery() as progress:
                     budget = load_limits(plan, a.ready_timeout).budget
-                    progress.start_soon(_progress, plan, budget, sys.stderr.isatty())
+                    # A bar rewritten in place only where no log line can land in it.
+                    bar_ok = sys.stderr.isatty() and bool(sink.path)
+                    progress.start_soon(_progress, plan, budget, bar_ok)
                     try:
                         started = await start_instance(
                             nursery,
