@@ -93,3 +93,13 @@ def test_i21_item2_refused_flag_json(llama_server: str, tiny_llama: Path, tmp_pa
     assert body["suggestion"] == "--ctx-size" and body["layer"] == "caller"
     assert body["log"][-1] == "error: invalid argument: --ctx-szie"
     assert "sk-never-shown-123" not in r.stdout
+
+
+def test_threads_past_ggmls_cap_through_an_override_start_nothing(
+    llama_server: str, tiny_llama: Path
+) -> None:
+    # `--threads 100000` is refused by the planner; the same through the caller's args, once
+    # only warned about, reached llama-server, which aborted (std::bad_alloc).
+    r = _launch(tiny_llama, "--arg=--threads", "--arg=100000", "--executor", llama_server)
+    assert r.returncode == 2, r.stderr
+    assert "--threads 100000 is more than 512" in r.stderr and "nothing was started" in r.stderr
