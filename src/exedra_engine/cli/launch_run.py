@@ -19,7 +19,7 @@ from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.load_progress import Sampler, child_running, plan_files, read_proc
 from exedra_engine._trio.launcher import Instance, start_instance
-from exedra_engine.cli.launch_output import log_sink, ready_lines
+from exedra_engine.cli.launch_output import LogSink, log_sink, ready_lines
 from exedra_engine.cli.signals import SIGNALS, Signals, interrupted_exit
 from exedra_engine.errors import EngineError
 
@@ -71,7 +71,7 @@ async def _main(
     log_file: IO[bytes] | None,
     sources: tuple[Source, ...],
 ) -> int:
-    from exedra_engine.cli.render import PROG, json_text, memory_lines, shown, shown_plan
+    from exedra_engine.cli.render import PROG
     from exedra_engine.cli.render import fail as _fail
 
     sink = log_sink(a, plan)
@@ -116,28 +116,7 @@ async def _main(
                         print(f"{PROG}: the executor's whole log: {sink.path}", file=sys.stderr)
                     return _fail(failed, 1, as_json=a.json)
                 inst = started
-                if a.json:
-                    body = {
-                        "url": started.endpoint.url,
-                        "pid": started.pid,
-                        "plan": shown_plan(started.plan, a.show_secrets, executors=a.executors),
-                        "actual": started.actual,
-                    }
-                    sys.stdout.write(json_text(body, indent=False) + "\n")
-                else:
-                    mem = memory_lines(plan.memory) if plan.memory else []
-                    for line in ready_lines(
-                        started.plan,
-                        url=started.endpoint.url,
-                        pid=started.pid,
-                        sink=sink,
-                        executors=a.executors,
-                        memory=mem,
-                    ):
-                        print(shown(line))
-                sys.stdout.flush()
-                for warning in started.actual.warnings if started.actual else ():
-                    print(f"{PROG}: warning: {shown(warning)}", file=sys.stderr)
+                _say_ready(started, a, sink)
                 await started.wait()
             if inst is not None:
                 await inst.stop(
@@ -151,6 +130,35 @@ async def _main(
     assert reason is not None
     print(f"stopped   {reason.describe()}", file=sys.stderr)
     return 0 if reason.clean else 1
+
+
+def _say_ready(started: Instance, a: argparse.Namespace, sink: LogSink) -> None:
+    """The ready lines (or the ready JSON) on stdout, the plan's warnings on stderr."""
+    from exedra_engine.cli.render import PROG, json_text, memory_lines, shown, shown_plan
+
+    plan = started.plan
+    if a.json:
+        body = {
+            "url": started.endpoint.url,
+            "pid": started.pid,
+            "plan": shown_plan(plan, a.show_secrets, executors=a.executors),
+            "actual": started.actual,
+        }
+        sys.stdout.write(json_text(body, indent=False) + "\n")
+    else:
+        mem = memory_lines(plan.memory) if plan.memory else []
+        for line in ready_lines(
+            plan,
+            url=started.endpoint.url,
+            pid=started.pid,
+            sink=sink,
+            executors=a.executors,
+            memory=mem,
+        ):
+            print(shown(line))
+    sys.stdout.flush()
+    for warning in started.actual.warnings if started.actual else ():
+        print(f"{PROG}: warning: {shown(warning)}", file=sys.stderr)
 
 
 async def _progress(plan: LaunchPlan, timeout: float, tty: bool) -> None:
