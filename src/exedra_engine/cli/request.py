@@ -24,12 +24,14 @@ from exedra_engine.cli.render import is_variable_name
 from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE
 
 
-def add_plan_options(p: argparse.ArgumentParser) -> None:
+def add_plan_options(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
+    """The options `plan` and `launch` share. Without `model_required`, ``--model`` and
+    ``--kind`` are checked by the command (``--group FILE`` names the models instead)."""
     g = p.add_argument_group("model")
-    g.add_argument("--model", required=True, metavar="PATH", help="model weights")
+    g.add_argument("--model", required=model_required, metavar="PATH", help="model weights")
     g.add_argument(
         "--kind",
-        required=True,
+        required=model_required,
         choices=list(BUILTIN.kinds),
         help="executor family",
     )
