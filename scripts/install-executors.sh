@@ -88,7 +88,8 @@ tools() {
   cmake=$(dirname "$py")/cmake
   ninja=$(dirname "$py")/ninja
   if [ ! -x "$cmake" ] || [ ! -x "$ninja" ]; then
-    "$py" -m pip install -q cmake ninja >&2
+    run_logged "$cache/logs/tools.log" "tools: pip install cmake ninja" \
+      "$py" -m pip install --progress-bar off cmake ninja
   fi
 }
 
@@ -103,8 +104,9 @@ sdist() {
     tmp=$(mktemp -d "$dl/.dl.XXXXXX")
     # Without the pretend version, setuptools-scm reports 0.0.0 while pip builds the metadata
     # and pip rejects the download (see shared/design/executors.md).
-    SETUPTOOLS_SCM_PRETEND_VERSION=$version "$py" -m pip download -q --no-deps \
-      --no-binary="$name" -d "$tmp" "$spec" >&2
+    run_logged "$cache/logs/fetch-$name-$version.log" "fetch: $spec" \
+      env SETUPTOOLS_SCM_PRETEND_VERSION="$version" "$py" -m pip download --progress-bar off \
+      --no-deps --no-binary="$name" -d "$tmp" "$spec"
     tarball=$(ls "$tmp"/*.tar.gz | head -1)
     mv "$tarball" "$dl/"
     rm -rf "$tmp"
