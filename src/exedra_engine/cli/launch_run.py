@@ -44,13 +44,17 @@ def run_launch(
     sink = log_sink(a, plan)
     log_file: IO[bytes] | None = None
     if sink.path:
+        from exedra_engine._shell.files import open_append
+
         try:
             if not a.log_file:
                 os.makedirs(os.path.dirname(sink.path), mode=0o700, exist_ok=True)
-            # --log-file is appended to; the kept log holds this launch only. Keys are
-            # redacted in both, as on stderr.
-            mode = "ab" if a.log_file else "wb"
-            log_file = open(sink.path, mode)  # noqa: SIM115  (closed below, after trio.run)
+            # Never blocking: signals are only recorded from here on, so an open(2) of a FIFO
+            # waiting for a reader would be retried after each, for good. --log-file is
+            # appended to; the kept log holds this launch only. Keys are redacted in both.
+            log_file = open_append(sink.path)
+            if not a.log_file:
+                log_file.truncate(0)
         except OSError as e:  # unwritable: checked at parse for what could be
             from exedra_engine.cli.render import fail
             from exedra_engine.errors import LaunchError

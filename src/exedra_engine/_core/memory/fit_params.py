@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.struct import Value
-from exedra_engine.errors import MeasureError
+from exedra_engine.errors import MeasureError, PlanError
 
 MiB = 1 << 20
 
@@ -60,12 +60,26 @@ class FitMeasurement(Value, frozen=True, kw_only=True, omit_defaults=True):
 
 MAX_ROWS = 64
 """More rows than this is not llama-fit-params' output (it prints one per device + Host)."""
-_ROW = re.compile(r"(\S{1,64}) (\d{1,12}) (\d{1,12}) (\d{1,12})")
+MAX_CTX = 2**31 - 1
+"""The largest context an executor takes (it reads ``--ctx-size`` into an int32)."""
+MAX_BYTES = 1 << 50
+"""More bytes than this (1 PiB) in one part of a row is no host's memory."""
+MAX_TOKENS = 256
+"""Flags of one measurement (`FitMeasurement.settings`, `args`): a plan's memory flags."""
+MAX_TEXT = 4096
+"""Characters of one path or flag of a measurement."""
+# ASCII only: Python's \d and \S also match other scripts' digits (Arabic-Indic) and control
+# characters (NUL, ESC), which an engine's output never holds and a terminal would act on.
+_NAME = r"[!-~]{1,64}"
+_ROW = re.compile(rf"({_NAME}) ([0-9]{{1,12}}) ([0-9]{{1,12}}) ([0-9]{{1,12}})")
 # llama.cpp src/llama.cpp: "using device CUDA0 (NVIDIA ...) (0000:01:00.0) - 23000 MiB free"
-_DEVICE_FREE = re.compile(r"using device (\S{1,64}) \(.*\) - (\d{1,12}) MiB free\s*$", re.M)
+_DEVICE_FREE = re.compile(
+    rf"using device ({_NAME}) \(.*\) - ([0-9]{{1,12}}) MiB free[ \t\r]*$", re.M | re.A
+)
 # llama.cpp src/llama-context.cpp: "llama_context: n_ctx         = 4096", after the log's
 # timestamp and level ("0.00.141.596 D ")
-_N_CTX = re.compile(r"(?:^|\s)llama_context: n_ctx\s+= (\d{1,12})\s*$", re.M)
+_N_CTX = re.compile(r"(?:^|[ \t])llama_context: n_ctx[ \t]+= ([0-9]{1,12})[ \t\r]*$", re.M | re.A)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def rows_from_print(stdout: str) -> tuple[tuple[FitRow, ...], FitRow]:
@@ -74,15 +88,15 @@ def rows_from_print(stdout: str) -> tuple[tuple[FitRow, ...], FitRow]:
     whole MiB (rounded down by the engine). Raises `MeasureError` for anything else."""
     devices: list[FitRow] = []
     host: FitRow | None = None
-    for n, line in enumerate(stdout.splitlines(), 1):
-        text = line.strip()
+    for n, line in enumerate(stdout.split("\n"), 1):
+        text = line.strip(" \t\r")
         if not text:
             continue
         m = _ROW.fullmatch(text)
         if m is None:
             raise MeasureError(
                 f"llama-fit-params printed {text[:80]!r} (line {n}), "
-                "not 'DEVICE model context compute' in MiB"
+                "not 'DEVICE model context compute' in MiB (ASCII digits)"
             )
         if host is not None:
             raise MeasureError(f"llama-fit-params printed a row after the Host row (line {n})")
@@ -94,8 +108,12 @@ def rows_from_print(stdout: str) -> tuple[tuple[FitRow, ...], FitRow]:
             context=int(m.group(3)) * MiB,
             compute=int(m.group(4)) * MiB,
         )
+        if any(part > MAX_BYTES for part in (row.model, row.context, row.compute)):
+            raise MeasureError(f"llama-fit-params printed {text[:80]!r} (line {n}): past 1 PiB")
         if row.name == "Host":
             host = row
+        elif any(d.name == row.name for d in devices):
+            raise MeasureError(f"llama-fit-params printed device {row.name} twice (line {n})")
         else:
             devices.append(row)
     if host is None:
@@ -113,7 +131,12 @@ def ctx_from_log(log: str) -> int | None:
     """The context the engine sized its KV cache for (``llama_context: n_ctx = N``), or None
     when the log does not say (it is printed at debug verbosity)."""
     m = _N_CTX.search(log)
-    return int(m.group(1)) if m else None
+    if m is None:
+        return None
+    n = int(m.group(1))
+    if not 0 < n <= MAX_CTX:
+        raise MeasureError(f"llama-fit-params' log says n_ctx = {n}: not a context size")
+    return n
 
 
 def measurement_from(
@@ -156,6 +179,56 @@ def measurement_from(
         ),
         build=build,
     )
+
+
+def measurement_problems(
+    m: FitMeasurement, profiles: Sequence[ExecutorProfile] = ()
+) -> list[tuple[str, str]]:
+    """What makes a measurement read from a file (a hardware file's ``measurements``) no
+    measurement, as (field, what): bounds, printable names, no device twice, and
+    `settings` that each of `profiles` (those with a measuring companion) can cut, so that
+    one bad entry is refused naming its file and field, not at every plan without either."""
+    out: list[tuple[str, str]] = []
+    for field, text in (("model", m.model), ("build", m.build)):
+        if _CONTROL.search(text) or len(text) > MAX_TEXT:
+            out.append((f".{field}", "holds a control character or is too long"))
+    if not m.model:
+        out.append((".model", "is empty"))
+    if not 0 <= m.ctx <= MAX_CTX:
+        out.append((".ctx", f"{m.ctx} is not a context size (0 to {MAX_CTX})"))
+    for field, tokens in (("settings", m.settings), ("args", m.args)):
+        if len(tokens) > MAX_TOKENS:
+            out.append((f".{field}", f"{len(tokens)} flags: more than {MAX_TOKENS}"))
+        elif any(_CONTROL.search(t) or len(t) > MAX_TEXT for t in tokens):
+            out.append((f".{field}", "a flag holds a control character or is too long"))
+    for p in profiles:
+        try:
+            p.flags.split_items(m.settings, "settings")
+        except PlanError as e:
+            out.append((".settings", f"{p.binary} cannot read them: {e}"))
+    if len(m.devices) > MAX_ROWS:
+        out.append((".devices", f"{len(m.devices)} rows: more than {MAX_ROWS}"))
+    rows = ((".host", m.host), *((f".devices[{j}]", d) for j, d in enumerate(m.devices)))
+    seen: set[str] = set()
+    for at, row in rows:
+        out += _row_problems(at, row, seen)
+    if m.host.name != "Host":
+        out.append((".host.name", f"{m.host.name[:64]!r} is not Host"))
+    return out
+
+
+def _row_problems(at: str, row: FitRow, seen: set[str]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    if not re.fullmatch(_NAME, row.name):
+        out.append((f"{at}.name", "is not 1 to 64 printable ASCII characters"))
+    elif row.name in seen:
+        out.append((f"{at}.name", f"device {row.name} is listed twice"))
+    seen.add(row.name)
+    for part in ("model", "context", "compute", "free"):
+        n = getattr(row, part)
+        if not 0 <= n <= MAX_BYTES:
+            out.append((f"{at}.{part}", f"{n} is not a size in bytes (0 to 1 PiB)"))
+    return out
 
 
 _TRUE = frozenset({"1", "true", "on", "enabled", "yes"})
@@ -282,7 +355,16 @@ def measurement_for(
     name (the target keeps its models elsewhere). Raises `PlanError` for an argv the table
     cannot cut."""
     wanted = _order_free(profile, memory_settings(profile, args, env))
-    same = [m for m in measurements if _order_free(profile, m.settings) == wanted]
+    same = []
+    for i, m in enumerate(measurements):
+        try:
+            settings = _order_free(profile, m.settings)
+        except PlanError as e:
+            # A file's measurements were checked when it was read; a value built in code
+            # is named by its place, so that it is not every plan's anonymous failure.
+            raise PlanError(f"hardware measurements[{i}] ({m.model}): settings: {e}") from None
+        if settings == wanted:
+            same.append(m)
     base = _basename(model)
     for m in reversed(same):
         if m.model == model:
