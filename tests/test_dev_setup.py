@@ -143,3 +143,21 @@ def test_a_killed_build_script_stops_its_compiler(tmp_path: Path) -> None:
     else:
         os.kill(child, 9)
         pytest.fail("the compiler outlived the killed script")
+
+
+def test_just_runs_the_demo_without_echoing_its_command() -> None:
+    lines = (ROOT / "justfile").read_text().split("\ndemo *args:\n", 1)[1].splitlines()
+    body = [ln.strip() for ln in lines if ln.startswith("    ")][:1]
+    assert body == ['@exedra-engine demo "$@"']
+
+
+def test_the_demo_prints_its_endpoint_once(llama_server: str) -> None:
+    env = {**os.environ, "PATH": f"{os.path.dirname(llama_server)}:{os.environ['PATH']}"}
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "exedra_engine", "demo"], env=env, timeout=120,
+                       capture_output=True, text=True, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert sum(ln.startswith("endpoint ") for ln in lines) == 1, r.stdout
+    assert any(ln.startswith("answer    ") for ln in lines) and 'demo "$@"' not in r.stdout
