@@ -28,6 +28,8 @@ SERIAL_MODULES = frozenset(
         "test_example_fastapi",
         "test_exit_diagnosis",
         "test_fault_drills",
+        "test_group_cli",
+        "test_group_launch",
         "test_hostile_headers",
         "test_hostile_input",
         "test_hostile_paths",
