@@ -12,7 +12,7 @@ adapter's, run as it is, and the caller's thread only waits. Why this shape:
 - A second Ctrl-C while the stop is under way kills at once (`kill`), instead of
   abandoning the executors; the `KeyboardInterrupt` is raised once they are gone.
 - The thread, its loop and the loop's descriptors end with the block. The fork itself
-  happens on the one spawner thread of `_shell.child`, so the parent-death signal does not
+  happens on the one spawner thread of `_shell.launch.child`, so the parent-death signal does not
   depend on this short-lived thread.
 """
 

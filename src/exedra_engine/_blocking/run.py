@@ -13,18 +13,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from exedra_engine._aio import launcher as aio
 from exedra_engine._blocking.bridge import Bridged
-from exedra_engine._core.executors.builtin import BUILTIN
-from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch.actual import Actual
-from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import Endpoint, LaunchPlan
-from exedra_engine._shell.child import ExitReason
+from exedra_engine._shell.launch.child import ExitReason
+from exedra_engine._shell.launch.options import Options
 from exedra_engine.constants import STOP_TIMEOUT
 
 __all__ = ["Instance", "Running", "run"]
@@ -102,35 +100,13 @@ class Instance:
 class Running(Bridged[aio.Instance, Instance]):
     """The context manager `run` returns: ready on entry, stopped on exit."""
 
-    def __init__(
-        self,
-        plan: LaunchPlan,
-        logs: aio.Logs = None,
-        *,
-        ready_timeout: float | None = None,
-        stall_timeout: float | None = None,
-        stop_timeout: float = STOP_TIMEOUT,
-        sources: Sequence[Source] = (),
-        executors: Executors = BUILTIN,
-    ) -> None:
+    def __init__(self, plan: LaunchPlan, logs: aio.Logs = None, **options: Unpack[Options]) -> None:
         self._plan = plan
-        self._executors = executors
         self._logs = logs
-        self._ready_timeout = ready_timeout
-        self._stall_timeout = stall_timeout
-        self._stop_timeout = stop_timeout
-        self._sources = tuple(sources)
+        self._options = options
 
     def _open(self) -> AbstractAsyncContextManager[aio.Instance]:
-        return aio.open_instance(
-            self._plan,
-            self._logs,
-            ready_timeout=self._ready_timeout,
-            stall_timeout=self._stall_timeout,
-            stop_timeout=self._stop_timeout,
-            sources=self._sources,
-            executors=self._executors,
-        )
+        return aio.open_instance(self._plan, self._logs, **self._options)
 
     async def _kill(self, inner: aio.Instance) -> object:
         return await inner.kill()
@@ -139,28 +115,11 @@ class Running(Bridged[aio.Instance, Instance]):
         return Instance(inner, loop)
 
 
-def run(
-    plan: LaunchPlan,
-    logs: aio.Logs = None,
-    *,
-    ready_timeout: float | None = None,
-    stall_timeout: float | None = None,
-    stop_timeout: float = STOP_TIMEOUT,
-    sources: Sequence[Source] = (),
-    executors: Executors = BUILTIN,
-) -> Running:
+def run(plan: LaunchPlan, logs: aio.Logs = None, **options: Unpack[Options]) -> Running:
     """``with run(plan) as inst:`` — start the plan's executor and block until it is ready;
     the block's end stops it (one SIGTERM, SIGKILL after `stop_timeout`), also on an
     exception or Ctrl-C. Raises the launch's `EngineError` if it cannot start, and
     `KeyboardInterrupt` after killing the executor when Ctrl-C comes during the start.
     `logs` receives the executor's lines (a text or binary file); the other options are
-    `exedra_engine.aio.launch`'s."""
-    return Running(
-        plan,
-        logs,
-        ready_timeout=ready_timeout,
-        stall_timeout=stall_timeout,
-        stop_timeout=stop_timeout,
-        sources=sources,
-        executors=executors,
-    )
+    `exedra_engine.aio.launch`'s (`LaunchOptions`' fields)."""
+    return Running(plan, logs, **options)

@@ -6,6 +6,8 @@ languages. Every struct is frozen: `msgspec.structs.replace` makes a changed cop
 
 from __future__ import annotations
 
+from msgspec import UNSET, UnsetType
+
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Row
 from exedra_engine._core.executors.kinds import KindName
@@ -95,6 +97,16 @@ class ModelInfo(Value, frozen=True, kw_only=True):
     blocks: int = 0
     context: int = 0
     """Training context length from ``{arch}.context_length``; 0 when absent."""
+    # UNSET, not a default value: a `ModelInfo` made without these facts (by hand, or by an
+    # older version) encodes as it did before they existed.
+    chat_template: int | UnsetType = UNSET
+    """Bytes of the header's ``tokenizer.chat_template`` (its length: the template is not
+    read); 0 when it has none, and llama-server then formats chat in ChatML; UNSET (absent
+    from the JSON) when the header was not read for it."""
+    tuning: str | UnsetType = UNSET
+    """``instruct`` or ``base`` where the header says so (``general.finetune``, or a word of
+    ``general.name``/``general.basename``: ``it``, ``instruct``, ``chat``; ``base``, ``pt``);
+    "" when it does not say; UNSET when the header was not read for it."""
 
 
 class ModelFile(Value, frozen=True, kw_only=True):

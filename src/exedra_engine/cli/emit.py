@@ -351,6 +351,7 @@ def run_emit(
     opts = msgspec.structs.replace(opts, real_paths=real_paths(plan, opts.models_dir))
     try:
         emitted = emit_files(plan, target, opts, hardware, sources, executors=a.executors)
+        _refuse_unreachable(plan, target, emitted.files, a)
     except EmitRefused as refused:
         # One line per problem, and no file: what --check rejects is never written.
         for problem in refused.problems:
@@ -426,6 +427,7 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
             if files[name] != text:
                 drift.append(name)
     problems = check_files(plan, target, files, executors=a.executors)
+    problems += _unreachable(plan, target, files, a)
     if target is Target.K8S:
         problems += _schema(files)
     for name in drift:
@@ -436,6 +438,23 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
         verb = "matches" if len(files) == 1 else "match"
         print(f"ok: {', '.join(shown(n) for n in files)} {verb} the plan ({target.value})")
     return 1 if problems else 0
+
+
+def _refuse_unreachable(
+    plan: LaunchPlan, target: Target, files: dict[str, str], a: argparse.Namespace
+) -> None:
+    """`EmitRefused` for a unit that cannot start on this host, as for any refusal: it is
+    not written (``--check`` lists the same problems as its findings instead)."""
+    if not a.check and (problems := _unreachable(plan, target, files, a)):
+        raise EmitRefused(tuple(problems))
+
+
+def _unreachable(
+    plan: LaunchPlan, target: Target, files: dict[str, str], a: argparse.Namespace
+) -> list[str]:
+    from exedra_engine._shell.path_modes import unreachable
+
+    return unreachable(plan, target, files, a.executors)
 
 
 def _schema(files: dict[str, str]) -> list[str]:

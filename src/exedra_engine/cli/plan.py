@@ -9,10 +9,11 @@ import sys
 
 import msgspec
 
-from exedra_engine._core.config.findings import TableOrigin
+from exedra_engine._core.config.findings import TableOrigin, failing
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.model_findings import MODEL_CODES
 from exedra_engine._core.plan.planner import Explained
 from exedra_engine._core.redact import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance
 from exedra_engine._core.values import LaunchPlan
@@ -20,6 +21,7 @@ from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.render import (
+    MEMORY_WORDS,
     PROG,
     finding_line,
     findings_summary,
@@ -33,7 +35,11 @@ from exedra_engine.errors import EngineError
 
 
 def add_parser(sub: Subparsers) -> None:
-    s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
+    s = sub.add_parser(
+        "plan",
+        help="plan a launch and print it; starts nothing (dry run)",
+        epilog=MEMORY_WORDS,
+    )
     add_plan_options(s, model_required=False)
     s.add_argument(
         "--group",
@@ -103,7 +109,7 @@ def plan(a: argparse.Namespace) -> int:
         )
     _, e, origin = planned(a)
     e = shown_findings(e, a.show_secrets, a.executors)
-    if a.strict and e.findings and not a.explain:
+    if a.strict and failing(e.findings) and not a.explain:
         return findings_verdict(a, e)
     plan = shown_plan(e.plan, a.show_secrets, e.sources, executors=a.executors)
     sources = _shown_sources(e, a.show_secrets, a.executors)
@@ -196,20 +202,29 @@ def cpu_note(plan: LaunchPlan, executors: Executors = BUILTIN) -> str:
 
 
 def findings_verdict(a: argparse.Namespace, e: Explained) -> int:
-    """Exit 0; with ``--strict``, 2 when the plan has findings. Without ``--explain`` the
+    """Exit 0; with ``--strict``, 2 when the plan has findings other than notes. Without
+    ``--explain`` the
     findings are summed up on stderr, where a plan's JSON on stdout is not disturbed."""
     if not e.findings:
         return 0
-    summary = findings_summary(e.findings)
-    if a.strict:
-        first = finding_line(e.findings[0])
+    refused = failing(e.findings)
+    if a.strict and refused:
+        summary = findings_summary(refused)
+        first = finding_line(refused[0])
         raise EngineError(f"--strict: the plan has findings ({summary}); first: {first}")
     if not a.explain:
-        print(
-            f"{PROG}: warning: {summary} in what this plan passes on, judged by the bundled "
-            "flag table; plan --explain lists them, judged by the installed binary",
-            file=sys.stderr,
-        )
+        # What the model's header says is printed whole: no other table judges it.
+        layers = [f for f in e.findings if f.code not in MODEL_CODES]
+        for f in e.findings:
+            if f.code in MODEL_CODES:
+                print(f"{PROG}: {f.severity}: {shown(f.message)} [{f.code}]", file=sys.stderr)
+        if layers:
+            print(
+                f"{PROG}: warning: {findings_summary(layers)} in what this plan passes on, "
+                "judged by the bundled flag table; plan --explain lists them, judged by the "
+                "installed binary",
+                file=sys.stderr,
+            )
     return 0
 
 

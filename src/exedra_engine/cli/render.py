@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
-from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.builtin import BUILTIN, LLAMA
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
@@ -217,13 +217,33 @@ def load_line(plan: LaunchPlan) -> str:
     )
 
 
+MEMORY_WORDS = (
+    "the memory line: 'resident peak' is the host memory the executor is expected to hold "
+    "once loaded and serving (its peak RSS); 'prompt cache' is "
+    f"{LLAMA.binary}'s {LLAMA.memory_flags['cache_ram']}, "
+    "prompts kept in host memory for reuse, which fills with use up to its size (the sum is "
+    "what a memory limit is sized from); 'reserved' (a GPU's line) is what the executor "
+    "allocates on the device, the figure a GPU fit is judged by"
+)
+"""The words of `memory_lines`, for ``plan --help``."""
+
+
 def memory_lines(mem: MemoryPlan) -> list[str]:
-    """One line for the host and one per device: the figure each is judged by."""
+    """One line for the host and one per device: the figure each is judged by.
+
+    The host's figure is its expected resident peak, shown apart from the prompt cache
+    (``--cache-ram``), which fills with use up to its size, and the sum of both (what a
+    cgroup limit is sized from). What llama.cpp reserves on the host is left out: it counts
+    pages never touched (a full batch of logits) and judges nothing; a GPU is judged by
+    what it reserves, so each device shows that."""
     h = mem.host
+    cache = h.parts.prompt_cache
+    peak = f"host {mem_size(h.total - cache)} resident peak"
+    if cache:
+        peak += f" + up to {mem_size(cache)} prompt cache = {mem_size(h.total)}"
     lines = [
-        f"ctx {mem.ctx}, {mem.source}: host {mem_size(h.total)} resident"
-        + (f" (reserves {mem_size(h.reserved)})" if h.reserved != h.total else "")
-        + (f", host has {mem_size(h.available)}" if h.available is not None else "")
+        f"ctx {mem.ctx}, {mem.source}: {peak}"
+        + (f"; host has {mem_size(h.available)}" if h.available is not None else "")
     ]
     for d in mem.devices:
         lines.append(
@@ -255,8 +275,10 @@ def finding_line(f: Finding) -> str:
 
 def findings_summary(findings: Sequence[Finding]) -> str:
     errors = sum(f.severity == "error" for f in findings)
-    warnings = len(findings) - errors
-    return f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    notes = sum(f.severity == "note" for f in findings)
+    warnings = len(findings) - errors - notes
+    text = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    return text + (f", {notes} note{'s' * (notes != 1)}" if notes else "")
 
 
 class Report(NamedTuple):

@@ -42,6 +42,7 @@ from exedra_engine._core.plan.layers import (
     merge,
 )
 from exedra_engine._core.plan.load_files import load_files
+from exedra_engine._core.plan.model_findings import model_findings
 from exedra_engine._core.plan.ports import choose_port, port_origin
 from exedra_engine._core.plan.request_checks import check_request
 from exedra_engine._core.struct import Value
@@ -260,6 +261,7 @@ def _plan(
     )
     found = (
         _findings(profile, spec, constraints, *judge, executors=executors)
+        + model_findings(profile, spec, m, model, facts.inventory)
         if judge is not None
         else ()
     )
