@@ -155,3 +155,25 @@ def test_the_feed_passes_each_sample_on_and_follows_a_new_pid() -> None:
     assert feed.tick(9, 1.0).done == (262144 + 1024) * 1024
     assert feed.tick(11, 2.0).done == 0  # another process: sampled afresh
     assert [p.elapsed for p in seen] == [1.0, 2.0] and seen[0].total == GIB
+
+
+@pytest.mark.slow
+def test_an_embedder_gets_the_load_as_events(real_hw, tmp_path: Path) -> None:
+    # `on_progress` (LaunchOptions) is fed at each poll of the readiness wait, in every
+    # adapter; here the blocking one, on a 1 GiB sparse model.
+    import exedra_engine as engine
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from write_sparse_model import write_sparse_llama
+
+    model = write_sparse_llama(str(tmp_path / "sparse.gguf"), 1.0)
+    spec = engine.ModelSpec(id="sparse", path=str(model), kind=engine.Kind.LLAMA)
+    plan = engine.plan(spec, real_hw, engine.Constraints(ctx=256, threads=1)).unwrap()
+    seen: list[LoadProgress] = []
+    with engine.run(plan, on_progress=seen.append) as inst:
+        assert inst.endpoint.url
+    assert seen, "no event before ready"
+    assert all(p.total == model.stat().st_size for p in seen)
+    done = [p.done for p in seen]
+    assert done == sorted(done) and done[-1] > 0, done
+    assert [p.elapsed for p in seen] == sorted(p.elapsed for p in seen)

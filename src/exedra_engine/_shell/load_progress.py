@@ -45,6 +45,7 @@ class Sampler:
         self.total = total
         self._read = read
         self._rchar0: int | None = None
+        self._done = 0
 
     def sample(self, elapsed: float) -> LoadProgress:
         """The bytes brought in so far (0 while /proc cannot be read: a process gone, or
@@ -55,7 +56,10 @@ class Sampler:
             self._rchar0 = rchar  # what the process read before (its libraries): not the model
         read = max(0, rchar - self._rchar0)
         done, measure = (mapped, "mapped") if mapped >= read else (read, "read")
-        return LoadProgress(done=done, total=self.total, elapsed=elapsed, measure=measure)
+        # Progress never goes back: a page of the mapping reclaimed, or the warm-up's own
+        # reads, move the counts a little either way once all is in.
+        self._done = max(self._done, done)
+        return LoadProgress(done=self._done, total=self.total, elapsed=elapsed, measure=measure)
 
 
 def child_running(command: str, parent: int | None = None, read: ReadText = read_proc) -> int:
