@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 
+from exedra_engine._core.config.findings import Finding, TableOrigin
 from exedra_engine.cli import options
 from exedra_engine.cli.launch_output import log_sink, refusal
 from exedra_engine.cli.parser import Subparsers
@@ -128,20 +130,28 @@ def launch(a: argparse.Namespace) -> int:
                     "was probed on): drop --hardware, or name a binary with --executor PATH"
                 )
             e = shown_findings(e, a.show_secrets, a.executors)
-            if refused := refusal(e.findings, origin):
-                return fail(refused, 2, as_json=a.json)  # a usage error: nothing started
-            if e.findings:
-                print(
-                    f"{PROG}: warning: {findings_summary(e.findings)} in what this plan passes "
-                    f"on, judged by {origin.describe()}; plan --explain lists them",
-                    file=sys.stderr,
-                )
+            if (refused := _judged(a, e.findings, origin)) is not None:
+                return refused
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
         # Only where the executor's start-up warning is seen: its log on stderr.
         if not log_sink(a, e.plan).path and (note := cpu_note(e.plan, a.executors)):
             print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
         return run_launch(e.plan, a, sigs, e.sources)
+
+
+def _judged(a: argparse.Namespace, findings: Sequence[Finding], origin: TableOrigin) -> int | None:
+    """Exit 2 (said) when the binary's own table refuses a flag: nothing is started; else
+    None, the findings summed up in a warning."""
+    if refused := refusal(findings, origin):
+        return fail(refused, 2, as_json=a.json)  # a usage error: nothing started
+    if findings:
+        print(
+            f"{PROG}: warning: {findings_summary(findings)} in what this plan passes on, "
+            f"judged by {origin.describe()}; plan --explain lists them",
+            file=sys.stderr,
+        )
+    return None
 
 
 def _launch_group(a: argparse.Namespace) -> int:
