@@ -337,15 +337,16 @@ def run_emit(
     host_defaulted: bool = False,
 ) -> int:
     from exedra_engine._core.emit import emit_files
-    from exedra_engine._core.redact import secret_copies
+    from exedra_engine._core.secrets import secret_copies
 
     target = Target(a.emit)
     copies = secret_copies(plan.args, plan.env, executors=a.executors)
     if copies:
         raise EmitError(
-            f"the plan gives a copy of a secret (its API key, a token) to {', '.join(copies)}, "
-            f"which the {target.value} output would have to carry in the clear; remove it from "
-            "the plan"
+            f"the plan gives a secret (an API key, a token, a URL's credentials, a key-shaped "
+            f"value) to {', '.join(copies)}, which the {target.value} output would have to "
+            "carry in the clear; remove it from the plan and give it to the unit from a secret "
+            "or key file (a Kubernetes Secret, systemd LoadCredential=, a Podman secret)"
         )
     opts = options_from(a)
     opts = msgspec.structs.replace(opts, real_paths=real_paths(plan, opts.models_dir))

@@ -15,7 +15,7 @@ from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.plan.model_findings import MODEL_CODES
 from exedra_engine._core.plan.planner import Explained
-from exedra_engine._core.redact import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance
+from exedra_engine._core.secrets import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options

@@ -14,7 +14,7 @@ from exedra_engine._core.executors.builtin import BUILTIN, LLAMA
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
-from exedra_engine._core.redact import redact_plan
+from exedra_engine._core.secrets import looks_secret, redact_plan, redact_text
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, MemberFailed, NotReady
 
@@ -46,6 +46,7 @@ def shown(text: str) -> str:
 # The values given on this command line that errors must not echo (see `hide_values`):
 # CLI state, set once per main() call, never in the pure core.
 _hidden: dict[str, str] = {}
+_by_look = [True]
 
 
 def is_variable_name(value: str) -> bool:
@@ -58,7 +59,11 @@ def has_form(value: str) -> bool:
     """Whether a value looks like what the CLI's free-form options take, so that an error may
     quote it: a path, URL, address or file name (a ``/``, ``.`` or ``:``), a number, or a
     variable name in the conventional form. An API key is none of these (its characters are
-    letters, digits, ``-`` and ``_``), so a key typed in the wrong place is never echoed."""
+    letters, digits, ``-`` and ``_``), so a key typed in the wrong place is never echoed.
+    Nor is a value the secret walker finds a secret in by its look (a JWT, an AWS secret, a
+    URL's credentials: `exedra_engine._core.secrets.looks_secret`), whatever form it has."""
+    if looks_secret(value):
+        return False
     return any(c in value for c in "/.:") or value.lstrip("+-").isdigit() or is_variable_name(value)
 
 
@@ -74,26 +79,34 @@ def is_host_label(value: str) -> bool:
     return re.fullmatch(r"[a-z]([a-z-]{0,61}[a-z])?", value) is not None
 
 
-def hide_values(given: dict[str, str]) -> None:
-    """Name the values (value -> the option that took it) that `fail` masks in errors."""
+def hide_values(given: dict[str, str], *, by_look: bool = True) -> None:
+    """Name the values (value -> the option that took it) that `fail` masks in errors, and
+    say whether errors hide what is secret by its look (not with ``--show-secrets``)."""
+    _by_look[0] = by_look
     _hidden.clear()
     _hidden.update(
         {
             v: o
             for v, o in given.items()
-            if len(v) >= HIDDEN_MIN and not has_form(v) and not (o == "--host" and is_host_label(v))
+            if looks_secret(v)
+            or (
+                len(v) >= HIDDEN_MIN
+                and not has_form(v)
+                and not (o == "--host" and is_host_label(v))
+            )
         }
     )
 
 
 def unechoed(text: str) -> str:
     """`text` with every hidden value replaced, where it stands as a token (not inside a
-    longer word), by the name of the option that took it."""
+    longer word), by the name of the option that took it; then whatever is secret by its look
+    (a key shape, a URL's credentials), wherever the error took it from."""
     for value in sorted(_hidden, key=len, reverse=True):
         if value in text:
             token = re.compile(f"(?<![A-Za-z0-9_]){re.escape(value)}(?![A-Za-z0-9_])")
             text = token.sub(f"<the value of {_hidden[value]}, not shown>", text)
-    return text
+    return redact_text(text, ()) if _by_look[0] else text
 
 
 def fail(err: EngineError, code: int = 2, *, as_json: bool = False) -> int:
