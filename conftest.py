@@ -22,9 +22,11 @@ SERIAL_MODULES = frozenset(
         "test_adapters",
         "test_bench",
         "test_cli",
+        "test_cli_executor_faults",
         "test_conformance",
         "test_docs",
         "test_emit",
+        "test_escaped_processes",
         "test_example_fastapi",
         "test_exit_diagnosis",
         "test_fault_drills",
@@ -39,6 +41,7 @@ SERIAL_MODULES = frozenset(
         "test_known_defects",
         "test_launch",
         "test_launch_failures_cli",
+        "test_lifecycle",
         "test_live_flags",
         "test_measure",
         "test_memory",
@@ -50,6 +53,7 @@ SERIAL_MODULES = frozenset(
         "test_readiness",
         "test_real_model",
         "test_secret_leaks",
+        "test_secret_routes",
         "test_sock_diag",
         "test_stop_policy",
         "test_wait_ready_url",
@@ -57,6 +61,7 @@ SERIAL_MODULES = frozenset(
         "test_hostile_input_props",
         "test_inventory_props",
         "test_planner_props",
+        "test_secret_echo_props",
     }
 )
 # Fixtures that hand a test a real executor (tests/conftest.py).
