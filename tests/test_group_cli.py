@@ -141,8 +141,8 @@ def test_launch_group_router_serves_both_models_on_demand(
     said = p.stdout.readline()
     assert said.startswith("router    chat, tiny: each loads on its first request"), said
     ready = p.stdout.readline()
-    assert ready.startswith("ready     http://127.0.0.1:"), ready
-    url = ready.split()[1]
+    assert ready.startswith("ready     router at http://127.0.0.1:"), ready
+    url = ready.split(" at ", 1)[1].split()[0]
     code, listed = http(url + "/models")
     assert code == 200 and {m["id"] for m in listed["data"]} == {"chat", "tiny"}
     for name in ("chat", "tiny"):
@@ -203,8 +203,8 @@ def test_a_keyed_router_is_ready_and_answers_only_to_its_key(
     assert p.stdout is not None
     p.stdout.readline()  # the router line
     ready = p.stdout.readline()
-    assert ready.startswith("ready     http://127.0.0.1:"), ready
-    url = ready.split()[1]
+    assert ready.startswith("ready     router at http://127.0.0.1:"), ready
+    url = ready.split(" at ", 1)[1].split()[0]
     body = {"model": "b", "prompt": "Hi", "max_tokens": 2}
     assert http(url + "/v1/completions", body)[0] == 401
     code, out = http(url + "/v1/completions", body, "k-router-cli")

@@ -165,9 +165,8 @@ async def _demo(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float])
             + "\n"
         )
         return 0 if reason.clean else 1
-    print_plan(shown_plan(p, False))
-    print(f"\nendpoint  {inst.endpoint.url}")
-    print(f"question  {a.question}")
+    print_plan(shown_plan(p, False))  # its endpoint line is the instance's (port kept)
+    print(f"\nquestion  {a.question}")
     print(f"answer    {text.strip()!r}  (a 2-block model with random weights: words, not sense)")
     print(f"stopped   {reason.describe()}")
     print("timings   " + ", ".join(f"{k.replace('_', ' ')} {v:g} ms" for k, v in ms.items()))

@@ -215,9 +215,8 @@ def cpu_note(plan: LaunchPlan, executors: Executors = BUILTIN) -> str:
         return ""
     flags = " ".join(p.cpu_only_args)
     return (
-        f"{flags} keeps the model on the CPU: this host has no GPU that this {p.binary} "
-        "can use, or --no-gpu asked for it. A start-up warning of the executor about no "
-        "usable GPU is expected then, not a broken build"
+        f"{flags} keeps the model on the CPU (no GPU here that it can use, or --no-gpu): the "
+        "warning of the executor about no usable GPU is expected"
     )
 
 

@@ -240,16 +240,18 @@ def api_key_env_problem(name: str) -> str:
     )
 
 
-def planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin]:
+def planned(
+    a: argparse.Namespace, *, live: bool = False
+) -> tuple[PlanRequest, Explained, TableOrigin]:
     """The request, its plan explained, and the table its layers were judged by: with
-    ``--explain`` or ``--strict`` the executor's own (its ``--help``, cached), else the
-    bundled one."""
+    ``--explain``, ``--strict`` or `live` (``launch``, which starts that binary) the
+    executor's own (its ``--help``, cached), else the bundled one."""
     req = request(a)
     kind = req.spec.kind
     exe = req.hardware.executor(kind) if req.hardware else None
     profile = req.executors.profile(kind)
     flags, origin = None, bundled_origin(profile)
-    if exe is not None and (a.explain or a.strict):
+    if exe is not None and (a.explain or a.strict or live):
         if a.hardware and not a.executor:
             flags, origin = recorded_table(profile, exe, a.hardware)
         else:
