@@ -24,7 +24,7 @@ from exedra_engine._trio.group import open_group
 from exedra_engine._trio.launcher import Instance
 from exedra_engine.cli.signal_scope import signal_phase
 from exedra_engine.cli.signals import Signals, interrupted_exit
-from exedra_engine.errors import MemberFailed
+from exedra_engine.errors import LaunchError, MemberFailed
 
 
 def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
@@ -73,16 +73,14 @@ def run_group_launch(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> 
         return interrupted_exit(sigs.first, "planning", "nothing was started")
     log_file: IO[bytes] | None = None
     if a.log_file:
-        from exedra_engine._shell.files import open_append
+        from exedra_engine.cli.launch_run import open_log
 
         try:
-            # As launch's: 0600 when made (the members' logs), and never blocking on a FIFO.
-            log_file = open_append(a.log_file)
-        except OSError as e:
+            log_file = open_log(a.log_file, "--log-file")
+        except LaunchError as e:
             from exedra_engine.cli.render import fail
-            from exedra_engine.errors import LaunchError
 
-            return fail(LaunchError(f"--log-file: cannot open it: {e.strerror or e}"))
+            return fail(e)
     try:
         return trio.run(_main, group, a, sigs, log_file)
     finally:
