@@ -20,8 +20,9 @@ from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.load_progress import Sampler, child_running, plan_files, read_proc
 from exedra_engine._trio.launcher import Instance, start_instance
 from exedra_engine.cli.launch_output import LogSink, log_sink, ready_lines
-from exedra_engine.cli.signals import SIGNALS, Signals, interrupted_exit
-from exedra_engine.errors import EngineError
+from exedra_engine.cli.signal_scope import signal_watch
+from exedra_engine.cli.signals import Signals, interrupted_exit
+from exedra_engine.errors import EngineError, LaunchError
 
 PROGRESS_EVERY: Final = 10.0
 """Seconds between our own ``loading`` lines when no new 10 % step was reached (a load whose
@@ -44,28 +45,41 @@ def run_launch(
     sink = log_sink(a, plan)
     log_file: IO[bytes] | None = None
     if sink.path:
-        from exedra_engine._shell.files import open_append
-
+        # --log-file is appended to; the kept log holds this launch only. Keys are redacted
+        # in both.
+        what = "--log-file" if a.log_file else f"the log {sink.path}"
         try:
-            if not a.log_file:
-                os.makedirs(os.path.dirname(sink.path), mode=0o700, exist_ok=True)
-            # Never blocking: signals are only recorded from here on, so an open(2) of a FIFO
-            # waiting for a reader would be retried after each, for good. --log-file is
-            # appended to; the kept log holds this launch only. Keys are redacted in both.
-            log_file = open_append(sink.path)
-            if not a.log_file:
-                log_file.truncate(0)
-        except OSError as e:  # unwritable: checked at parse for what could be
+            log_file = open_log(sink.path, what, fresh=not a.log_file)
+        except LaunchError as e:
             from exedra_engine.cli.render import fail
-            from exedra_engine.errors import LaunchError
 
-            what = "--log-file" if a.log_file else f"the log {sink.path}"
-            return fail(LaunchError(f"{what}: cannot open it: {e.strerror or e}"))
+            return fail(e)
     try:
         return trio.run(_main, plan, a, sigs, log_file, tuple(sources))
     finally:
         if log_file is not None:
             log_file.close()
+
+
+def open_log(path: str, what: str, *, fresh: bool = False) -> IO[bytes]:
+    """`path` opened to append the executor's log to: made 0600, and never blocking: signals
+    are only recorded from here on, so an open(2) of a FIFO waiting for a reader would be
+    retried after each, for good. `fresh`: its directory made and the file emptied (a log of
+    this launch only). `LaunchError` naming `what` when it cannot be."""
+    from exedra_engine._shell.files import open_append
+
+    f: IO[bytes] | None = None
+    try:
+        if fresh:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        f = open_append(path)
+        if fresh:
+            f.truncate(0)
+    except OSError as e:  # unwritable: checked at parse for what could be
+        if f is not None:
+            f.close()
+        raise LaunchError(f"{what}: cannot open it: {e.strerror or e}") from None
+    return f
 
 
 async def _main(
@@ -81,45 +95,38 @@ async def _main(
     sink = log_sink(a, plan)
     logs = log_file if log_file is not None else sys.stderr.buffer
     inst: Instance | None = None
-    with trio.open_signal_receiver(*SIGNALS) as signals:
-        async with trio.open_nursery() as nursery:
-            phase = trio.CancelScope()
-            nursery.start_soon(sigs.cancel_on, signals, phase)
-            if sigs.first is not None:  # between planning and here
-                phase.cancel()
-            with phase:
-                failed: EngineError | None = None
-                async with trio.open_nursery() as progress:
-                    budget = load_limits(plan, a.ready_timeout).budget
-                    # A bar rewritten in place only where no log line can land in it.
-                    bar_ok = sys.stderr.isatty() and bool(sink.path)
-                    progress.start_soon(_progress, plan, budget, bar_ok)
-                    try:
-                        started = await start_instance(
-                            nursery,
-                            plan,
-                            logs,
-                            ready_timeout=a.ready_timeout,
-                            stop_timeout=a.stop_timeout,
-                            sources=sources,
-                            executors=a.executors,
-                        )
-                    except EngineError as err:
-                        failed = err
-                    progress.cancel_scope.cancel()
-                if failed is not None:
-                    nursery.cancel_scope.cancel()
-                    if sink.path and not a.json:
-                        print(f"{PROG}: the executor's whole log: {sink.path}", file=sys.stderr)
-                    return _fail(failed, 1, as_json=a.json)
-                inst = started
-                _say_ready(started, a, sink)
-                await started.wait()
-            if inst is not None:
-                await inst.stop(
-                    a.stop_timeout, drain=a.drain
-                )  # shielded; at once if it already exited
-            nursery.cancel_scope.cancel()
+    async with signal_watch(sigs) as (nursery, phase):
+        with phase:
+            failed: EngineError | None = None
+            async with trio.open_nursery() as progress:
+                budget = load_limits(plan, a.ready_timeout).budget
+                # A bar rewritten in place only where no log line can land in it.
+                bar_ok = sys.stderr.isatty() and bool(sink.path)
+                progress.start_soon(_progress, plan, budget, bar_ok)
+                try:
+                    started = await start_instance(
+                        nursery,
+                        plan,
+                        logs,
+                        ready_timeout=a.ready_timeout,
+                        stop_timeout=a.stop_timeout,
+                        sources=sources,
+                        executors=a.executors,
+                    )
+                except EngineError as err:
+                    failed = err
+                progress.cancel_scope.cancel()
+            if failed is not None:
+                nursery.cancel_scope.cancel()
+                if sink.path and not a.json:
+                    print(f"{PROG}: the executor's whole log: {sink.path}", file=sys.stderr)
+                return _fail(failed, 1, as_json=a.json)
+            inst = started
+            _say_ready(started, a, sink)
+            await started.wait()
+        if inst is not None:
+            await inst.stop(a.stop_timeout, drain=a.drain)  # shielded; at once if it already exited
+        nursery.cancel_scope.cancel()
     if inst is None:
         assert sigs.first is not None
         return interrupted_exit(sigs.first, "starting", "the executor was stopped")
