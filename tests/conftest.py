@@ -12,7 +12,7 @@ from typing import NamedTuple
 import pytest
 
 from exedra_engine import ExecutorInfo, Hardware, Kind
-from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.probe import probe
 from exedra_engine.testing import (
     find_executor,

@@ -11,7 +11,7 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from typing import BinaryIO
 
-from exedra_engine._shell.ports import FileKind, NotRegularFile
+from exedra_engine._shell.local.ports import FileKind, NotRegularFile
 
 
 class MemoryHost:

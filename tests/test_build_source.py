@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from exedra_engine._shell.executor_cache import SOURCE_FILE, build_source
+from exedra_engine._shell.local.executor_cache import SOURCE_FILE, build_source
 from tests.conftest import cli
 
 

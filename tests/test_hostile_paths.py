@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from exedra_engine._shell.files import open_append, read_regular
-from exedra_engine._shell.ports import NotRegularFile
+from exedra_engine._shell.local.files import open_append, read_regular
+from exedra_engine._shell.local.ports import NotRegularFile
 from tests.conftest import FAKE, Run
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
@@ -103,7 +103,7 @@ def test_read_regular_refuses_devices_and_reads_bounded(tmp_path: Path) -> None:
 _BLOCKED = """
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal
-import exedra_engine._shell.files as files
+import exedra_engine._shell.local.files as files
 from exedra_engine.cli import main
 def blocking(path, limit):  # what a plain open() of a FIFO did
     print("blocked", flush=True)

@@ -10,7 +10,7 @@ import pytest
 from exedra_engine import config_from_yaml
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.kinds import Kind
-from exedra_engine._shell import flag_tables
+from exedra_engine._shell.local import flag_tables
 from tests.conftest import FAKE, Run
 
 PLAN = ["plan", "--model", "/m.gguf", "--kind", "llama", "--no-config", "--executor", str(FAKE)]

@@ -14,8 +14,8 @@ from exedra_engine import Kind
 from exedra_engine._core.executors import _flagdata
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.helptext import parse_help, rows_from_help, version_from
-from exedra_engine._shell import flag_tables
-from exedra_engine._shell.flag_tables import cache_dir, executor_table, executor_version
+from exedra_engine._shell.local import flag_tables
+from exedra_engine._shell.local.flag_tables import cache_dir, executor_table, executor_version
 from exedra_engine._shell.probe import probe
 from tests.conftest import Run
 

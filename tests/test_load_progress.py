@@ -1,5 +1,5 @@
 """A load's progress from the bytes of the model the executor has brought in: the pure
-arithmetic (_core/launch/progress.py), the sampler over /proc (_shell/load_progress.py), and
+arithmetic (_core/launch/progress.py), the sampler over /proc (_shell/launch/load_progress.py), and
 `launch` showing it on a real llama-server loading a generated multi-GiB sparse model."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from exedra_engine._core.launch.progress import (
     read_bytes,
     step,
 )
-from exedra_engine._shell.load_progress import Sampler, child_running
+from exedra_engine._shell.launch.load_progress import Sampler, child_running
 
 GIB = 1 << 30
 
@@ -143,7 +143,7 @@ def test_launch_shows_the_load_of_a_sparse_multi_gib_model(
 def test_the_feed_passes_each_sample_on_and_follows_a_new_pid() -> None:
     from exedra_engine import Kind, ModelSpec
     from exedra_engine._core.values import LaunchPlan, ModelFile
-    from exedra_engine._shell.load_progress import ProgressFeed
+    from exedra_engine._shell.launch.load_progress import ProgressFeed
 
     plan = LaunchPlan(
         spec=ModelSpec(path="/models/a.gguf", kind=Kind.LLAMA), command="/x", args=(),

@@ -32,7 +32,7 @@ from exedra_engine import (
 )
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.probe import probe
 from exedra_engine.cli import main
 from tests.conftest import FAKE

@@ -322,7 +322,7 @@ def test_i20_item9_the_quick_loop_leaves_slow_tests_out_and_ci_runs_them() -> No
 LAZY = (
     "returns",  # the CLI makes no Result
     "exedra_engine._core.emit",  # a plain plan emits nothing
-    "exedra_engine._shell.flag_tables",  # only --explain/--strict and probe ask binaries
+    "exedra_engine._shell.local.flag_tables",  # only --explain/--strict and probe ask binaries
     "exedra_engine._core.executors.helptext",
     "yaml",  # only `config` prints YAML and override files parse it
     "socket",  # the port dump needs _socket only

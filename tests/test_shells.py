@@ -153,7 +153,7 @@ def test_probe_on_the_memory_host() -> None:
 
 def test_the_memory_host_agrees_with_the_disk(tmp_path: Path) -> None:
     # The fake must behave as LocalHost does where both can be asked.
-    from exedra_engine._shell.host import LocalHost
+    from exedra_engine._shell.local.host import LocalHost
 
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.yaml").write_text("x")

@@ -18,7 +18,7 @@ from exedra_engine._core.host.netstat import (
     sock_diag_ports,
     sock_diag_request,
 )
-from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.local.host import LocalHost
 
 
 @pytest.fixture

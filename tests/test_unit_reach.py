@@ -24,7 +24,7 @@ from exedra_engine import (
 )
 from exedra_engine._core.emit.reach import PathFacts, PathStep, reach_problems, unit_paths
 from exedra_engine._core.executors.builtin import LLAMA
-from exedra_engine._shell.path_modes import path_facts
+from exedra_engine._shell.local.path_modes import path_facts
 from tests.conftest import cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ N = 7
 
 def run(tmp: Path, quick: bool) -> list[Row]:
     from exedra_engine import probe
-    from exedra_engine._shell.host import LocalHost
+    from exedra_engine._shell.local.host import LocalHost
 
     h = LocalHost(str(HOSTS / "four-gpus"), path_env="/usr/bin", affinity=8)
     assert len(probe(h).unwrap().gpus) == 4

@@ -30,7 +30,7 @@ DEFAULT_CONFIG_PATH: Final = _packaged_config_path()
 
 INSTALL_HINT: Final = "build it with scripts/install-executors.sh (in a clone of exedra-engine)"
 """What installs a missing executor, said wherever one is missing; the library and the CLI
-also look in the directory that script fills (`exedra_engine._shell.executor_cache`)."""
+also look in the directory that script fills (`exedra_engine._shell.local.executor_cache`)."""
 
 MAX_THREADS: Final = 512
 """The most CPU threads a plan may ask for (`Constraints.threads`, a ``--threads`` in the

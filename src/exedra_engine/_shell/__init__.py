@@ -1,2 +1,2 @@
-"""The shells: gather facts through the ports (`exedra_engine._shell.ports`), then call the
+"""The shells: gather facts through the ports (`exedra_engine._shell.local.ports`), then call the
 pure core."""

@@ -15,9 +15,9 @@ from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
-from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.load_config import config_path, override_paths, read_override
-from exedra_engine._shell.ports import HostFiles
+from exedra_engine._shell.local.host import LocalHost
+from exedra_engine._shell.local.ports import HostFiles
 from exedra_engine.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:

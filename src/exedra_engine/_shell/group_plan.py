@@ -21,7 +21,8 @@ from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware
-from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.local.host import LocalHost
+from exedra_engine._shell.local.ports import HostFiles
 from exedra_engine._shell.plan import (
     _sized,
     file_size,
@@ -29,7 +30,6 @@ from exedra_engine._shell.plan import (
     read_ports_in_use,
     side_inventories,
 )
-from exedra_engine._shell.ports import HostFiles
 from exedra_engine.errors import ConfigError, EngineError, PlanError
 
 if TYPE_CHECKING:

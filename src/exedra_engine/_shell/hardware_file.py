@@ -11,7 +11,7 @@ from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.host.hardware_file import hardware_from_json
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware
-from exedra_engine._shell.files import read_regular
+from exedra_engine._shell.local.files import read_regular
 from exedra_engine.errors import EngineError, HardwareFileError
 
 if TYPE_CHECKING:

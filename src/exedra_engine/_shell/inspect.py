@@ -17,8 +17,8 @@ from exedra_engine._core.gguf.labels import tuning
 from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import ModelInfo
-from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.ports import HostFiles, NotRegularFile
+from exedra_engine._shell.local.host import LocalHost
+from exedra_engine._shell.local.ports import HostFiles, NotRegularFile
 from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Config
-from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.ports import HostFiles, NotRegularFile
+from exedra_engine._shell.local.host import LocalHost
+from exedra_engine._shell.local.ports import HostFiles, NotRegularFile
 from exedra_engine.constants import DEFAULT_CONFIG_PATH
 from exedra_engine.errors import ConfigError, EngineError
 

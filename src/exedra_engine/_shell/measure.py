@@ -154,7 +154,7 @@ def measure_model(
     `MeasureError`. `ctx` is the context recorded when the engine's log does not say it;
     `arch` and `window` are the model's, for a shared cache's sliding-window layers (see
     `exedra_engine._core.memory.fit_params.companion_args`)."""
-    from exedra_engine._shell.flag_tables import executor_table, executor_version
+    from exedra_engine._shell.local.flag_tables import executor_table, executor_version
 
     table, origin = executor_table(profile, binary)
     if origin.source != "binary":

@@ -22,9 +22,9 @@ from exedra_engine._core.plan.load_files import with_sizes
 from exedra_engine._core.plan.planner import Explained, explain_plan
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
-from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.inspect import inventory_at, read_model
-from exedra_engine._shell.ports import HostFiles, HostSockets
+from exedra_engine._shell.local.host import LocalHost
+from exedra_engine._shell.local.ports import HostFiles, HostSockets
 from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
 
 if TYPE_CHECKING:

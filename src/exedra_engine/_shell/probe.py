@@ -17,8 +17,8 @@ from exedra_engine._core.host.hardware import (
 )
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware
-from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.ports import Host, HostFiles, HostProcess
+from exedra_engine._shell.local.host import LocalHost
+from exedra_engine._shell.local.ports import Host, HostFiles, HostProcess
 from exedra_engine.errors import EngineError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def probe(
     (/proc/driver/nvidia/gpus), if any, else it is a CPU-only host. `host` roots the reads
     elsewhere (fixture trees in tests); the calling process's environment is never changed.
     Versions are asked of the binaries of this machine only (``BINARY --version``, cached
-    per binary, see `exedra_engine._shell.flag_tables`): with a `host`, they are "".
+    per binary, see `exedra_engine._shell.local.flag_tables`): with a `host`, they are "".
     The executors looked for are those of `executors`.
     """
     return as_result(host_hardware, host, executors=executors)
@@ -55,7 +55,7 @@ def host_hardware(host: Host | None = None, *, executors: Executors = BUILTIN) -
     if host is not None:
         return hardware_from(snapshot(host, host, executors=executors))
     # This machine: after PATH, the executors scripts/install-executors.sh built.
-    from exedra_engine._shell.executor_cache import cache_bin_dirs
+    from exedra_engine._shell.local.executor_cache import cache_bin_dirs
 
     h = LocalHost()
     return hardware_from(
@@ -150,6 +150,6 @@ def _executor(
 
 def _executor_version(profile: ExecutorProfile, path: str) -> str:
     # The flag-table cache (and its help-text parser) loads only when this machine is probed.
-    from exedra_engine._shell.flag_tables import executor_version
+    from exedra_engine._shell.local.flag_tables import executor_version
 
     return executor_version(profile, path)

@@ -79,7 +79,7 @@ def build_parser(executors: Executors = BUILTIN) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -> int:
     """Entry point of the ``exedra-engine`` script. `executors` are the executors its
     commands know (``--kind``, probing, planning, launching, emitting, checking)."""
-    from exedra_engine.cli.signals import ending
+    from exedra_engine.cli.launching.signals import ending
 
     with ending():  # SIGTERM ends any command as SIGINT does, from its first line
         return _main(argv, executors)
@@ -106,7 +106,7 @@ def _main(argv: Sequence[str] | None, executors: Executors) -> int:
         code = result if isinstance(result, int) else show(result, args.json)
         sys.stdout.flush()
     except KeyboardInterrupt as e:
-        from exedra_engine.cli.signals import exit_line
+        from exedra_engine.cli.launching.signals import exit_line
 
         return exit_line(e)
     except BrokenPipeError:

@@ -115,7 +115,7 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         target_flag,
         dest="emit",
-        # router and llama-swap: a group's (plan --group FILE --emit ...), cli/emit_group.py
+        # router and llama-swap: a group's (plan --group FILE --emit ...), planning/emit_group.py
         choices=[t.value for t in Target]
         + (["router", "llama-swap"] if target_flag == "--emit" else []),
         required=target_flag == "--target",
@@ -290,9 +290,9 @@ def options_from(a: argparse.Namespace) -> EmitOptions:
 
 def real_paths(plan: LaunchPlan, models_dir: str = "") -> tuple[tuple[str, str], ...]:
     """Where each absolute path of the plan (and `models_dir`) resolves here, for those that
-    are links (`exedra_engine._shell.files.real_paths`): the emitter judges a directory by
+    are links (`exedra_engine._shell.local.files.real_paths`): the emitter judges a directory by
     what it is, and is pure."""
-    from exedra_engine._shell.files import real_paths as resolved
+    from exedra_engine._shell.local.files import real_paths as resolved
 
     words = [*plan.args, *(e.partition("=")[2] for e in plan.env), *(f.path for f in plan.files)]
     if plan.model is not None:
@@ -387,7 +387,7 @@ def hand_out(emitted: Emitted, a: argparse.Namespace) -> int:
 
 def _write(out: str, emitted: Emitted) -> int:
     """Write the files into the directory `out`: 0, or the exit status of a refusal."""
-    from exedra_engine._shell.files import write_inside
+    from exedra_engine._shell.local.files import write_inside
 
     if (refused := options.out_dir(out, list(emitted.files))) is not None:
         return fail(refused)
@@ -411,7 +411,7 @@ def print_origins(emitted: Emitted, out: TextIO) -> None:
 
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
     from exedra_engine._core.emit.checks import check_files
-    from exedra_engine._shell.files import read_regular
+    from exedra_engine._shell.local.files import read_regular
 
     files = emitted.files
     drift: list[str] = []
@@ -453,7 +453,7 @@ def _refuse_unreachable(
 def _unreachable(
     plan: LaunchPlan, target: Target, files: dict[str, str], a: argparse.Namespace
 ) -> list[str]:
-    from exedra_engine._shell.path_modes import unreachable
+    from exedra_engine._shell.local.path_modes import unreachable
 
     return unreachable(plan, target, files, a.executors)
 
@@ -482,7 +482,7 @@ def _schema(files: dict[str, str]) -> list[str]:
 def load_plan(path: str) -> LaunchPlan:
     """A saved plan (``plan --json``), decoded strictly; the `PlanError` names the file and
     field."""
-    from exedra_engine._shell.files import read_regular
+    from exedra_engine._shell.local.files import read_regular
 
     limit = 1 << 22
     try:

@@ -20,6 +20,7 @@ from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.parser import Subparsers
+from exedra_engine.cli.planning.request import add_plan_options, planned, request
 from exedra_engine.cli.render import (
     MEMORY_WORDS,
     PROG,
@@ -30,7 +31,6 @@ from exedra_engine.cli.render import (
     shown,
     shown_plan,
 )
-from exedra_engine.cli.request import add_plan_options, planned, request
 from exedra_engine.errors import EngineError
 
 
@@ -79,7 +79,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def plan(a: argparse.Namespace) -> int:
     if a.group is not None:
-        from exedra_engine.cli.plan_group import plan_group
+        from exedra_engine.cli.planning.plan_group import plan_group
 
         return plan_group(a)
     missing = [f for f, v in (("--model", a.model), ("--kind", a.kind)) if v is None]

@@ -57,7 +57,7 @@ def add_parser(sub: Subparsers) -> None:
 def probe(a: argparse.Namespace) -> Report:
     hw = host_hardware(executors=a.executors)
     if a.measure:
-        from exedra_engine.cli.measure import measured_host
+        from exedra_engine.cli.planning.measure import measured_host
 
         hw = measured_host(hw, a.measure, a.ctx, a.arg)
     elif a.ctx or a.arg:
@@ -68,7 +68,7 @@ def probe(a: argparse.Namespace) -> Report:
 
 
 def _with_flags(hw: Hardware, executors: Executors) -> Hardware:
-    from exedra_engine._shell.flag_tables import executor_rows
+    from exedra_engine._shell.local.flag_tables import executor_rows
 
     recorded = tuple(
         msgspec.structs.replace(e, flags=executor_rows(executors.profile(e.kind), e.path))
@@ -91,8 +91,8 @@ def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
             f"{_free_text(g.vram_free)} free"
         )
     # Asked only for the text: the binaries' versions, and where a cached one was found.
-    from exedra_engine._shell.executor_cache import build_source, cache_bin_dirs, where
-    from exedra_engine._shell.flag_tables import version_problem
+    from exedra_engine._shell.local.executor_cache import build_source, cache_bin_dirs, where
+    from exedra_engine._shell.local.flag_tables import version_problem
     from exedra_engine.constants import INSTALL_HINT
 
     for k in executors.kinds:
@@ -115,7 +115,7 @@ def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
             what = f"not installed: {INSTALL_HINT}"
         yield f"{k:<10} {what}"
     if hw.measurements:
-        from exedra_engine.cli.measure import measurement_lines
+        from exedra_engine.cli.planning.measure import measurement_lines
 
         yield "\n".join(measurement_lines(hw.measurements))
 

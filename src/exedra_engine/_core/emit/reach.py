@@ -1,6 +1,6 @@
 """Whether a systemd unit's user can reach what the unit names: its executor (``ExecStart=``),
 its readiness waiter (``ExecStartPost=``) and its model files. Pure: the host's facts (the
-mode of each directory on each path) are gathered by the shell (`_shell/path_modes.py`) and
+mode of each directory on each path) are gathered by the shell (`_shell/local/path_modes.py`) and
 passed in as `PathFacts`.
 
 The emitted unit runs as ``DynamicUser=``: a fresh user that owns nothing and is in no group

@@ -2,7 +2,7 @@
 
 The same parser made the bundled tables (`exedra_engine._core.executors._flagdata`, through
 scripts/gen_flag_tables.py) and reads an installed binary's own help (the shell in
-`exedra_engine._shell.flag_tables`), so the two can only differ where the binaries do.
+`exedra_engine._shell.local.flag_tables`), so the two can only differ where the binaries do.
 
 Each option becomes a row (names, negations, nargs, env, takes): the spellings that set it, the
 spellings that unset it (``--no-webui``), how many values follow it, the environment variables

@@ -1,6 +1,6 @@
 """A model load's progress, from bytes: how much of the files the plan loads the executor has
 brought in, as a fraction, the 10 % steps a log line is printed at, and a terminal bar. Pure:
-the bytes are measured by `exedra_engine._shell.load_progress` (and by whatever an embedder
+the bytes are measured by `exedra_engine._shell.launch.load_progress` (and by whatever an embedder
 plugs in).
 
 What is measured is the executor's own intake of the model, not a guess from the time: the

@@ -10,12 +10,12 @@ from typing import Any, Literal
 from exedra_engine._core.launch import diagnosis
 from exedra_engine._core.launch.readiness import LoadLimits
 from exedra_engine._core.plan.endpoint import resolve
-from exedra_engine._shell.flag_tables import suggest_flag
 from exedra_engine._shell.launch.child import signal_name
 from exedra_engine._shell.launch.instance import InstanceState
 from exedra_engine._shell.launch.loop import Loop
 from exedra_engine._shell.launch.options import LaunchOptions
 from exedra_engine._shell.launch.ready import Outcome
+from exedra_engine._shell.local.flag_tables import suggest_flag
 from exedra_engine.errors import NotReady
 
 LOG_DRAIN = 1.0

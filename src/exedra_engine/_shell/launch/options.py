@@ -19,10 +19,10 @@ from exedra_engine._core.launch.progress import LoadProgress
 from exedra_engine._core.launch.readiness import LoadLimits
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine._shell.host import LocalHost
 from exedra_engine._shell.launch import tree
+from exedra_engine._shell.local.host import LocalHost
+from exedra_engine._shell.local.ports import ProcessSockets
 from exedra_engine._shell.plan import read_ports_in_use
-from exedra_engine._shell.ports import ProcessSockets
 from exedra_engine.constants import STOP_TIMEOUT
 
 L = TypeVar("L")
@@ -80,7 +80,7 @@ class LaunchOptions(Generic[L]):
     on_progress: ProgressCallback | None = None
     """Called at each poll of the readiness wait with the load's progress: the bytes of the
     plan's files the executor has mapped or read, of their total (`LoadProgress`; measured
-    from /proc, `exedra_engine._shell.load_progress`). It runs in the event loop: keep it
+    from /proc, `exedra_engine._shell.launch.load_progress`). It runs in the event loop: keep it
     quick. None: not measured."""
     spawn: Spawn = tree.start
     """The process port: how a child is started, and its tree followed (tests fake it)."""

@@ -15,7 +15,7 @@ from exedra_engine._core.values import connect_host
 from exedra_engine._shell.launch.instance import InstanceState
 from exedra_engine._shell.launch.loop import Loop
 from exedra_engine._shell.launch.probe import ReadyProbe, get_json
-from exedra_engine._shell.ports import ProcessSockets
+from exedra_engine._shell.local.ports import ProcessSockets
 
 Outcome = Literal["ready", "exited", "timeout", "stalled"]
 

@@ -74,7 +74,7 @@ async def become_ready(
     limits = opts.limits(inst.plan)
     tick = None
     if opts.on_progress is not None:
-        from exedra_engine._shell.load_progress import ProgressFeed
+        from exedra_engine._shell.launch.load_progress import ProgressFeed
 
         tick = ProgressFeed(inst.plan, opts.on_progress).tick
     outcome = await await_ready(inst, news, limits, opts.process_sockets(), loop, tick=tick)

@@ -210,7 +210,7 @@ def shared_constraints(a: argparse.Namespace, files: Sequence[LocatedConfig]) ->
 def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
     """`req` with the engine's own measurement of the plan asked for in its hardware: planned
     once for its flags, measured on this machine."""
-    from exedra_engine.cli.measure import with_measurement
+    from exedra_engine.cli.planning.measure import with_measurement
     from exedra_engine.errors import PlanError
 
     if a.hardware or req.hardware is None:
@@ -255,7 +255,7 @@ def planned(
         if a.hardware and not a.executor:
             flags, origin = recorded_table(profile, exe, a.hardware)
         else:
-            from exedra_engine._shell.flag_tables import executor_table
+            from exedra_engine._shell.local.flag_tables import executor_table
 
             flags, origin = executor_table(profile, exe.path)
     return req, explain_request(req, flags=flags), origin

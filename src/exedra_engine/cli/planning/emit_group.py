@@ -58,10 +58,10 @@ def unreachable_members(
     group: GroupPlan, files: dict[str, str], a: argparse.Namespace
 ) -> list[str]:
     """What each member's systemd unit or Quadlet container cannot reach on this host (its
-    executor, waiter and models: `exedra_engine._shell.path_modes.unreachable`, as ``plan
+    executor, waiter and models: `exedra_engine._shell.local.path_modes.unreachable`, as ``plan
     --emit`` judges a single plan's), naming the member."""
     from exedra_engine._core.emit.group.units import DEFAULT_NAME, member_name
-    from exedra_engine._shell.path_modes import unreachable
+    from exedra_engine._shell.local.path_modes import unreachable
 
     target = Target(a.emit)
     name = a.name or DEFAULT_NAME

@@ -2,7 +2,7 @@
 
 The pure core never calls these; the shells (`probe`, `inspect`, `load_config`, `plan`) do,
 through one adapter, so a test can hand them a dict-backed fake instead of a disk tree.
-`LocalHost` in `exedra_engine._shell.host` is the real one; tests root it at fixture trees.
+`LocalHost` in `exedra_engine._shell.local.host` is the real one; tests root it at fixture trees.
 """
 
 from __future__ import annotations

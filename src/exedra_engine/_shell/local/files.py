@@ -6,7 +6,7 @@ only inside a directory (``emit --out``); where paths resolve (what emit judges)
 signal whose handler returns: a FIFO named like a plan would hang the command for good. Every
 open here is ``O_NONBLOCK`` (a FIFO opens at once, or fails), then the file is judged by
 ``fstat`` and refused unless it is a regular file (a FIFO, a socket, ``/dev/zero``), as the
-model and config paths are (`exedra_engine._shell.host.LocalHost.open_file`).
+model and config paths are (`exedra_engine._shell.local.host.LocalHost.open_file`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import stat
 from collections.abc import Iterable
 from typing import BinaryIO
 
-from exedra_engine._shell.ports import NotRegularFile
+from exedra_engine._shell.local.ports import NotRegularFile
 
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 

@@ -1,5 +1,5 @@
 """The run of ``launch`` once planned: start the executor under trio, show its load, print
-what is ready (cli/launch_output.py), send its log where asked, stop it on a signal (the
+what is ready (cli/launching/launch_output.py), send its log where asked, stop it on a signal (the
 phases: cli/launch.py)."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from exedra_engine._core.launch.progress import SHOW_AFTER, LoadProgress, bar, n
 from exedra_engine._core.launch.progress import progress_line as _line
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine._shell.load_progress import Sampler, child_running, plan_files, read_proc
+from exedra_engine._shell.launch.load_progress import Sampler, child_running, plan_files, read_proc
 from exedra_engine._trio.launcher import Instance, start_instance
-from exedra_engine.cli.launch_output import LogSink, log_sink, ready_lines
-from exedra_engine.cli.signal_scope import signal_watch
-from exedra_engine.cli.signals import Signals, interrupted_exit
+from exedra_engine.cli.launching.launch_output import LogSink, log_sink, ready_lines
+from exedra_engine.cli.launching.signal_scope import signal_watch
+from exedra_engine.cli.launching.signals import Signals, interrupted_exit
 from exedra_engine.errors import EngineError, LaunchError
 
 PROGRESS_EVERY: Final = 10.0
@@ -66,7 +66,7 @@ def open_log(path: str, what: str, *, fresh: bool = False) -> IO[bytes]:
     are only recorded from here on, so an open(2) of a FIFO waiting for a reader would be
     retried after each, for good. `fresh`: its directory made and the file emptied (a log of
     this launch only). `LaunchError` naming `what` when it cannot be."""
-    from exedra_engine._shell.files import open_append
+    from exedra_engine._shell.local.files import open_append
 
     f: IO[bytes] | None = None
     try:

@@ -18,7 +18,7 @@ from exedra_engine._core.host.netstat import (
     sock_diag_ports,
     sock_diag_request,
 )
-from exedra_engine._shell.ports import FileKind, NotRegularFile
+from exedra_engine._shell.local.ports import FileKind, NotRegularFile
 
 _MAX_TEXT = 1 << 20
 

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from exedra_engine.cli.signals import SIGNALS, Signals
+from exedra_engine.cli.launching.signals import SIGNALS, Signals
 
 
 @asynccontextmanager

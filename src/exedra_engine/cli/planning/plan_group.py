@@ -19,8 +19,8 @@ from exedra_engine._shell.group_plan import GroupRequest, explain_group_request,
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.plan import shown_findings
+from exedra_engine.cli.planning.request import shared_constraints
 from exedra_engine.cli.render import finding_line, print_json, print_plan, shown, shown_plan
-from exedra_engine.cli.request import shared_constraints
 from exedra_engine.errors import EngineError
 
 _PER_MEMBER = (
@@ -61,7 +61,7 @@ def plan_group(a: argparse.Namespace) -> int:
         a.host = "0.0.0.0"
     req = request(a)
     if a.emit:
-        from exedra_engine.cli.emit_group import run_group_emit
+        from exedra_engine.cli.planning.emit_group import run_group_emit
 
         return run_group_emit(explain_group_request(req, explain=False).plan, req.hardware, a)
     e = explain_group_request(req, flags=_flag_tables(req) if a.explain else None)
@@ -108,7 +108,7 @@ def request(a: argparse.Namespace) -> GroupRequest:
 def _flag_tables(req: GroupRequest) -> dict[str, FlagTable]:
     """The installed executors' own flag tables (their --help, cached), by kind, for
     --explain's findings, as ``plan --explain`` judges one plan."""
-    from exedra_engine._shell.flag_tables import executor_table
+    from exedra_engine._shell.local.flag_tables import executor_table
 
     out: dict[str, FlagTable] = {}
     for kind in dict.fromkeys(m.spec.kind for m in req.members):

@@ -173,7 +173,7 @@ def _entry_name(real: str, size: int, mtime_ns: int) -> str:
 
 
 def _read(entry: str, real: str, size: int, mtime_ns: int) -> ExecutorFacts | None:
-    from exedra_engine._shell.files import read_regular
+    from exedra_engine._shell.local.files import read_regular
 
     try:
         facts = msgspec.json.decode(read_regular(entry, _MAX_OUTPUT), type=ExecutorFacts)

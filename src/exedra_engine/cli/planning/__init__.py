@@ -1,0 +1,2 @@
+"""What `plan` and `emit` share beyond their command modules: the request both build, the group
+plan and emit, `--measure`."""
