@@ -26,7 +26,7 @@ import contextlib
 import errno
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import NoReturn
 
 from exedra_engine._core.executors.builtin import BUILTIN
@@ -69,7 +69,7 @@ def build_parser(executors: Executors = BUILTIN) -> argparse.ArgumentParser:
 
     launch.add_parser(sub)
     demo.add_parser(sub)
-    completion.add_parser(sub)
+    completion.add_parser(sub, p)
     if executors is not BUILTIN:
         _use_executors(p, executors)
     p.set_defaults(executors=executors)
@@ -81,8 +81,7 @@ def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -
     commands know (``--kind``, probing, planning, launching, emitting, checking)."""
     try:
         try:
-            with _untranslated():
-                parser = build_parser(executors)
+            parser = build_parser(executors)
             if not (sys.argv[1:] if argv is None else argv):
                 # A bare call: the usage and the commands, not only "COMMAND is required".
                 parser.print_help(sys.stderr)
@@ -142,20 +141,6 @@ def _use_executors(parser: argparse.ArgumentParser, executors: Executors) -> Non
 
 def exit_status(e: EngineError) -> int:
     return next(code for cls, code in EXIT_STATUS if isinstance(e, cls))
-
-
-@contextlib.contextmanager
-def _untranslated() -> Iterator[None]:
-    """argparse asks gettext for every heading and help line it makes while the parser is
-    built: some 30 catalogue searches, each normalising the locale, ~4 ms of a 100 ms cold
-    start. No catalogue translates argparse's strings (CPython ships none), so building the
-    parser uses them as written; errors at parse time are still looked up."""
-    lookup = argparse._  # type: ignore[attr-defined]
-    argparse._ = str  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        argparse._ = lookup  # type: ignore[attr-defined]
 
 
 def run() -> NoReturn:

@@ -12,7 +12,7 @@ import msgspec
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.values import Hardware
+from exedra_engine._core.host.machine import Hardware
 from exedra_engine.errors import HardwareFileError
 
 

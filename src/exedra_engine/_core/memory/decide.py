@@ -13,6 +13,7 @@ from msgspec.structs import replace
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.host.machine import Hardware
 from exedra_engine._core.memory.estimate import (
     estimate_from_settings,
     matching_measurement,
@@ -31,7 +32,6 @@ from exedra_engine._core.memory.settings import (
     read_settings,
 )
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import Hardware
 from exedra_engine.errors import DoesNotFit
 
 PROMPT_CACHE_STATES: Final = 4

@@ -24,6 +24,7 @@ from msgspec.structs import replace
 
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.host.machine import Hardware
 from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow, measurement_for
 from exedra_engine._core.memory.kv import ContextGeometry, kv_bytes, shape
 from exedra_engine._core.memory.placement import (
@@ -35,7 +36,6 @@ from exedra_engine._core.memory.placement import (
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.memory.settings import MIB, MemorySettings, read_settings
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import Hardware
 
 # Calibrated constants (docs/explanation.md, "Memory": Gemma 3 270M and a 135M llama model
 # measured with VmHWM and llama-fit-params on the project's build).

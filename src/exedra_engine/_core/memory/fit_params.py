@@ -13,49 +13,11 @@ from collections.abc import Callable, Sequence
 
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._core.struct import Value
+from exedra_engine._core.host.machine import FitMeasurement as FitMeasurement  # noqa: PLC0414
+from exedra_engine._core.host.machine import FitRow as FitRow  # noqa: PLC0414
 from exedra_engine.errors import MeasureError
 
 MiB = 1 << 20
-
-
-class FitRow(Value, frozen=True, kw_only=True):
-    """One device's (or the host's) reservation, as llama-fit-params prints it."""
-
-    name: str
-    """The backend device name (``CUDA0``, ``Vulkan0``) or ``Host``."""
-    model: int
-    """Bytes reserved for weights."""
-    context: int
-    """Bytes reserved for the KV cache (and recurrent state)."""
-    compute: int
-    """Bytes reserved for compute buffers."""
-    free: int = 0
-    """Bytes free on the device (for ``Host``: usable by the process) when measured, as the
-    engine reported it (devices) or the probe found it (the host); 0 when not known."""
-
-    @property
-    def total(self) -> int:
-        """model + context + compute."""
-        return self.model + self.context + self.compute
-
-
-class FitMeasurement(Value, frozen=True, kw_only=True, omit_defaults=True):
-    """One run of llama-fit-params: the model, the flags it was given, and its answer."""
-
-    model: str
-    """The model path it loaded (the first shard of a split set)."""
-    settings: tuple[str, ...] = ()
-    """The plan's memory flags (`memory_settings`): what a plan is matched by."""
-    args: tuple[str, ...] = ()
-    """What it was run with: the `settings` it takes (see `companion_args`). Those it does
-    not take (``--cache-ram``, ``--mmproj``...) reserve memory these figures leave out."""
-    ctx: int
-    """The context the figures are for."""
-    host: FitRow
-    devices: tuple[FitRow, ...] = ()
-    build: str = ""
-    """The binary's stated version, so a stale measurement can be told apart."""
 
 
 MAX_ROWS = 64
