@@ -4,7 +4,6 @@ parser itself, with the options that take paths marked to complete files or dire
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 
 from exedra_engine.cli.parser import Subparsers
@@ -19,7 +18,11 @@ def add_parser(sub: Subparsers, whole: argparse.ArgumentParser) -> None:
         "_exedra-engine in a directory of $fpath)",
     )
     s.add_argument("shell", choices=["bash", "zsh"], help="the shell")
-    s.set_defaults(func=functools.partial(completion, whole))
+
+    def run(a: argparse.Namespace) -> int:
+        return completion(whole, a)
+
+    s.set_defaults(func=run)
 
 
 def completion(whole: argparse.ArgumentParser, a: argparse.Namespace) -> int:

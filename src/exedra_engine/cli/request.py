@@ -238,4 +238,4 @@ def planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin]
         from exedra_engine._shell.flag_tables import executor_table
 
         flags, origin = executor_table(profile, exe.path)
-    return req, explain_request(req, flags=flags), origin
+    return req, explain_request(req, flags=flags, profile=profile), origin

@@ -118,6 +118,7 @@ class _Decider:
             profile,
             sides,
         )
+        self.items = items
         self.s = (
             settings if settings is not None else read_settings(profile, args, env, items=items)
         )
@@ -216,8 +217,14 @@ class _Decider:
         cache_mib = None if self.fixed_cache else self.cache_size(ctx, notes)
         engine = self.flags(ctx, cache_mib)
         final = self.est(engine)
+        # The merge's items, and those of the flags decided here (no layer set them).
+        items = (
+            (*self.items, *self.p.flags.split_items(engine, "memory flags"))
+            if self.items is not None and self.hw.measurements
+            else None
+        )
         measured = matching_measurement(
-            self.hw, self.p, self.inv.paths[0], (*self.args, *engine), self.env
+            self.hw, self.p, self.inv.paths[0], (*self.args, *engine), self.env, items=items
         )
         if measured is not None:
             final = with_measurement(final, measured)

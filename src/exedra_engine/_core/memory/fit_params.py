@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.flags import FlagTable, Item
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.host.machine import FitMeasurement as FitMeasurement  # noqa: PLC0414
 from exedra_engine._core.host.machine import FitRow as FitRow  # noqa: PLC0414
@@ -125,20 +125,27 @@ _FALSE = frozenset({"0", "false", "off", "disabled", "no"})
 
 
 def memory_settings(
-    profile: ExecutorProfile, args: Sequence[str], env: Sequence[str] = ()
+    profile: ExecutorProfile,
+    args: Sequence[str],
+    env: Sequence[str] = (),
+    *,
+    items: Sequence[Item] | None = None,
 ) -> tuple[str, ...]:
     """The flags of a plan (its `args` and ``NAME=VALUE`` `env`) that change what the
     executor reserves (`ExecutorProfile.measure_flags`), canonical: each by its key, in the
     plan's order, variables as flags, and the slot count last, made explicit where the
     executor chooses it (llama-server's auto: ``--parallel 4 --kv-unified``). Equal settings
-    reserve equal memory. Raises `PlanError` for an argv the table cannot cut."""
+    reserve equal memory. Raises `PlanError` for an argv the table cannot cut. `items` are
+    `args` as the table reads them, where the caller has them (the merge's)."""
     table: FlagTable = profile.flags
-    items = [it for it in table.split_items(args, "plan args") if it.key in profile.measure_flags]
-    in_args = {it.key for it in items}
-    items += table.split_items(_env_flags(profile, env, in_args), "plan env")
+    if items is None:
+        items = table.split_items(args, "plan args")
+    found = [it for it in items if it.key in profile.measure_flags]
+    in_args = {it.key for it in found}
+    found += table.split_items(_env_flags(profile, env, in_args), "plan env")
     out: list[str] = []
     slots: str | None = None
-    for it in items:
+    for it in found:
         if it.key == profile.slots_flag and not it.negated:
             slots = it.values[0] if it.values else None
         elif it.key != profile.unified_flag:
@@ -237,13 +244,17 @@ def measurement_for(
     model: str,
     args: Sequence[str],
     env: Sequence[str] = (),
+    *,
+    items: Sequence[Item] | None = None,
 ) -> FitMeasurement | None:
     """The measurement (the newest, last) made for `model` with the same memory settings as
     a plan's `args` and `env`, or None: a measurement for another context or cache type says
     nothing about this plan. A measurement of the same path wins; else one of the same file
     name (the target keeps its models elsewhere). Raises `PlanError` for an argv the table
-    cannot cut."""
-    wanted = _order_free(profile, memory_settings(profile, args, env))
+    cannot cut. `items` are `args` as the table reads them, where the caller has them."""
+    if not measurements:
+        return None
+    wanted = _order_free(profile, memory_settings(profile, args, env, items=items))
     same = [m for m in measurements if _order_free(profile, m.settings) == wanted]
     base = _basename(model)
     for m in reversed(same):
