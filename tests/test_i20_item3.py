@@ -21,7 +21,7 @@ from exedra_engine import (
     explain_launch,
     plan_launch,
 )
-from exedra_engine._core.emit.ready import layer_of
+from exedra_engine._core.emit.ready import setting_layer
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan import planner
 from exedra_engine._core.plan.layers import Layer, Said, merge
@@ -117,7 +117,7 @@ def test_i20_item3_emit_names_a_fields_layer_by_key() -> None:
     e = explain_launch(
         SPEC, HOST, Constraints(overrides=Config(models={"qwen": Override(args=("--port=9100",))}))
     ).unwrap()
-    assert layer_of(e.sources, LLAMA.port_flag, LLAMA.port_env) == "config models.qwen"
+    assert setting_layer(e.sources, LLAMA.port_flag, LLAMA.port_env) == "config models.qwen"
 
 
 def test_i20_item3_shaping_returns_its_decisions_as_data() -> None:

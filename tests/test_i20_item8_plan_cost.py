@@ -23,7 +23,7 @@ from exedra_engine import (
 from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.gguf.inventory import ModelInventory
-from exedra_engine._core.memory.kv import _kv_block, kv_bytes, shape
+from exedra_engine._core.memory.kv import _kv_block, context_geometry, kv_bytes
 from exedra_engine._core.memory.placement import (
     _tensor_place,
     bytes_by_layer,
@@ -137,7 +137,7 @@ def test_i20_item8_placement_by_layer_and_kv_blocks_keep_their_figures(
 ) -> None:
     inv: ModelInventory = model()  # type: ignore[operator]
     s = read_settings(LLAMA, argv)
-    sh = shape(inv, s, None)
+    sh = context_geometry(inv, s, None)
     for hw in (cpu_host(), gpu_host(8 << 30), gpu_host(8 << 30, 4 << 30)):
         p = place(inv, s, hw, "llama")
         host, dev = 0, [0] * len(p.devices)

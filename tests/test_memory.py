@@ -15,7 +15,7 @@ from exedra_engine._core.memory.estimate import (
 )
 from exedra_engine._core.memory.explain import explain_memory
 from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow, memory_settings
-from exedra_engine._core.memory.kv import kv_bytes, shape
+from exedra_engine._core.memory.kv import context_geometry, kv_bytes
 from exedra_engine._core.memory.settings import MIB, fitter_off, read_settings
 from exedra_engine._shell.inspect import read_inventory
 from tests.conftest import _executor
@@ -35,7 +35,7 @@ FIT_CONTEXT = [
 def test_i19_item2_kv_matches_fit_params(model: object, ctx: int, mib: int) -> None:
     inv = model()  # type: ignore[operator]
     s = read_settings(LLAMA, ["-c", str(ctx), "-np", "1"])
-    got = sum(kv_bytes(inv, s, shape(inv, s)))
+    got = sum(kv_bytes(inv, s, context_geometry(inv, s)))
     assert abs(got / MIB - mib) <= 1
 
 
@@ -43,7 +43,7 @@ def test_i19_item2_server_default_is_four_unified_slots() -> None:
     # -np unset: 4 slots share the KV; Gemma's window layers then keep 4 x 512 + 512 cells
     inv = gemma3_270m()
     s = read_settings(LLAMA, ["-c", "4096"])
-    sh = shape(inv, s)
+    sh = context_geometry(inv, s)
     assert (sh.seqs, sh.streams, sh.ctx) == (4, 1, 4096)
     swa_cells = 2560
     expected = (3 * 4096 + 15 * swa_cells) * 1024

@@ -20,12 +20,12 @@ def add_parser(sub: Subparsers, whole: argparse.ArgumentParser) -> None:
     s.add_argument("shell", choices=["bash", "zsh"], help="the shell")
 
     def run(a: argparse.Namespace) -> int:
-        return completion(whole, a)
+        return completion_command(whole, a)
 
     s.set_defaults(func=run)
 
 
-def completion(whole: argparse.ArgumentParser, a: argparse.Namespace) -> int:
+def completion_command(whole: argparse.ArgumentParser, a: argparse.Namespace) -> int:
     import shtab
 
     _mark_paths(whole)

@@ -29,7 +29,7 @@ def add_parser(sub: Subparsers) -> None:
         "path",
         nargs="?",
         default=None,
-        type=options.config_path,
+        type=options.config_file,
         metavar="PATH",
         help=f"file or directory (default {DEFAULT_CONFIG_PATH}, which may be absent)",
     )
@@ -50,10 +50,10 @@ def add_parser(sub: Subparsers) -> None:
     )
     s.add_argument("--strict", action="store_true", help="with --check: warnings fail too")
     s.add_argument("--schema", action="store_true", help="print the JSON Schema of override files")
-    s.set_defaults(func=config)
+    s.set_defaults(func=config_command)
 
 
-def config(a: argparse.Namespace) -> int | Report:
+def config_command(a: argparse.Namespace) -> int | Report:
     if a.schema:
         from exedra_engine.cli.check import print_schema
 

@@ -64,10 +64,10 @@ def add_parser(sub: Subparsers) -> None:
         metavar="FILE",
         help="append the executor's logs to FILE instead of stderr (keys redacted)",
     )
-    s.set_defaults(func=launch, explain=False, strict=False, measure=False)
+    s.set_defaults(func=launch_command, explain=False, strict=False, measure=False)
 
 
-def launch(a: argparse.Namespace) -> int:
+def launch_command(a: argparse.Namespace) -> int:
     from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
     # `plan` allows an absent model (planning for another machine); a launch cannot succeed

@@ -122,7 +122,7 @@ def out_dir(path: str, names: list[str]) -> EngineError | None:
     return None
 
 
-def config_path(text: str) -> str:
+def config_file(text: str) -> str:
     """``--config PATH`` and ``config PATH``: a path the user names must exist. Only the
     default may be absent (a host without overrides); a typo'd path read as an empty config
     would make a CI lint job pass on nothing."""

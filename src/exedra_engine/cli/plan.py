@@ -28,7 +28,7 @@ from exedra_engine.cli.render import (
     shown,
     shown_plan,
 )
-from exedra_engine.cli.request import add_plan_options, planned, request
+from exedra_engine.cli.request import add_plan_options, plan_request, planned
 from exedra_engine.errors import EngineError
 
 
@@ -56,7 +56,7 @@ def add_parser(sub: Subparsers) -> None:
     add_emit_options(s, target_flag="--emit")
     emit_group = next(g for g in s._action_groups if g.title == "emit")
     s.set_defaults(
-        func=plan,
+        func=plan_command,
         emit_only=tuple(
             (x.dest, x.option_strings[0], x.default)
             for x in emit_group._group_actions
@@ -65,7 +65,7 @@ def add_parser(sub: Subparsers) -> None:
     )
 
 
-def plan(a: argparse.Namespace) -> int:
+def plan_command(a: argparse.Namespace) -> int:
     if getattr(a, "emit", None):
         if a.json:
             # Ignored before: emit writes files and prints text, so a script reading JSON
@@ -204,7 +204,7 @@ def _plan_and_emit(a: argparse.Namespace) -> int:
     host_defaulted = not a.host and a.emit != "systemd"
     if host_defaulted:
         a.host = "0.0.0.0"
-    req = request(a)
+    req = plan_request(a)
     e = explain_request(req)
     # The emitter is host-blind: the hardware the plan was made for is passed to it.
     return run_emit(e.plan, req.hardware, a, e.sources, host_defaulted=host_defaulted)

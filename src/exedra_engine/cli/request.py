@@ -52,7 +52,7 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("constraints")
     g.add_argument(
         "--config",
-        type=options.config_path,
+        type=options.config_file,
         metavar="PATH",
         help=f"override file or directory (default {DEFAULT_CONFIG_PATH})",
     )
@@ -121,7 +121,7 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--show-secrets", action="store_true", help="print API keys unredacted")
 
 
-def request(a: argparse.Namespace) -> PlanRequest:
+def plan_request(a: argparse.Namespace) -> PlanRequest:
     """What the planner is asked, from the command line; with ``--measure``, its hardware
     holds the engine's own measurement of the plan asked for. Raises the `EngineError` of a
     file that cannot be read or an option that cannot be honoured."""
@@ -195,7 +195,7 @@ def _gathered(a: argparse.Namespace) -> PlanRequest:
 def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
     """`req` with the engine's own measurement of the plan asked for in its hardware: planned
     once for its flags, measured on this machine."""
-    from exedra_engine.cli.measure import with_measurement
+    from exedra_engine.cli.measure import measured_hardware
     from exedra_engine.errors import PlanError
 
     if a.hardware or req.hardware is None:
@@ -204,7 +204,7 @@ def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
             "there (probe --json --measure MODEL) and plan from that file"
         )
     first = explain_request(msgspec.structs.replace(req, check_ports=False))
-    hw = with_measurement(req.hardware, first.plan)
+    hw = measured_hardware(req.hardware, first.plan)
     return msgspec.structs.replace(req, hardware=hw)
 
 
@@ -229,7 +229,7 @@ def planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin]
     """The request, its plan explained, and the table its layers were judged by: with
     ``--explain`` or ``--strict`` the executor's own (its ``--help``, cached), else the
     bundled one."""
-    req = request(a)
+    req = plan_request(a)
     kind = req.spec.kind
     exe = req.hardware.executor(kind) if req.hardware else None
     profile = req.executors.profile(kind)

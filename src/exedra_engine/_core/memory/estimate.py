@@ -27,7 +27,7 @@ from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.host.machine import Hardware
 from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow, measurement_for
-from exedra_engine._core.memory.kv import ContextGeometry, kv_bytes, shape
+from exedra_engine._core.memory.kv import ContextGeometry, context_geometry, kv_bytes
 from exedra_engine._core.memory.placement import (
     ByLayer,
     Placement,
@@ -127,13 +127,13 @@ def estimate_from_settings(
 ) -> MemoryPlan:
     """`estimate_memory` from the argv's settings, already read (and `by_layer`, the
     inventory's `bytes_by_layer`, where the caller has it)."""
-    sh = shape(inventory, s, ctx)
+    sh = context_geometry(inventory, s, ctx)
     p = place(inventory, s, hardware, profile.kind)
     host, devices = _model_parts(inventory, s, sh, p, by_layer)
     kv_total = host[0].kv + sum(d[0].kv for d in devices)  # the model's own: every block's
     if draft is not None:
         d_host, d_devices = _model_parts(
-            draft, s, shape(draft, s, sh.ctx), place(draft, s, hardware, profile.kind)
+            draft, s, context_geometry(draft, s, sh.ctx), place(draft, s, hardware, profile.kind)
         )
         host = _add(host, d_host)
         devices = [_add(a, b) for a, b in zip(devices, d_devices, strict=True)]
