@@ -15,7 +15,7 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.planner import Explained
 from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
-from exedra_engine._shell.check import located_configs
+from exedra_engine._shell.config_check import located_configs
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
