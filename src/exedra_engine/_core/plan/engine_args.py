@@ -120,18 +120,24 @@ def plan_layers(
 
 
 def with_memory_args(
-    merged: Merged, profile: ExecutorProfile, layers: Sequence[Layer], memory_args: Sequence[str]
+    merged: Merged,
+    profile: ExecutorProfile,
+    layers: Sequence[Layer],
+    memory_args: Sequence[str],
+    *,
+    after: int = 0,
 ) -> Merged:
-    """`merged` (of `layers`) with the flags the memory plan decided at the end of the engine
-    layer, as if `plan_layers` had been given them: the memory plan adds only settings that no
-    layer set (`MemoryDecision.engine_args`), so they join the merge as they are."""
+    """`merged` (of `layers`) with the flags the memory plan decided where `engine_args` puts
+    them, as if `plan_layers` had been given them: the memory plan adds only settings that no
+    layer set (`MemoryDecision.engine_args`), so they join the merge as they are. `after`
+    counts the engine layer's last tokens that follow them (flags appended to `engine_args`)."""
     engine = next(layer for layer in layers if layer.rank == RANK_ENGINE)
     return join_unset(
         merged,
         profile.flags,
         memory_args,
         layer=engine.name,
-        at=len(engine.args),
+        at=len(engine.args) - after,
         lower={layer.name for layer in layers if layer.rank < RANK_ENGINE},
     )
 
