@@ -163,7 +163,7 @@ def test_i20_item3_the_checker_reads_as_split_items(kind: str, data: st.DataObje
         for it in split
     ):
         assert _plain(checked) == _plain(split)
-    found = {(f.code, f.path) for f in check_plan_layers(kind, table, run_args=args)}
+    found = {(f.code, f.path) for f in check_plan_layers(p, table, run_args=args)}
     for it in checked:
         code = "wrong-kind" if it.problem == "unknown-flag" else it.problem
         if it.problem is not None:
