@@ -210,7 +210,9 @@ def test_i19_item1_hostile_tensor_infos_are_typed(
 
 
 def test_i19_item1_sane_hand_built_header() -> None:
-    got = _inv(_gguf([("a", [64, 2], 8, 0), ("b", [256], 12, 128)]))
+    # a: 4 Q8_0 blocks of 34 bytes = 136, padded to 160 (b sat at 128 before ggml's layout
+    # rule was checked: overlapping a by 8 bytes)
+    got = _inv(_gguf([("a", [64, 2], 8, 0), ("b", [256], 12, 160)]))
     assert isinstance(got, ModelInventory)
     assert [t.size for t in got.tensors] == [type_bytes(8, 128), 144]
 

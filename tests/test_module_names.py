@@ -41,6 +41,11 @@ SHARED: dict[str, tuple[str, frozenset[str]]] = {
         )
         for name in ("LOOP", "Logs", "Outcome", "PortsReader", "group_gone")
     },
+    "Running": (
+        "the blocking adapter's public `Running` (API.md) and the group planner's alias of what "
+        "a running member holds (group/memory.py, the group issues' to rename: in flight)",
+        frozenset({"_blocking/run.py", "_core/group/memory.py"}),
+    ),
     "Malformed": (
         "a GGUF file's error (gguf/cursor.py) and a readiness answer's (launch/readiness.py, "
         "caught by _shell/drive.py, which the launch issue rebuilds): to rename with it",

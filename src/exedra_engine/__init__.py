@@ -22,6 +22,9 @@ from exedra_engine._core.executors.builtin import BUILTIN as BUILTIN_EXECUTORS
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.kinds import Kind, KindName, parse_kind, supported_kinds
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
+from exedra_engine._core.group.planner import GroupExplained, explain_group, plan_group
+from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
 from exedra_engine._core.host.hardware import HostSnapshot, hardware_from
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.endpoint import Resolved, resolve_endpoint
@@ -39,7 +42,8 @@ from exedra_engine._core.values import (
     ModelSpec,
     Override,
 )
-from exedra_engine._shell.inspect import inspect
+from exedra_engine._shell.group_plan import load_group, plan_group_on_host
+from exedra_engine._shell.inspect import inspect, read_inventory
 from exedra_engine._shell.load_config import load_config
 from exedra_engine._shell.plan import plan, plan_explained
 from exedra_engine._shell.probe import probe
@@ -170,6 +174,18 @@ __all__ = [
     "Executors",
     "BUILTIN_EXECUTORS",
     "KindName",
+    "GroupExplained",
+    "GroupMember",
+    "GroupPlan",
+    "MemberFacts",
+    "MemberShare",
+    "ModelInventory",
+    "TensorInfo",
+    "explain_group",
+    "load_group",
+    "plan_group",
+    "plan_group_on_host",
+    "read_inventory",
 ]
 
 # Loaded on first use, so that planning-only users never pay for them: the launcher needs trio

@@ -96,6 +96,13 @@ def executor_table(profile: ExecutorProfile, path: str) -> tuple[FlagTable, Tabl
     return table_from_help_rows(profile, facts.rows), origin
 
 
+def executor_rows(profile: ExecutorProfile, path: str) -> tuple[Row, ...]:
+    """The flags the binary at `path` lists in its help, parsed (() when it lists none or
+    cannot be run): what ``probe --json --flags`` records for a plan made elsewhere."""
+    facts = _facts(profile, path, want_rows=True)
+    return (facts.rows or ()) if facts else ()
+
+
 def suggest_flag(profile: ExecutorProfile, path: str, flag: str) -> str:
     """The installed binary's flag closest to `flag`, which it refused ("" when `flag` is one
     of its own, a known flag with a bad value, or nothing is close)."""
@@ -166,9 +173,10 @@ def _entry_name(real: str, size: int, mtime_ns: int) -> str:
 
 
 def _read(entry: str, real: str, size: int, mtime_ns: int) -> ExecutorFacts | None:
+    from exedra_engine._shell.files import read_regular
+
     try:
-        with open(entry, "rb") as f:
-            facts = msgspec.json.decode(f.read(_MAX_OUTPUT), type=ExecutorFacts)
+        facts = msgspec.json.decode(read_regular(entry, _MAX_OUTPUT), type=ExecutorFacts)
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
     same = (facts.parser, facts.path, facts.size, facts.mtime_ns)

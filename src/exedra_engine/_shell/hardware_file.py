@@ -11,6 +11,7 @@ from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.host.hardware_file import hardware_from_json
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware
+from exedra_engine._shell.files import read_regular
 from exedra_engine.errors import EngineError, HardwareFileError
 
 if TYPE_CHECKING:
@@ -39,10 +40,7 @@ def read_hardware(
     """`load_hardware` for the library's own callers: raises `HardwareFileError`."""
     where = os.fsdecode(path)
     try:
-        # O_NONBLOCK: a FIFO named like the file must not hang the caller.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(_MAX + 1)
+        data = read_regular(path, _MAX)  # a FIFO or a device named like the file: refused
     except OSError as e:
         raise HardwareFileError(f"{where}: cannot read: {e.strerror or e}") from None
     if len(data) > _MAX:

@@ -8,7 +8,11 @@ from typing import TYPE_CHECKING
 
 from exedra_engine._core.gguf.header import HeaderFacts, read_gguf_header
 from exedra_engine._core.gguf.inventory import ModelInventory, combine_shards, shard_paths
-from exedra_engine._core.gguf.inventory_reader import read_gguf_inventory
+from exedra_engine._core.gguf.inventory_reader import (
+    MAX_SHARDS,
+    MAX_TENSORS,
+    read_gguf_inventory,
+)
 from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import ModelInfo
@@ -82,22 +86,30 @@ def inventory_at(
     """`read_inventory` for the library's own callers: raises its `EngineError`."""
     p = os.fsdecode(path)
     host = files or LocalHost()
-    first, count, _ = _one_inventory(p, host)
     shards = shard_paths(p)
+    if shards is not None and len(shards) > MAX_SHARDS:
+        raise NotGGUF(f"{p}: a split set of {len(shards)} shards (at most {MAX_SHARDS})")
+    first, count, _ = _one_inventory(p, host)
     if count <= 1 and shards is None:
         return first
     if shards is None or len(shards) != count:
         raise NotGGUF(f"{p}: split.count is {count}, the file name says {len(shards or (p,))}")
     parts = [first]
+    left = MAX_TENSORS - len(first.tensors)
+    # Every shard is read as the first is (a regular file, a whole header, its tensors in
+    # place), and the set's tensors are counted together: a split set is one model.
     for i, shard in enumerate(shards[1:], start=1):
-        inv, n, no = _one_inventory(shard, host)
+        inv, n, no = _one_inventory(shard, host, max_tensors=left)
         if n != count or no != i:
             raise NotGGUF(f"{shard}: split {no} of {n}, expected split {i} of {count}")
         parts.append(inv)
+        left -= len(inv.tensors)
     return combine_shards(parts)
 
 
-def _one_inventory(p: str, files: HostFiles) -> tuple[ModelInventory, int, int]:
+def _one_inventory(
+    p: str, files: HostFiles, *, max_tensors: int = MAX_TENSORS
+) -> tuple[ModelInventory, int, int]:
     if "\0" in p:
         raise ModelUnreadable(f"{p!r}: the path contains a NUL character")
     try:
@@ -108,11 +120,11 @@ def _one_inventory(p: str, files: HostFiles) -> tuple[ModelInventory, int, int]:
         raise ModelUnreadable(f"{p}: {_reason(e)}") from None
     with stream:
         try:
-            return read_gguf_inventory(stream, size, p)
+            return read_gguf_inventory(stream, size, p, max_tensors=max_tensors)
         except OSError as e:
             raise ModelUnreadable(f"{p}: {_reason(e)}") from None
         except NotGGUF as e:
-            raise NotGGUF(f"{p}: {e}") from None
+            raise type(e)(f"{p}: {e}") from None
 
 
 def _reason(e: OSError) -> str:

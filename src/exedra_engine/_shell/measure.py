@@ -79,7 +79,13 @@ def _measure_plan(
     model = _model_of(profile, plan)
     if not os.path.isfile(model):
         # Said here: the measuring binary's own words for it are "failed to load model".
-        why = "is a directory" if os.path.isdir(model) else "does not exist"
+        why = (
+            "is a directory"
+            if os.path.isdir(model)
+            else "is not a regular file (a FIFO, a socket or a device)"
+            if os.path.exists(model)
+            else "does not exist"
+        )
         raise MeasureError(f"{model}: {why}; a measurement loads the model file on this host")
     ctx = plan.model.context if plan.model else 0
     # The window matters only to a model with sliding-window layers; a header that cannot be

@@ -13,6 +13,7 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.gguf.inventory_reader import UnsizedTensors
 from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.host.netstat import holding_states, ports_in_use
 from exedra_engine._core.outcome import as_result
@@ -148,7 +149,8 @@ def model_inventory(
 ) -> tuple[ModelInfo | None, ModelInventory | None]:
     """The model's header and, for an executor whose memory is estimated, its tensor
     inventory (one read: the header's facts come from it). A header whose inventory cannot
-    be read (a ggml type newer than this library) is planned without a memory plan."""
+    be read (a ggml type newer than this library) is planned without a memory plan; any
+    other fault of a header or of a shard raises its `NotGGUF`."""
     return model_inventory_for(executors.profile(spec.kind), spec, files)
 
 
@@ -164,8 +166,14 @@ def model_inventory_for(
         inv = inventory_at(spec.path, files)
     except ModelUnreadable:
         raise
-    except EngineError:
+    except UnsizedTensors:
         return model_facts_for(profile, spec, files), None
+    except EngineError:
+        # A hostile header (tensors overlapping, a shard that is a FIFO or another file, a
+        # set past the caps) is an error, never a plan without memory: the header's own
+        # error first, where it has one, as before.
+        model_facts_for(profile, spec, files)
+        raise
     return info_from_inventory(spec.path, inv), inv
 
 

@@ -79,6 +79,13 @@ def build_parser(executors: Executors = BUILTIN) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -> int:
     """Entry point of the ``exedra-engine`` script. `executors` are the executors its
     commands know (``--kind``, probing, planning, launching, emitting, checking)."""
+    from exedra_engine.cli.signals import ending
+
+    with ending():  # SIGTERM ends any command as SIGINT does, from its first line
+        return _main(argv, executors)
+
+
+def _main(argv: Sequence[str] | None, executors: Executors) -> int:
     try:
         try:
             parser = build_parser(executors)
@@ -97,8 +104,10 @@ def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -
         result: int | Report = args.func(args)
         code = result if isinstance(result, int) else show(result, args.json)
         sys.stdout.flush()
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as e:
+        from exedra_engine.cli.signals import exit_line
+
+        return exit_line(e)
     except BrokenPipeError:
         # The reader closed the pipe (`| head -1`, `| true`): it has what it wanted, which is
         # not a failure (a `set -o pipefail` step must not fail on it).

@@ -190,7 +190,8 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         "--uid",
         type=_checked("non_root_uid", "uid", int, UID),
         default=65532,
-        help="Kubernetes: the pod's user id (never 0: the pod is restricted)",
+        help="Kubernetes and Quadlet: the user (and group) id the executor runs as in its "
+        "container (never 0)",
     )
     g.add_argument(
         "--gpu-group",
@@ -284,6 +285,20 @@ def options_from(a: argparse.Namespace) -> EmitOptions:
     )
 
 
+def plan_real_paths(plan: LaunchPlan, models_dir: str = "") -> tuple[tuple[str, str], ...]:
+    """Where each absolute path of the plan (and `models_dir`) resolves here, for those that
+    are links (`exedra_engine._shell.files.real_paths`): the emitter judges a directory by
+    what it is, and is pure."""
+    from exedra_engine._shell.files import real_paths as resolved
+
+    words = [*plan.args, *(e.partition("=")[2] for e in plan.env), *(f.path for f in plan.files)]
+    if plan.model is not None:
+        words.append(plan.model.path)
+    if models_dir:
+        words.append(models_dir)
+    return resolved(w.partition("=")[2] if w.startswith("-") else w for w in words)
+
+
 def installed_waiter() -> str:
     """The real path of the exedra-engine command the unit's readiness hook runs: the one on
     PATH (this installation's), else the conventional /usr/bin/exedra-engine."""
@@ -329,10 +344,10 @@ def run_emit(
             f"which the {target.value} output would have to carry in the clear; remove it from "
             "the plan"
         )
+    opts = options_from(a)
+    opts = msgspec.structs.replace(opts, real_paths=plan_real_paths(plan, opts.models_dir))
     try:
-        emitted = emit_files(
-            plan, target, options_from(a), hardware, sources, executors=a.executors
-        )
+        emitted = emit_files(plan, target, opts, hardware, sources, executors=a.executors)
     except EmitRefused as refused:
         # One line per problem, and no file: what --check rejects is never written.
         for problem in refused.problems:
@@ -362,13 +377,14 @@ def run_emit(
 
 def _write(out: str, emitted: Emitted) -> int:
     """Write the files into the directory `out`: 0, or the exit status of a refusal."""
+    from exedra_engine._shell.files import write_inside
+
     if (refused := options.out_dir(out, list(emitted.files))) is not None:
         return fail(refused)
     for name, text in emitted.files.items():
         path = os.path.join(out, name)
         try:
-            with open(path, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
+            write_inside(out, name, text.encode("utf-8"))  # never through a link
         except OSError as e:  # a disk full or a race with another writer
             return fail(PlanError(f"--out: cannot write {path}: {e.strerror or e}"), 1)
         print(f"wrote {shown(path)}")
@@ -385,6 +401,7 @@ def print_origins(emitted: Emitted, out: TextIO) -> None:
 
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
     from exedra_engine._core.emit.checks import check_files
+    from exedra_engine._shell.files import read_regular
 
     files = emitted.files
     drift: list[str] = []
@@ -393,9 +410,10 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
         for name, text in emitted.files.items():
             path = os.path.join(a.out, name)
             try:
-                with open(path, encoding="utf-8") as f:
-                    files[name] = f.read()
-            except (OSError, UnicodeDecodeError) as e:
+                files[name] = read_regular(path, 1 << 22).decode("utf-8")
+            except OSError as e:
+                raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+            except UnicodeDecodeError as e:
                 raise PlanError(f"{path}: cannot read: {e}") from None
             if files[name] != text:
                 drift.append(name)
@@ -436,11 +454,15 @@ def _schema(files: dict[str, str]) -> list[str]:
 def load_plan(path: str) -> LaunchPlan:
     """A saved plan (``plan --json``), decoded strictly; the `PlanError` names the file and
     field."""
+    from exedra_engine._shell.files import read_regular
+
+    limit = 1 << 22
     try:
-        with open(path, "rb") as f:
-            data = f.read(1 << 22)
+        data = read_regular(path, limit)  # a FIFO named like the plan would hang the command
     except OSError as e:
         raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise PlanError(f"{path}: larger than {limit} bytes: not a saved plan")
     try:
         return msgspec.json.decode(data, type=LaunchPlan)
     except msgspec.ValidationError as e:

@@ -73,7 +73,13 @@ def launch_command(a: argparse.Namespace) -> int:
     # `plan` allows an absent model (planning for another machine); a launch cannot succeed
     # without one, and is refused before anything is started.
     if not os.path.isfile(a.model):
-        why = "is a directory" if os.path.isdir(a.model) else "does not exist"
+        why = (
+            "is a directory"
+            if os.path.isdir(a.model)
+            else "is not a regular file (a FIFO, a socket or a device)"
+            if os.path.exists(a.model)
+            else "does not exist"
+        )
         raise EngineError(f"--model {a.model}: {why}; launch needs the model file on this host")
     # Signals are honoured from here on, planning included (the phases above).
     with Signals().installed() as sigs:

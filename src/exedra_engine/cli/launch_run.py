@@ -34,8 +34,12 @@ def run_launch(
         return interrupted_exit(sigs.first, "planning", "nothing was started")
     log_file: IO[bytes] | None = None
     if a.log_file:
+        from exedra_engine._shell.files import open_append
+
         try:
-            log_file = open(a.log_file, "ab")  # noqa: SIM115  (closed below, after trio.run)
+            # Never blocking: signals are only recorded from here on, so an open(2) of a FIFO
+            # waiting for a reader would be retried after each, for good.
+            log_file = open_append(a.log_file)
         except OSError as e:  # unwritable: checked at parse for what could be
             from exedra_engine.cli.render import fail
             from exedra_engine.errors import LaunchError

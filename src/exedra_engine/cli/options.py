@@ -114,12 +114,30 @@ def out_dir(path: str, names: list[str]) -> EngineError | None:
         except OSError as e:
             return PlanError(f"--out {path}: cannot create the directory: {e.strerror or e}")
     for name in names:
-        target = os.path.join(path, name)
-        if os.path.isdir(target):
-            return PlanError(f"--out {path}: {target} is a directory; the file cannot be written")
+        if why := _entry_problem(os.path.join(path, name)):
+            return PlanError(f"--out {path}: {why}")
     if not os.access(path, os.W_OK | os.X_OK):
         return PlanError(f"--out {path}: the directory is not writable")
     return None
+
+
+def _entry_problem(target: str) -> str:
+    """Why the file `target` in an out dir is not written ("" when absent or a plain file):
+    a link planted where a unit goes would have it written over another file."""
+    import stat
+
+    try:
+        mode = os.lstat(target).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISDIR(mode):
+        return f"{target} is a directory; the file cannot be written"
+    if not stat.S_ISREG(mode):
+        return (
+            f"{target} is a symbolic link or not a regular file: not written over (remove "
+            "it, or choose another --out)"
+        )
+    return ""
 
 
 def config_file(text: str) -> str:
@@ -140,6 +158,12 @@ def log_file(text: str) -> str:
     directory that exists (checked here, not found out once the executor has started)."""
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{_it(text)} is a directory, not a file to append to")
+    if os.path.exists(text) and not os.path.isfile(text):
+        # A FIFO would block the open (or the executor's logs), a device swallow them.
+        raise argparse.ArgumentTypeError(
+            f"{_it(text)} is not a regular file (a FIFO, a socket or a device); "
+            "--quiet drops the logs"
+        )
     parent = os.path.dirname(os.path.abspath(text))
     if not os.path.isdir(parent):
         raise argparse.ArgumentTypeError(f"the directory of {_it(text)} does not exist")

@@ -34,7 +34,13 @@ from exedra_engine.errors import EngineError
 
 def add_parser(sub: Subparsers) -> None:
     s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
-    add_plan_options(s)
+    add_plan_options(s, model_required=False)
+    s.add_argument(
+        "--group",
+        metavar="FILE",
+        help="plan the executors a group file lists, together on one host: each member's "
+        "plan and its share of memory, CPUs and port (--model and --kind are the file's)",
+    )
     s.add_argument(
         "--measure",
         action="store_true",
@@ -66,6 +72,16 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def plan_command(a: argparse.Namespace) -> int:
+    if a.group is not None:
+        from exedra_engine.cli.plan_group import plan_group_command
+
+        return plan_group_command(a, shown_findings)
+    missing = [f for f, v in (("--model", a.model), ("--kind", a.kind)) if v is None]
+    if missing:
+        raise EngineError(
+            f"plan: the following arguments are required: {', '.join(missing)} "
+            "(or --group FILE, whose members name their models)"
+        )
     if getattr(a, "emit", None):
         if a.json:
             # Ignored before: emit writes files and prints text, so a script reading JSON

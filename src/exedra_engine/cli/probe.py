@@ -7,6 +7,8 @@ import argparse
 import os
 from collections.abc import Iterator
 
+import msgspec
+
 from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.values import Hardware
@@ -43,6 +45,12 @@ def add_parser(sub: Subparsers) -> None:
         metavar="ARG",
         help="with --measure: a flag of the plans measured (repeatable; use --arg=--flag)",
     )
+    s.add_argument(
+        "--flags",
+        action="store_true",
+        help="also record each executor's flags (its --help, parsed), so that plan --hardware "
+        "FILE --explain elsewhere judges by this host's binary without running anything",
+    )
     s.set_defaults(func=probe_command)
 
 
@@ -54,7 +62,19 @@ def probe_command(a: argparse.Namespace) -> Report:
         hw = measured_host(hw, a.measure, a.ctx, a.arg)
     elif a.ctx or a.arg:
         raise EngineError("--ctx and --arg go with --measure MODEL")
+    if a.flags:
+        hw = _with_flags(hw, a.executors)
     return Report(hw, _lines(hw, a.executors))
+
+
+def _with_flags(hw: Hardware, executors: Executors) -> Hardware:
+    from exedra_engine._shell.flag_tables import executor_rows
+
+    recorded = tuple(
+        msgspec.structs.replace(e, flags=executor_rows(executors.profile(e.kind), e.path))
+        for e in hw.executors
+    )
+    return msgspec.structs.replace(hw, executors=recorded)
 
 
 def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
@@ -84,6 +104,8 @@ def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
                 f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
                 + f"  version: {shown(version)}"
             )
+            if e.flags:
+                what += f"  flags: {len(e.flags)} recorded"
             found_in = os.path.dirname(e.path)
             if found_in in cache_bin_dirs() and found_in not in _path_dirs():
                 what += f"  (not on PATH: found in {shown(where(found_in))})"

@@ -12,7 +12,8 @@ import msgspec
 from exedra_engine._core.config.findings import TableOrigin, bundled_origin
 from exedra_engine._core.config.parse import merge_all
 from exedra_engine._core.executors.builtin import BUILTIN
-from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.plan.planner import Explained
 from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
 from exedra_engine._shell.config_check import located_configs
@@ -24,12 +25,14 @@ from exedra_engine.cli.render import is_variable_name
 from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE
 
 
-def add_plan_options(p: argparse.ArgumentParser) -> None:
+def add_plan_options(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
+    """The options `plan` and `launch` share. Without `model_required`, ``--model`` and
+    ``--kind`` are checked by the command (``--group FILE`` names the models instead)."""
     g = p.add_argument_group("model")
-    g.add_argument("--model", required=True, metavar="PATH", help="model weights")
+    g.add_argument("--model", required=model_required, metavar="PATH", help="model weights")
     g.add_argument(
         "--kind",
-        required=True,
+        required=model_required,
         choices=list(BUILTIN.kinds),
         help="executor family",
     )
@@ -235,7 +238,36 @@ def planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin]
     profile = req.executors.profile(kind)
     flags, origin = None, bundled_origin(profile)
     if exe is not None and (a.explain or a.strict):
-        from exedra_engine._shell.flag_tables import executor_table
+        if a.hardware and not a.executor:
+            flags, origin = recorded_table(profile, exe, a.hardware)
+        else:
+            from exedra_engine._shell.flag_tables import executor_table
 
-        flags, origin = executor_table(profile, exe.path)
+            flags, origin = executor_table(profile, exe.path)
     return req, explain_request(req, flags=flags, profile=profile), origin
+
+
+def recorded_table(
+    profile: ExecutorProfile, exe: ExecutorInfo, hardware_file: str
+) -> tuple[FlagTable | None, TableOrigin]:
+    """The table a plan for another host is judged by: the flags its probe recorded, else the
+    bundled table, saying why. The binary the file names is another machine's: a dry run
+    never runs it (a file from elsewhere would choose what runs here)."""
+    where = os.fsdecode(hardware_file)
+    if exe.flags:
+        from exedra_engine._core.executors.helptext import table_from_help_rows
+
+        origin = TableOrigin(
+            kind=profile.kind,
+            binary=profile.binary,
+            source="recorded",
+            path=exe.path,
+            version=exe.version,
+            note=f"recorded in {where} by that host's probe",
+        )
+        return table_from_help_rows(profile, exe.flags), origin
+    note = (
+        f"{where} records no flags of {exe.path}, and a dry run runs nothing a hardware "
+        "file names; probe --json --flags on that host records them"
+    )
+    return None, bundled_origin(profile, note)

@@ -50,6 +50,38 @@ class Signals:
                 signal.signal(s, h)
 
 
+@contextlib.contextmanager
+def ending() -> Iterator[None]:
+    """For every command: SIGTERM raises `Interrupted` as SIGINT raises KeyboardInterrupt,
+    so either ends the command with one line and 128+N (`exit_line`) wherever it waits, an
+    open(2) of a FIFO included. A handler the embedding program set is left alone (the
+    default is replaced only), as is SIGINT ignored by a shell for a background job."""
+    old = signal.getsignal(signal.SIGTERM)
+    replaced = old == signal.SIG_DFL
+    if replaced:
+        try:
+            signal.signal(signal.SIGTERM, _raise_interrupted)
+        except ValueError:  # not the main thread: signal handlers belong to it
+            replaced = False
+    try:
+        yield
+    finally:
+        if replaced:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+def exit_line(e: KeyboardInterrupt) -> int:
+    """The one line and the exit status of a command ended by a signal."""
+    signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+    name = signal.Signals(signum).name
+    print(f"exedra-engine: interrupted by {name}", file=sys.stderr)
+    return 128 + signum
+
+
 def interrupted_exit(signum: int, phase: str, what: str) -> int:
     """One line for a command stopped before it served, and the shell's exit for a signal."""
     name = signal.Signals(signum).name

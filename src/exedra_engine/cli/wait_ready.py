@@ -28,25 +28,31 @@ def wait_ready_command(a: argparse.Namespace) -> int:
     import http.client
     import urllib.parse
 
-    u = urllib.parse.urlsplit(a.url)
-    # Credentials in the URL (http://user:KEY@host/) are never echoed: they are not sent
-    # either, the ready path needs no key.
-    url = a.url
-    if "@" in u.netloc:
-        url = urllib.parse.urlunsplit(
-            u._replace(netloc="<redacted>@" + u.netloc.rpartition("@")[2])
+    url = shown_url(a.url)
+    try:
+        u = urllib.parse.urlsplit(a.url)
+        host, port = u.hostname, u.port
+    except ValueError as e:
+        # urllib's own words echo the port it could not read: ours name the part only.
+        why = (
+            "its port is not from 1 to 65535"
+            if "out of range" in str(e)
+            else "its port is not a number"
+            if "Port" in str(e)
+            else "its host cannot be read (an IPv6 address in brackets?)"
         )
-    if u.scheme != "http" or not u.hostname:
-        raise PlanError(f"wait-ready: {url!r} is not an http:// URL")
+        raise PlanError(f"wait-ready: {url}: {why}") from None
+    if u.scheme != "http" or not host:
+        raise PlanError(f"wait-ready: {url} is not an http:// URL")
+    if port is not None and not 1 <= port <= 65535:
+        raise PlanError(f"wait-ready: {url}: its port is not from 1 to 65535")
     start = time.monotonic()
     deadline = start + a.timeout
     last, attempts = "no answer", 0
     while True:
         # One attempt never runs past the deadline: the timeout is what is waited, no more.
         remaining = deadline - time.monotonic()
-        conn = http.client.HTTPConnection(
-            u.hostname, u.port or 80, timeout=min(5.0, max(remaining, 0.1))
-        )
+        conn = http.client.HTTPConnection(host, port or 80, timeout=min(5.0, max(remaining, 0.1)))
         attempts += 1
         try:
             conn.request("GET", (u.path or "/") + (f"?{u.query}" if u.query else ""))
@@ -62,10 +68,25 @@ def wait_ready_command(a: argparse.Namespace) -> int:
         if remaining <= 0:
             waited = time.monotonic() - start
             said = (
-                f"{shown(url)} did not answer 200 in {waited:.1f} s ({attempts} attempt"
+                f"{url} did not answer 200 in {waited:.1f} s ({attempts} attempt"
                 f"{'s' * (attempts != 1)}, --timeout {a.timeout:g}; last: {shown(last)})"
             )
             print(f"{PROG}: error: {said}", file=sys.stderr)
             return 1
         # The last attempt is made at the deadline, not an interval before it.
         time.sleep(min(a.interval, remaining))
+
+
+def shown_url(raw: str) -> str:
+    """`raw` as an error may show it, read as text (it may not parse): its credentials
+    (``http://user:KEY@host/``) and its query (``?key=KEY``) hidden, the rest escaped. Neither
+    is needed to name the URL, and either may hold a key."""
+    head, sep, _ = raw.partition("?")
+    head = head.partition("#")[0]
+    scheme, slashes, rest = head.partition("://")
+    if slashes:
+        authority, slash, path = rest.partition("/")
+        if "@" in authority:
+            authority = "<redacted>@" + authority.rpartition("@")[2]
+        head = f"{scheme}://{authority}{slash}{path}"
+    return shown(head + ("?<redacted>" if sep else ""))

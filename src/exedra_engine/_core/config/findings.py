@@ -75,18 +75,21 @@ class TableOrigin(Value, frozen=True, kw_only=True, omit_defaults=True):
     kind: str
     binary: str
     """The executor's name (``llama-server``)."""
-    source: Literal["bundled", "binary"]
+    source: Literal["bundled", "binary", "recorded"]
+    """``recorded``: the flags another host's probe recorded in its hardware file."""
     path: str = ""
     """The binary whose help was read ("" for the bundled table)."""
     version: str = ""
     """The binary's version, or the build the bundled table was made from; "" if unknown."""
     note: str = ""
-    """Why the bundled table was used although a binary was named (its help gave no flags...)."""
+    """Why the bundled table was used although a binary was named (its help gave no flags...);
+    for a recorded table, where it was recorded."""
 
     def describe(self) -> str:
         """One line for humans: ``llama-server: /usr/bin/llama-server --help, version b6000``."""
-        if self.source == "binary":
-            return f"{self.binary}: {self.path} --help, version {self.version or 'not stated'}"
+        if self.source != "bundled":
+            said = f"{self.binary}: {self.path} --help, version {self.version or 'not stated'}"
+            return f"{said}, as {self.note}" if self.note else said
         made = f", made from {self.version}" if self.version else ""
         note = f" ({self.note})" if self.note else ""
         return f"{self.binary}: the bundled table{made}{note}"

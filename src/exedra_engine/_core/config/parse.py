@@ -371,13 +371,14 @@ def located_config(text: str, source: str, *, executors: Executors = BUILTIN) ->
     return _from_yaml(text, source, {}, executors)
 
 
-def _from_yaml(
-    text: str, source: str, lines: dict[str, int] | None, executors: Executors
-) -> LocatedConfig:
+def compose_document(text: str, source: str) -> yaml.Node | None:
+    """The node tree of one YAML document (None when it is empty), composed under the node
+    and depth budget with only the core tags resolved; raises `ConfigError` naming
+    `source` and the line. For the other hand-written walks over YAML files (group files)."""
     import yaml
 
     try:
-        node = _compose(text)
+        return _compose(text)
     except _Bad as e:
         raise _error(source, e) from None
     except yaml.MarkedYAMLError as e:
@@ -390,6 +391,12 @@ def _from_yaml(
         ) from None
     except (yaml.YAMLError, ValueError) as e:  # ValueError: a character libyaml refuses
         raise ConfigError(f"{source}: invalid YAML: {_one_line(str(e))}", file=source) from None
+
+
+def _from_yaml(
+    text: str, source: str, lines: dict[str, int] | None, executors: Executors
+) -> LocatedConfig:
+    node = compose_document(text, source)
     if node is None:
         return LocatedConfig(source=source, config=Config())
     try:

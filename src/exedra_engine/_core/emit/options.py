@@ -32,7 +32,8 @@ class EmitOptions(Value, frozen=True, kw_only=True, omit_defaults=True):
     """The host directory that holds every model file; "" = derived (see `Mount`)."""
     namespace: str = ""
     uid: int = 65532
-    """Kubernetes: the numeric user (and group) the pod runs as; never 0 (restricted)."""
+    """Kubernetes and Quadlet: the numeric user (and group) the container runs as; never 0
+    (a restricted pod; a rootful Podman container would otherwise run as the host's root)."""
     gpu_groups: tuple[int, ...] = ()
     """Kubernetes: supplementary groups of the pod (the node's ``render`` gid: AMD and Intel
     device nodes are ``root:render 0660``)."""
@@ -51,6 +52,11 @@ class EmitOptions(Value, frozen=True, kw_only=True, omit_defaults=True):
     """Quadlet: the host address the port is published on ("" = every address)."""
     selinux: Selinux = Selinux.NONE
     """Quadlet: the SELinux label option of the model binds."""
+    real_paths: tuple[tuple[str, str], ...] = ()
+    """(path, where it resolves on this machine) for the plan's paths and their directories
+    that are links (the command line fills it: emitting is pure). A model directory is judged
+    by what it is as well as by its spelling: ``/data/m`` linked to ``/home/alice`` is a
+    home, never mounted whole. Paths not here are judged as spelled."""
 
 
 class Origin(Value, frozen=True, kw_only=True):

@@ -139,6 +139,18 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     ctx_flag: str = ""
     """The context-size flag ("": the executor has none, and `Constraints.ctx` is refused)."""
     threads_flag: str = "--threads"
+    threads_batch_flag: str = ""
+    """The flag for the threads of prompt processing ("": the executor has one thread count)."""
+    cpu_range_flag: str = ""
+    """The flag that pins the executor to a range of CPUs (``lo-hi``; "": it cannot be told)."""
+    cpu_mask_flag: str = ""
+    """The flag that pins it to a set of CPUs given as a hex mask (a set that is no range)."""
+    cpu_strict_flag: str = ""
+    """The flag that makes the pinning strict (one thread a CPU), given ``1`` by a group plan."""
+    resident_estimate: tuple[int, int] = (0, 0)
+    """For an executor whose memory is not estimated from the model's header (empty
+    `memory_flags`): its resident peak as (bytes, per mille of the model file), added to the
+    file's size; (0, 0): not estimated. Measured against the real executor's VmHWM."""
     ui_off_args: tuple[str, ...] = ()
     """Added unless `Constraints.ui`: switch the executor's web UI off."""
     cpu_only_args: tuple[str, ...] = ()

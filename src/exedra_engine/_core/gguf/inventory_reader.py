@@ -40,6 +40,10 @@ if TYPE_CHECKING:
     from returns.result import Result
 
 MAX_TENSORS: Final = 1 << 16
+"""Tensors of one model, every shard of a split set together (a large MoE holds ~2,000)."""
+MAX_SHARDS: Final = 1024
+"""Shards of a split set (gguf-split numbers up to 99,999; a 1 T-parameter model at 50 GB a
+shard needs ~40)."""
 MAX_DIMS: Final = 4
 MAX_BLOCKS: Final = 4096
 _MAX_TENSOR_NAME: Final = 1024
@@ -107,23 +111,35 @@ SWA_PATTERNS: Final[dict[str, tuple[int, bool]]] = freeze(
 
 
 def parse_gguf_inventory(
-    src: BinaryIO, size: int, path: str = ""
+    src: BinaryIO, size: int, path: str = "", *, max_tensors: int = MAX_TENSORS
 ) -> Result[tuple[ModelInventory, int, int], EngineError]:
     """Read the tensor inventory of one GGUF file of `size` bytes: the inventory, and the
     file's ``split.count`` and ``split.no`` (0, 0 for an unsplit model).
 
     Bounded like `parse_gguf_header`, and reads every key/value (the tensor infos follow
-    them) but never the tensor data.
+    them) but never the tensor data. `max_tensors` is what is left of a split set's
+    `MAX_TENSORS` (the shards before used the rest).
     """
-    return as_result(read_gguf_inventory, src, size, path)
+    return as_result(read_gguf_inventory, src, size, path, max_tensors=max_tensors)
+
+
+class UnsizedTensors(NotGGUF):
+    """A header this library reads but whose tensors it cannot size: a ggml type newer than
+    it. The model is planned without a memory plan; every other fault is an error."""
+
+
+class _NewerType(Malformed):
+    pass
 
 
 def read_gguf_inventory(
-    src: BinaryIO, size: int, path: str = ""
+    src: BinaryIO, size: int, path: str = "", *, max_tensors: int = MAX_TENSORS
 ) -> tuple[ModelInventory, int, int]:
     """`parse_gguf_inventory` for the library's own callers: raises `NotGGUF`."""
     try:
-        return _parse_inventory(Cursor(src, size), path)
+        return _parse_inventory(Cursor(src, size), path, max_tensors)
+    except _NewerType as e:
+        raise UnsizedTensors(f"not a GGUF file this library can size: {e}") from None
     except (Truncated, Malformed) as e:
         raise NotGGUF(f"not a GGUF file: {e}") from None
 
@@ -131,11 +147,15 @@ def read_gguf_inventory(
 _Kept = dict[str, "int | tuple[int, ...]"]
 
 
-def _parse_inventory(cur: Cursor, path: str) -> tuple[ModelInventory, int, int]:
+def _parse_inventory(
+    cur: Cursor, path: str, max_tensors: int = MAX_TENSORS
+) -> tuple[ModelInventory, int, int]:
     _, tensor_count, kv_count = preamble(cur)
-    if tensor_count > MAX_TENSORS:
+    if tensor_count > max_tensors:
+        whole = "" if max_tensors == MAX_TENSORS else " with the shards before it"
         raise Malformed(
-            f"tensor count {tensor_count} is more than any model holds (at most {MAX_TENSORS})"
+            f"tensor count {tensor_count}{whole} is more than any model holds (at most "
+            f"{MAX_TENSORS} in all)"
         )
     strings, kept, vocab_tokens = _walk_all(cur, kv_count)
     arch = strings.get("general.architecture")
@@ -258,11 +278,22 @@ def _tensor_infos(cur: Cursor, count: int, alignment: int) -> tuple[TensorInfo, 
     data = -(-cur.offset // alignment) * alignment
     room = cur.size - data
     out = []
+    expected = 0
     for name, ttype, shape, nbytes, offset in raw:
         if offset > room or nbytes > room - offset:
             raise Malformed(
                 f"tensor {name!r} ({nbytes} bytes at {offset}) lies past the file's end"
             )
+        if offset != expected:
+            # ggml's gguf reader requires exactly this layout (gguf_init_from_file_impl:
+            # "tensor ... has offset ..., expected ..."): tensors one after the other, each
+            # padded to the alignment. Overlapping tensors would count the same bytes twice.
+            how = "overlaps the one before" if offset < expected else "leaves a gap"
+            raise Malformed(
+                f"tensor {name!r} is at data offset {offset}, expected {expected}: it {how} "
+                "(tensors lie in order, back to back)"
+            )
+        expected = offset + -(-nbytes // alignment) * alignment
         out.append(TensorInfo(name=name, type=ttype, shape=shape, size=nbytes))
     return tuple(out)
 
@@ -277,7 +308,7 @@ def _tensor_bytes(name: str, shape: tuple[int, ...], ttype: int) -> int:
         elements *= d
     traits = GGML_TYPES.get(ttype)
     if traits is None:
-        raise Malformed(f"tensor {name!r} has unknown ggml type {ttype}")
+        raise _NewerType(f"tensor {name!r} has unknown ggml type {ttype}")
     tname, blk, bsize = traits
     if shape[0] % blk:
         raise Malformed(f"tensor {name!r}: row of {shape[0]} is not whole {tname} blocks")

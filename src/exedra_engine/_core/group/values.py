@@ -6,8 +6,9 @@ each is frozen and JSON-serializable like every other value of the library."""
 
 from __future__ import annotations
 
+from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
+from exedra_engine._core.values import Constraints, LaunchPlan, ModelInfo, ModelSpec
 
 
 class GroupMember(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -27,13 +28,17 @@ class MemberShare(Value, frozen=True, kw_only=True, omit_defaults=True):
     id: str
     port: int
     memory: int = 0
-    """Bytes of host memory the member may hold resident (its plan's resident total fits it)."""
+    """Bytes of host memory the member may hold resident (its plan's resident total fits it);
+    0: not shared (host memory unknown, or the member's model was not read)."""
     device_memory: tuple[int, ...] = ()
     """Bytes of each GPU's memory (in `Hardware.gpus` order) the member may reserve."""
     cpus: tuple[int, ...] = ()
     """The CPU ids the member is pinned to; empty: not pinned."""
     threads: int = 0
     """Threads the member runs with; 0: the executor's default."""
+    resident: int = 0
+    """Bytes of host memory its plan expects it to hold resident at its peak (within
+    `memory`); 0: not estimated (no model header read)."""
 
 
 class GroupPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -59,3 +64,18 @@ class GroupPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
             if share.id == member_id:
                 return plan
         raise KeyError(member_id)
+
+
+class MemberFacts(Value, frozen=True, kw_only=True):
+    """What was read for one member (by `plan_group_on_host`, or by the caller of the pure
+    `plan_group`): the same facts `plan_launch` takes, and the model file's size."""
+
+    model: ModelInfo | None = None
+    """The model's header (None: not read; a dry run plans without it)."""
+    inventory: ModelInventory | None = None
+    """The model's tensor inventory (`read_inventory`): the memory estimate needs it."""
+    side_models: tuple[ModelInventory, ...] = ()
+    """Inventories of the projector and draft model its argv names."""
+    file_size: int = 0
+    """Bytes of the model file (0: unknown): the memory estimate of an executor whose
+    model has no readable header (whisper-server's ggml files)."""

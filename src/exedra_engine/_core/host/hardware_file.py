@@ -8,11 +8,15 @@ as in a plan) and each error names the file and the field, by msgspec's path
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.flags import Row
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.host.machine import Hardware
+from exedra_engine._core.host.measurement_bounds import measurement_problems
 from exedra_engine.errors import HardwareFileError
 
 
@@ -61,27 +65,52 @@ def _check(hw: Hardware, where: str, executors: Executors) -> None:
         elif e.kind in seen:
             problems.append((f"$.executors[{i}].kind", f"{e.kind} is listed twice"))
         seen.add(e.kind)
-    problems.extend(_measurement_problems(hw))
+        problems.extend(_flag_problems(e.flags, f"$.executors[{i}].flags"))
+    problems.extend(_measurement_problems(hw, executors))
     if problems:
         path, what = problems[0]
         raise HardwareFileError(f"{where}: {path}: {what}")
 
 
-def _measurement_problems(hw: Hardware) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
-    for i, m in enumerate(hw.measurements):
-        at = f"$.measurements[{i}]"
-        if not m.model:
-            problems.append((f"{at}.model", "is empty"))
-        if m.ctx < 0:
-            problems.append((f"{at}.ctx", f"{m.ctx} is not a context size"))
-        rows = (
-            (f"{at}.host", m.host),
-            *((f"{at}.devices[{j}]", d) for j, d in enumerate(m.devices)),
-        )
-        for row_at, row in rows:
-            for part in ("model", "context", "compute", "free"):
-                n = getattr(row, part)
-                if n < 0:
-                    problems.append((f"{row_at}.{part}", f"{n} is not a size in bytes"))
-    return problems
+def _measurement_problems(hw: Hardware, executors: Executors) -> list[tuple[str, str]]:
+    measuring = [p for p in executors if p.measure_binary]
+    return [
+        (f"$.measurements[{i}]{field}", what)
+        for i, m in enumerate(hw.measurements)
+        for field, what in measurement_problems(m, measuring)
+    ]
+
+
+MAX_FLAG_ROWS = 2048
+"""Rows a recorded flag table may hold (llama-server lists about 250)."""
+_FLAG_NAME = re.compile(r"-{1,2}[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+_TAKES = re.compile(r"[ -~]{0,2048}")
+
+
+def _flag_problems(rows: tuple[Row, ...], at: str) -> list[tuple[str, str]]:
+    """A recorded flag table is judged by, and names flags in findings: only the shapes the
+    help parser makes, bounded, so that a hostile file cannot print or choke on them."""
+    if len(rows) > MAX_FLAG_ROWS:
+        return [(at, f"{len(rows)} rows: more than {MAX_FLAG_ROWS}, not an executor's flags")]
+    for j, row in enumerate(rows):
+        if what := _row_problem(row):
+            return [(f"{at}[{j}]", what)]
+    return []
+
+
+def _row_problem(row: Row) -> str:
+    names, negations, nargs, env, takes = row
+    if not names or len(names) + len(negations) > 16:
+        return "a row names 1 to 16 flags"
+    bad = next((n for n in (*names, *negations) if not _FLAG_NAME.fullmatch(n)), None)
+    if bad is not None:
+        return f"{bad[:40]!r} is not a flag name"
+    if nargs not in (0, 1, 2):
+        return f"nargs {nargs} is not 0, 1 or 2"
+    bad = next((v for v in env if not _ENV_NAME.fullmatch(v)), None)
+    if bad is not None or len(env) > 8:
+        return f"{(bad or '')[:40]!r} is not a variable name"
+    if not _TAKES.fullmatch(takes):
+        return "its value type is not printable text of up to 2048 characters"
+    return ""

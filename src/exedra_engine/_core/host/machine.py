@@ -5,6 +5,7 @@ by `exedra_engine._core.host.hardware` or read back from a hardware file.
 
 from __future__ import annotations
 
+from exedra_engine._core.executors.flags import Row
 from exedra_engine._core.executors.kinds import KindName
 from exedra_engine._core.struct import Value
 
@@ -84,6 +85,10 @@ class ExecutorInfo(Value, frozen=True, kw_only=True, omit_defaults=True):
     version: str = ""
     """The version the binary states (``0.5.0-dev (build 1, commit 0c1e570)``); "" when it
     states none (whisper-server has no ``--version``) or it was not asked."""
+    flags: tuple[Row, ...] = ()
+    """The flags its own ``--help`` lists, parsed (``probe --json --flags`` records them):
+    a plan made elsewhere from this host's file judges its layers by them, since a dry run
+    never runs a binary a hardware file names. () when not recorded."""
 
     def has_gpu_backend(self) -> bool:
         """Whether any known backend drives a GPU (not cpu, blas or rpc)."""

@@ -78,13 +78,15 @@ def decide_memory(
     draft: ModelInventory | None = None,
     items: Sequence[Item] | None = None,
     settings: MemorySettings | None = None,
+    budget: tuple[int, str] | None = None,
 ) -> MemoryDecision:
     """The plan's memory for its merged argv and env, raising `DoesNotFit` when a setting a
     layer chose cannot fit; an unset context that does not fit becomes the largest that
     does (never below 4096 tokens unless the model's own is smaller), and an unset
     ``--cache-ram`` gets what is left of the budget (at most its default). `items` are
     `args` as the profile's table reads them, and `settings` their `read_settings`, where
-    the caller has them (the merge's)."""
+    the caller has them (the merge's). `budget` replaces the host's usable memory and its
+    explanation (`usable_host`): a group member's share (`exedra_engine._core.group`)."""
     return _Decider(
         inventory,
         args,
@@ -94,6 +96,7 @@ def decide_memory(
         sides=(mmproj, draft),
         items=items,
         settings=settings,
+        budget=budget,
     ).run()
 
 
@@ -109,6 +112,7 @@ class _Decider:
         sides: tuple[ModelInventory | None, ModelInventory | None],
         items: Sequence[Item] | None = None,
         settings: MemorySettings | None = None,
+        budget: tuple[int, str] | None = None,
     ) -> None:
         self.inv, self.args, self.env, self.hw, self.p, self.sides = (
             inv,
@@ -124,7 +128,7 @@ class _Decider:
         )
         # Every estimate places the same weights: by layer once (needed with devices only).
         self.by_layer = bytes_by_layer(inv) if device_names(hw, profile.kind) else None
-        self.usable, self.how = usable_host(hw)
+        self.usable, self.how = budget if budget is not None else usable_host(hw)
         self.fixed_ctx = "ctx" in self.s.explicit and self.s.ctx > 0
         self.fixed_cache = "cache_ram" in self.s.explicit
         self.judge_devices = bool(fitter_off(self.s))

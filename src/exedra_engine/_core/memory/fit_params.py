@@ -15,19 +15,25 @@ from exedra_engine._core.executors.flags import FlagTable, Item
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.host.machine import FitMeasurement as FitMeasurement  # noqa: PLC0414
 from exedra_engine._core.host.machine import FitRow as FitRow  # noqa: PLC0414
-from exedra_engine.errors import MeasureError
+from exedra_engine._core.host.measurement_bounds import (
+    DEVICE_NAME,
+    MAX_BYTES,
+    MAX_CTX,
+    MAX_ROWS,
+)
+from exedra_engine.errors import MeasureError, PlanError
 
 MiB = 1 << 20
 
 
-MAX_ROWS = 64
-"""More rows than this is not llama-fit-params' output (it prints one per device + Host)."""
-_ROW = re.compile(r"(\S{1,64}) (\d{1,12}) (\d{1,12}) (\d{1,12})")
+_ROW = re.compile(rf"({DEVICE_NAME}) ([0-9]{{1,12}}) ([0-9]{{1,12}}) ([0-9]{{1,12}})")
 # llama.cpp src/llama.cpp: "using device CUDA0 (NVIDIA ...) (0000:01:00.0) - 23000 MiB free"
-_DEVICE_FREE = re.compile(r"using device (\S{1,64}) \(.*\) - (\d{1,12}) MiB free\s*$", re.M)
+_DEVICE_FREE = re.compile(
+    rf"using device ({DEVICE_NAME}) \(.*\) - ([0-9]{{1,12}}) MiB free[ \t\r]*$", re.M | re.A
+)
 # llama.cpp src/llama-context.cpp: "llama_context: n_ctx         = 4096", after the log's
 # timestamp and level ("0.00.141.596 D ")
-_N_CTX = re.compile(r"(?:^|\s)llama_context: n_ctx\s+= (\d{1,12})\s*$", re.M)
+_N_CTX = re.compile(r"(?:^|[ \t])llama_context: n_ctx[ \t]+= ([0-9]{1,12})[ \t\r]*$", re.M | re.A)
 
 
 def rows_from_print(stdout: str) -> tuple[tuple[FitRow, ...], FitRow]:
@@ -36,15 +42,15 @@ def rows_from_print(stdout: str) -> tuple[tuple[FitRow, ...], FitRow]:
     whole MiB (rounded down by the engine). Raises `MeasureError` for anything else."""
     devices: list[FitRow] = []
     host: FitRow | None = None
-    for n, line in enumerate(stdout.splitlines(), 1):
-        text = line.strip()
+    for n, line in enumerate(stdout.split("\n"), 1):
+        text = line.strip(" \t\r")
         if not text:
             continue
         m = _ROW.fullmatch(text)
         if m is None:
             raise MeasureError(
                 f"llama-fit-params printed {text[:80]!r} (line {n}), "
-                "not 'DEVICE model context compute' in MiB"
+                "not 'DEVICE model context compute' in MiB (ASCII digits)"
             )
         if host is not None:
             raise MeasureError(f"llama-fit-params printed a row after the Host row (line {n})")
@@ -56,8 +62,12 @@ def rows_from_print(stdout: str) -> tuple[tuple[FitRow, ...], FitRow]:
             context=int(m.group(3)) * MiB,
             compute=int(m.group(4)) * MiB,
         )
+        if any(part > MAX_BYTES for part in (row.model, row.context, row.compute)):
+            raise MeasureError(f"llama-fit-params printed {text[:80]!r} (line {n}): past 1 PiB")
         if row.name == "Host":
             host = row
+        elif any(d.name == row.name for d in devices):
+            raise MeasureError(f"llama-fit-params printed device {row.name} twice (line {n})")
         else:
             devices.append(row)
     if host is None:
@@ -75,7 +85,12 @@ def ctx_from_log(log: str) -> int | None:
     """The context the engine sized its KV cache for (``llama_context: n_ctx = N``), or None
     when the log does not say (it is printed at debug verbosity)."""
     m = _N_CTX.search(log)
-    return int(m.group(1)) if m else None
+    if m is None:
+        return None
+    n = int(m.group(1))
+    if not 0 < n <= MAX_CTX:
+        raise MeasureError(f"llama-fit-params' log says n_ctx = {n}: not a context size")
+    return n
 
 
 def measurement_from(
@@ -255,7 +270,16 @@ def measurement_for(
     if not measurements:
         return None
     wanted = _order_free(profile, memory_settings(profile, args, env, items=items))
-    same = [m for m in measurements if _order_free(profile, m.settings) == wanted]
+    same = []
+    for i, m in enumerate(measurements):
+        try:
+            settings = _order_free(profile, m.settings)
+        except PlanError as e:
+            # A file's measurements were checked when it was read; a value built in code
+            # is named by its place, so that it is not every plan's anonymous failure.
+            raise PlanError(f"hardware measurements[{i}] ({m.model}): settings: {e}") from None
+        if settings == wanted:
+            same.append(m)
     base = _basename(model)
     for m in reversed(same):
         if m.model == model:

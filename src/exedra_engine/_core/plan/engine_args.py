@@ -74,9 +74,11 @@ def plan_layers(
     cpu_only: bool,
     *,
     memory_args: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (),
 ) -> list[Layer]:
     """The layers of a plan for `spec`, lowest first: run_args, the engine's own flags (and
-    the API key's variable), the caller's, and the override sections that reach `spec`."""
+    the API key's variable), the caller's, and the override sections that reach `spec`.
+    `extra` ends the engine's flags (a group member's threads and CPU set)."""
     o = c.overrides
     extra_env = env_items(c.extra_env, "caller env")
     engine_env = ((profile.key_env, c.api_key),) if c.api_key else ()
@@ -85,7 +87,7 @@ def plan_layers(
         Layer(
             name=_NAMES[RANK_ENGINE],
             rank=RANK_ENGINE,
-            args=engine_args(profile, spec, c, port, cpu_only, memory_args=memory_args),
+            args=engine_args(profile, spec, c, port, cpu_only, memory_args=memory_args) + extra,
             env=engine_env,
         ),
         Layer(name=_NAMES[RANK_CALLER], rank=RANK_CALLER, args=c.extra_args, env=extra_env),

@@ -101,12 +101,14 @@ def plan_launch(
     `side_models` are the inventories of the projector and draft model the argv names.
     `executors` are the executors the spec's kind is looked up in.
     """
-    facts = _Facts(model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models)
+    facts = PlanFacts(
+        model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models
+    )
     return as_result(_plan_only, spec, hw, constraints, facts, executors)
 
 
 def _plan_only(
-    spec: ModelSpec, hw: Hardware | None, c: Constraints, facts: _Facts, executors: Executors
+    spec: ModelSpec, hw: Hardware | None, c: Constraints, facts: PlanFacts, executors: Executors
 ) -> LaunchPlan:
     # One Result, not a second one from `.map` (each costs ~0.4 us).
     profile = executors.profile(spec.kind)
@@ -168,7 +170,9 @@ def explain_plan(
     `EngineError` instead of returning it. `profile` is the spec's kind's in `executors`,
     where the caller has looked it up already."""
     judge = (flags, tuple(config_files))
-    facts = _Facts(model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models)
+    facts = PlanFacts(
+        model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models
+    )
     return _plan(
         spec,
         hw,
@@ -181,13 +185,44 @@ def explain_plan(
     )
 
 
-class _Facts(Value, frozen=True, kw_only=True):
-    """What the shell gathered for a plan."""
+class PlanFacts(Value, frozen=True, kw_only=True):
+    """What the shell gathered for a plan, and what a group plan decided for a member."""
 
     model: ModelInfo | None
     ports_in_use: Set[int]
     inventory: ModelInventory | None = None
     sides: tuple[ModelInventory, ...] = ()
+    budget: tuple[int, str] | None = None
+    """The host memory the plan may fill and how it was found (default: `usable_host`)."""
+    engine_extra: tuple[str, ...] = ()
+    """Flags added at the end of the engine layer (a group member's threads and CPU set)."""
+
+
+def plan_facts(
+    spec: ModelSpec,
+    hw: Hardware | None,
+    constraints: Constraints,
+    facts: PlanFacts,
+    *,
+    explain: bool = False,
+    flags: FlagTable | None = None,
+    config_files: Sequence[LocatedConfig] = (),
+    executors: Executors = BUILTIN,
+) -> Explained:
+    """The raising planner from gathered facts (the group planner's entry): `Explained`
+    with provenance and findings (judged as `explain_launch` does) only when `explain`."""
+    judge = (flags, tuple(config_files)) if explain else None
+    profile = executors.profile(spec.kind)
+    return _plan(
+        spec,
+        hw,
+        constraints,
+        facts,
+        explain=explain,
+        judge=judge,
+        executors=executors,
+        profile=profile,
+    )
 
 
 # Inside the planner, failures are raised and turned into values once, at the public boundary
@@ -196,7 +231,7 @@ def _plan(
     spec: ModelSpec,
     hw: Hardware | None,
     constraints: Constraints,
-    facts: _Facts,
+    facts: PlanFacts,
     *,
     explain: bool,
     judge: tuple[FlagTable | None, tuple[LocatedConfig, ...]] | None = None,
@@ -211,12 +246,14 @@ def _plan(
     check_request(profile, spec, constraints, model)
     engine_port = choose_port(constraints, ports_in_use)
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
-    layers = plan_layers(profile, spec, constraints, engine_port, cpu_only)
+    layers = plan_layers(
+        profile, spec, constraints, engine_port, cpu_only, extra=facts.engine_extra
+    )
     # One merge: the memory plan reads it, and what it adds (settings no layer set) joins it.
     m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
     memory = _memory(profile, hw, m, facts)
     if memory is not None and memory.engine_args:
-        m = with_memory_args(m, profile, layers, memory.engine_args)
+        m = with_memory_args(m, profile, layers, memory.engine_args, after=len(facts.engine_extra))
     r = resolve_merged(profile, m.args, m.settings, m.env_map)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
@@ -269,7 +306,7 @@ def _explained(
 
 
 def _memory(
-    profile: ExecutorProfile, hw: Hardware, m: Merged, facts: _Facts
+    profile: ExecutorProfile, hw: Hardware, m: Merged, facts: PlanFacts
 ) -> MemoryDecision | None:
     """The plan's memory, when the profile says how to read it and the header was read."""
     inv = facts.inventory
@@ -287,6 +324,7 @@ def _memory(
         draft=by_path.get(s.draft) if s.draft else None,
         items=m.items,
         settings=s,
+        budget=facts.budget,
     )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from exedra_engine._core.emit.formats.readback import argv_problems, get, is_port, port_of
 from exedra_engine._core.emit.limits import bytes_of
-from exedra_engine._core.emit.mounts import SYSTEM_TOP
+from exedra_engine._core.emit.mounts import mount_problem
 from exedra_engine._core.emit.names import DNS1035, DNS1123, QUALIFIED, SUBDOMAIN
 from exedra_engine._core.emit.ready import expected_ready
 from exedra_engine._core.executors.profile import ExecutorProfile
@@ -150,8 +150,9 @@ def _volume_problems(volumes: list[Any]) -> list[str]:
         if not isinstance(v, dict):
             continue
         path = get(v, "hostPath", "path")
-        if path is not None and str(path).rstrip("/") in {*SYSTEM_TOP, ""}:
-            out.append(f"volume {v.get('name')} mounts the node's {path}: a whole system tree")
+        is_file = get(v, "hostPath", "type") == "File"
+        if path is not None and (problem := mount_problem(str(path), is_file=is_file)):
+            out.append(f"volume {v.get('name')} mounts {problem}")
         claim = get(v, "persistentVolumeClaim", "claimName")
         if claim is not None and (len(str(claim)) > 253 or not SUBDOMAIN.fullmatch(str(claim))):
             out.append(f"volume {v.get('name')}: claim {claim!r} is not a DNS subdomain")

@@ -24,7 +24,7 @@ from exedra_engine._core.emit.formats.ini import (
 )
 from exedra_engine._core.emit.formats.readback import argv_problems, env_words, url_problems, words
 from exedra_engine._core.emit.formats.systemd import RESTART_DELAY, memory_problems
-from exedra_engine._core.emit.mounts import SYSTEM_TOP
+from exedra_engine._core.emit.mounts import mount_problem
 from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.emit.shape import Shape
 from exedra_engine._core.executors.profile import ExecutorProfile
@@ -129,11 +129,14 @@ def _container(s: Shape, options: EmitOptions, origins: list[Origin]) -> list[tu
         ("Image", _q(s.image)),
         ("Entrypoint", _q(s.image_command)),
         ("Exec", " ".join(exec_word(a) for a in args)),
+        ("User", str(options.uid)),
+        ("Group", str(options.uid)),
     ]
     container += [("Environment", env_assignment(n, v, dollar=True)) for n, v in env]
     container += _volumes(s, options, origins)
     if s.keyed:
-        secret = f"{s.secret},type=mount,target={key_path(s)},mode=0400"
+        owner = f"uid={options.uid},gid={options.uid}"
+        secret = f"{s.secret},type=mount,target={key_path(s)},{owner},mode=0400"
         container.append(("Secret", _q(secret)))
         origins.append(_why("Container.Secret", secret, "the key as a file, never in the env"))
     publish = f"{options.publish_address}:" if options.publish_address else ""
@@ -155,6 +158,14 @@ def _container(s: Shape, options: EmitOptions, origins: list[Origin]) -> list[tu
         _why("Container.ContainerName", s.name, "see name"),
         _why("Container.Image", s.image, "see image"),
         _why("Container.Entrypoint", s.image_command, "see command"),
+        _why(
+            "Container.User",
+            str(options.uid),
+            "never root: a rootful Podman's root in the container is the host's "
+            + ("(--uid)" if options.uid != EmitOptions().uid else "(65532, as for Kubernetes)"),
+            "option" if options.uid != EmitOptions().uid else "default",
+        ),
+        _why("Container.Group", str(options.uid), "see Container.User"),
         _why(
             "Container.Exec",
             f"{len(args)} words",
@@ -293,6 +304,7 @@ def check_quadlet(plan: LaunchPlan, text: str, p: ExecutorProfile) -> list[str]:
     except ValueError as e:
         return [f"Exec= or Environment= does not parse: {e}"]
     out = _quadlet_values(s)
+    out += _user_problems(ini.setting(s, "Container", "User"))
     problems, key_dirs = _secret_problems(ini.setting(s, "Container", "Secret"))
     out += problems
     out += argv_problems(p, plan, argv, [*p.image_env, *env], key_dirs)
@@ -307,6 +319,15 @@ def check_quadlet(plan: LaunchPlan, text: str, p: ExecutorProfile) -> list[str]:
     if not ini.setting(s, "Service", "TimeoutStartSec"):
         out.append("no TimeoutStartSec=: systemd's 90 s default would kill a long load")
     return out + memory_problems(plan, ini.setting(s, "Container", "Memory"), "Memory=")
+
+
+def _user_problems(users: list[str]) -> list[str]:
+    user = users[-1].split(":", 1)[0] if users else ""
+    if not user:
+        return ["no User=: the container runs as root (the host's root under a rootful Podman)"]
+    if user in ("0", "root"):
+        return [f"User={users[-1]}: the container runs as root"]
+    return []
 
 
 def _secret_problems(values: list[str]) -> tuple[list[str], list[str]]:
@@ -345,8 +366,8 @@ def _quadlet_values(s: Mapping[str, list[tuple[str, str]]]) -> list[str]:
             continue
         if key == "Volume":
             source = ini.expand_dollars(value).split(":", 1)[0]
-            if source.rstrip("/") in {*SYSTEM_TOP, ""}:
-                out.append(f"Volume= mounts the host's {source}: a whole system tree")
+            if problem := mount_problem(source):
+                out.append(f"Volume= mounts {problem}")
         if key == "PublishPort":
             out += _publish_problems(ini.expand_dollars(value))
     return out

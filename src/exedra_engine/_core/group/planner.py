@@ -1,0 +1,451 @@
+"""The pure group planner: several executors on one host, planned together. No I/O.
+
+`plan_group` plans each member as `plan_launch` does, within the shares it decides:
+- memory (`exedra_engine._core.group.memory`): the members' resident totals sum within the
+  budget a single plan uses, less what running executors hold; each member's automatic
+  context and ``--cache-ram`` are sized within its share; a group whose floors do not fit
+  is refused (`DoesNotFit`) naming each member and its size. Device memory is shared the
+  same way, by what each member's plan reserves on each device;
+- CPUs (`exedra_engine._core.group.cpus`): disjoint CPU sets and threads by weight, added to
+  each member's engine layer (so an admin override still wins);
+- ports: distinct, from the port base, in member order, skipping ports in use and the
+  members' explicit ports.
+
+A group of one is planned exactly as `plan_launch` plans its member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence, Set
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from exedra_engine._core.config.parse import LocatedConfig
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.group.cpus import CpuShare, cpu_set_text, partition_cpus, pinning_args
+from exedra_engine._core.group.memory import (
+    Running,
+    device_shares,
+    floor_memory,
+    group_budget,
+    split_budget,
+    whisper_resident,
+)
+from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
+from exedra_engine._core.memory.explain import size_text
+from exedra_engine._core.memory.settings import fitter_off, read_settings
+from exedra_engine._core.outcome import as_result
+from exedra_engine._core.plan.planner import Explained, PlanFacts, plan_facts
+from exedra_engine._core.plan.ports import next_free_port
+from exedra_engine._core.struct import Value
+from exedra_engine._core.values import Constraints, Hardware, LaunchPlan
+from exedra_engine.constants import DEFAULT_PORT_BASE
+from exedra_engine.errors import DoesNotFit, EngineError, NoHardware, PlanError, PortInUse
+
+if TYPE_CHECKING:
+    from returns.result import Result
+
+
+class GroupExplained(Value, frozen=True, kw_only=True):
+    """A group plan, each member's `Explained` (provenance, findings, memory arithmetic) in
+    member order, and each share and why, for ``plan --group --explain``."""
+
+    plan: GroupPlan
+    members: tuple[Explained, ...]
+    shares: tuple[str, ...] = ()
+
+
+def plan_group(
+    members: Sequence[GroupMember],
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    *,
+    facts: Sequence[MemberFacts] = (),
+    ports_in_use: Set[int] = frozenset(),
+    cpus: Sequence[int] | None = None,
+    running: Sequence[Running] = (),
+    executors: Executors = BUILTIN,
+) -> Result[GroupPlan, EngineError]:
+    """Plan several executors on one host from facts alone. Deterministic: equal inputs
+    give a byte-identical group plan.
+
+    `constraints` are the group's: each member's own constraints win where they set a
+    field (zero means unset); `extra_args`/`extra_env` are the group's then the member's;
+    the group's API key goes to the members whose executor takes one. `facts[i]` is what
+    was read of member i's model (`MemberFacts`; default: nothing, a dry run).
+    `ports_in_use` are skipped. `cpus` are the CPU ids the group may run on (the process's
+    affinity); None: ``0..CPU.threads-1``, said in the notes. `running` are executors
+    already running that the group joins (their plans or `Instance.actual`): what they hold
+    is taken out of the budget, and their ports are skipped.
+    """
+    return as_result(
+        explain_group_plan,
+        members,
+        hw,
+        constraints,
+        facts=facts,
+        ports_in_use=ports_in_use,
+        cpus=cpus,
+        running=running,
+        executors=executors,
+        explain=False,
+    ).map(lambda e: e.plan)
+
+
+def explain_group(
+    members: Sequence[GroupMember],
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    *,
+    facts: Sequence[MemberFacts] = (),
+    ports_in_use: Set[int] = frozenset(),
+    cpus: Sequence[int] | None = None,
+    running: Sequence[Running] = (),
+    flags: dict[str, FlagTable] | None = None,
+    config_files: Sequence[LocatedConfig] = (),
+    executors: Executors = BUILTIN,
+) -> Result[GroupExplained, EngineError]:
+    """`plan_group`, with each member's `Explained` and each share and why. `flags` are
+    the flag tables the members' layers are judged by, by kind (default: the profiles'),
+    `config_files` the override files their constraints were merged from."""
+    return as_result(
+        explain_group_plan,
+        members,
+        hw,
+        constraints,
+        facts=facts,
+        ports_in_use=ports_in_use,
+        cpus=cpus,
+        running=running,
+        flags=flags,
+        config_files=config_files,
+        executors=executors,
+    )
+
+
+class _Member:
+    """One member while it is planned."""
+
+    def __init__(self, m: GroupMember, c: Constraints, f: MemberFacts, p: ExecutorProfile) -> None:
+        self.m, self.c, self.f, self.p = m, c, f, p
+        self.cpu: CpuShare | None = None
+        self.extra: tuple[str, ...] = ()
+        self.in_use: frozenset[int] = frozenset()
+        self.floor = self.want = 0
+        self.why = ""
+
+    @property
+    def id(self) -> str:
+        return self.m.spec.id
+
+
+def explain_group_plan(
+    members: Sequence[GroupMember],
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    *,
+    facts: Sequence[MemberFacts] = (),
+    ports_in_use: Set[int] = frozenset(),
+    cpus: Sequence[int] | None = None,
+    running: Sequence[Running] = (),
+    flags: dict[str, FlagTable] | None = None,
+    config_files: Sequence[LocatedConfig] = (),
+    executors: Executors = BUILTIN,
+    explain: bool = True,
+) -> GroupExplained:
+    """`explain_group`, raising its `EngineError` (for the shells)."""
+    if hw is None:
+        raise NoHardware("hardware snapshot is None: call probe() first")
+    _check_members(members)
+    if facts and len(facts) != len(members):
+        raise PlanError(f"{len(facts)} member facts for {len(members)} members")
+    notes: list[str] = []
+    ms = [
+        _Member(
+            m, _constraints(constraints, m, executors, notes), f, executors.profile(m.spec.kind)
+        )
+        for m, f in zip(members, facts or [MemberFacts()] * len(members), strict=True)
+    ]
+    _share_cpus(ms, hw, cpus, notes)
+    _reserve_ports(ms, ports_in_use, running)
+    profiles = {p.kind: p for p in executors}
+    budget, how, dev_held = group_budget(hw, running, profiles)
+    solo = len(ms) == 1 and not running
+
+    def planned(x: _Member, share: tuple[int, str] | None, *, full: bool) -> Explained:
+        pf = PlanFacts(
+            model=x.f.model,
+            ports_in_use=x.in_use,
+            inventory=x.f.inventory,
+            sides=x.f.side_models,
+            budget=share,
+            engine_extra=x.extra,
+        )
+        try:
+            return plan_facts(
+                x.m.spec,
+                hw,
+                x.c,
+                pf,
+                explain=full and explain,
+                flags=(flags or {}).get(x.m.spec.kind),
+                config_files=config_files,
+                executors=executors,
+            )
+        except EngineError as e:
+            if solo:
+                raise  # a group of one fails as `plan_launch` fails
+            raise _named(e, x.id) from e
+
+    whole = None if budget is None else (budget, how)
+    for x in ms:
+        _want_and_floor(x, hw, planned(x, whole, full=False))
+    if solo and budget is not None:
+        # As `plan_launch` judges it: a llama plan that cannot fit was refused above; an
+        # executor judged by its file's estimate alone is planned, and told.
+        shares: tuple[int, ...] = (budget,)
+        if ms[0].floor > budget:
+            notes.append(
+                f"{ms[0].id}: its estimate, {size_text(ms[0].floor)}, is above the "
+                f"{size_text(budget)} usable ({how})"
+            )
+    else:
+        shares = _memory_shares(ms, budget, how)
+    out: list[Explained] = []
+    for x, share in zip(ms, shares, strict=True):
+        mine = whole if solo or budget is None else (share, _share_how(x, budget, how))
+        # The ports the members before it really listen on (a layer may have moved one).
+        x.in_use = x.in_use | {e.plan.port for e in out}
+        out.append(planned(x, mine, full=True))
+    _check_ports(ms, out)
+    plans = tuple(e.plan for e in out)
+    judged = [
+        not solo and p.memory is not None and bool(fitter_off(read_settings(x.p, p.args, p.env)))
+        for x, p in zip(ms, plans, strict=True)
+    ]
+    dev_budgets, dev_shares, said = device_shares(
+        [x.id for x in ms], plans, hw, dev_held, judged=judged
+    )
+    notes.extend(said)
+    member_shares = tuple(
+        MemberShare(
+            id=x.id,
+            port=p.port,
+            memory=share,
+            device_memory=dev_shares[i],
+            cpus=x.cpu.cpus if x.cpu is not None else (),
+            threads=x.cpu.threads if x.cpu is not None else 0,
+            resident=_resident(x, p),
+        )
+        for i, (x, p, share) in enumerate(zip(ms, plans, shares, strict=True))
+    )
+    if budget is None:
+        notes.append(f"memory not shared: {how}")
+    group = GroupPlan(
+        plans=plans,
+        shares=member_shares,
+        budget=budget or 0,
+        device_budgets=dev_budgets,
+        notes=tuple(notes),
+    )
+    lines = _share_lines(ms, group, how) if explain else ()
+    return GroupExplained(plan=group, members=tuple(out), shares=lines)
+
+
+def _named(e: EngineError, member_id: str) -> EngineError:
+    """`e`, of its own class, with the member it was raised for named first."""
+    try:
+        return type(e)(f"member {member_id}: {e}")
+    except TypeError:  # a class whose constructor takes more than a message
+        return e
+
+
+def _check_members(members: Sequence[GroupMember]) -> None:
+    if not members:
+        raise PlanError("a group needs at least one member")
+    seen: set[str] = set()
+    for i, m in enumerate(members):
+        if not m.spec.id:
+            raise PlanError(f"members[{i}]: the member has no id (ModelSpec.id names it)")
+        if m.spec.id in seen:
+            raise PlanError(f"members[{i}] ({m.spec.id}): the id is used by an earlier member")
+        seen.add(m.spec.id)
+        if m.weight < 1:
+            raise PlanError(f"members[{i}] ({m.spec.id}): weight {m.weight} is below 1")
+
+
+def _constraints(
+    g: Constraints, m: GroupMember, executors: Executors, notes: list[str]
+) -> Constraints:
+    """The member's constraints over the group's: a field the member sets wins."""
+    c = m.constraints
+    if g == Constraints():
+        return c
+    key = c.api_key or g.api_key
+    if key and not c.api_key and not executors.profile(m.spec.kind).has_api_key:
+        key = ""
+        notes.append(
+            f"{m.spec.id}: {executors.profile(m.spec.kind).binary} has no API key option: "
+            "the group's API key is not applied to it (put an authenticating proxy in front)"
+        )
+    return Constraints(
+        host=c.host or g.host,
+        ctx=c.ctx or g.ctx,
+        threads=c.threads or g.threads,
+        port=c.port,
+        port_base=c.port_base or g.port_base,
+        api_key=key,
+        api_key_env=c.api_key_env or (g.api_key_env if key else ""),
+        no_gpu=c.no_gpu or g.no_gpu,
+        ui=c.ui or g.ui,
+        overrides=c.overrides if c.overrides is not None else g.overrides,
+        extra_args=(*g.extra_args, *c.extra_args),
+        extra_env=(*g.extra_env, *c.extra_env),
+    )
+
+
+def _share_cpus(
+    ms: list[_Member], hw: Hardware, cpus: Sequence[int] | None, notes: list[str]
+) -> None:
+    if len(ms) < 2:
+        return  # a lone executor already has every core: planned as `plan_launch` plans it
+    if cpus is None:
+        ids: tuple[int, ...] = tuple(range(max(hw.cpu.threads, 1)))
+        notes.append(
+            f"CPU ids not known (a hardware file gives a count only): assumed 0-{len(ids) - 1}"
+        )
+    else:
+        ids = tuple(sorted(set(cpus)))
+    shares, said = partition_cpus(ids, hw.cpu.threads or len(ids), [x.m.weight for x in ms])
+    notes.extend(said)
+    for x, share in zip(ms, shares, strict=True):
+        x.cpu = share
+        own = x.c.threads > 0
+        if not own and x.p.threads_flag:
+            x.c = msgspec.structs.replace(x.c, threads=share.threads)
+        x.extra = pinning_args(x.p, share, threads_set=own)
+        if own:
+            x.cpu = CpuShare(cpus=share.cpus, threads=x.c.threads)
+            if x.c.threads > len(share.cpus):
+                notes.append(
+                    f"{x.id}: its own {x.c.threads} threads run on {len(share.cpus)} "
+                    f"CPU{'s' if len(share.cpus) > 1 else ''} ({cpu_set_text(share.cpus)}): "
+                    "more threads than CPUs slow it down"
+                )
+
+
+def _reserve_ports(ms: list[_Member], in_use: Set[int], running: Sequence[Running]) -> None:
+    """Each member's ports in use: the host's, the running plans', every member's explicit
+    port but its own, and the ports the members before it were given."""
+    taken = set(in_use) | {r.port for r in running if isinstance(r, LaunchPlan)}
+    explicit: dict[int, str] = {}
+    for x in ms:
+        if x.c.port:
+            if x.c.port in explicit:
+                raise PortInUse(
+                    f"members {explicit[x.c.port]} and {x.id} both ask for port {x.c.port}"
+                )
+            explicit[x.c.port] = x.id
+    for x in ms:
+        others = {p for p, who in explicit.items() if who != x.id}
+        x.in_use = frozenset(taken | others)
+        if not x.c.port:
+            port = next_free_port(x.c.port_base or DEFAULT_PORT_BASE, x.in_use)
+            if port is not None:
+                taken.add(port)
+
+
+def _want_and_floor(x: _Member, hw: Hardware, alone: Explained) -> None:
+    """The member's want (its plan on the whole budget) and floor (`floor_memory`)."""
+    p, f = x.p, x.f
+    mem = alone.plan.memory
+    if mem is not None and f.inventory is not None:
+        x.want = mem.host.total
+        bare = plan_facts(
+            x.m.spec,
+            hw,
+            x.c,
+            PlanFacts(model=f.model, ports_in_use=x.in_use, engine_extra=x.extra),
+        ).plan
+        x.floor = floor_memory(
+            p, hw, f.inventory, sides=f.side_models, args=bare.args, env=bare.env
+        ).host.total
+        x.why = "llama"
+        return
+    size = f.file_size or (f.model.size if f.model is not None else 0)
+    x.want = x.floor = whisper_resident(p, size)
+    x.why = "file" if x.want else "unknown"
+
+
+def _memory_shares(ms: list[_Member], budget: int | None, how: str) -> tuple[int, ...]:
+    if budget is None:
+        return tuple(0 for _ in ms)
+    floors = [x.floor for x in ms]
+    if sum(floors) > budget:
+        named = sorted(ms, key=lambda x: (-x.floor, x.id))
+        each = ", ".join(f"{x.id} {size_text(x.floor)}" for x in named if x.floor)
+        raise DoesNotFit(
+            f"the group needs at least {size_text(sum(floors))} of host memory but "
+            f"{size_text(budget)} usable ({how}): {each} (each at its smallest context, "
+            "without a prompt cache); plan fewer members or smaller models"
+        )
+    return split_budget(budget, floors, [x.want for x in ms])
+
+
+def _share_how(x: _Member, budget: int, how: str) -> str:
+    return f"{x.id}'s share of the group's {size_text(budget)}: {how}"
+
+
+def _check_ports(ms: list[_Member], out: list[Explained]) -> None:
+    seen: dict[int, str] = {}
+    for x, e in zip(ms, out, strict=True):
+        port = e.plan.port
+        if port in seen:
+            raise PortInUse(
+                f"members {seen[port]} and {x.id} would both listen on port {port} "
+                "(a layer sets it): give one another port"
+            )
+        seen[port] = x.id
+
+
+def _resident(x: _Member, p: LaunchPlan) -> int:
+    if p.memory is not None:
+        return p.memory.host.total
+    return x.want if x.why == "file" else 0
+
+
+def _share_lines(ms: list[_Member], g: GroupPlan, how: str) -> tuple[str, ...]:
+    """Each share and why, one line a decision."""
+    lines: list[str] = []
+    if g.budget:
+        lines.append(f"host memory: {size_text(g.budget)} shared ({how})")
+    for x, s in zip(ms, g.shares, strict=True):
+        if x.why == "llama":
+            mem = (
+                f"memory {size_text(s.memory)}: at least {size_text(x.floor)} (smallest "
+                f"context, no prompt cache), {size_text(x.want)} alone on the budget; "
+                f"planned resident {size_text(s.resident)}"
+            )
+        elif x.why == "file":
+            fixed, pm = x.p.resident_estimate
+            mem = (
+                f"memory {size_text(s.memory)}: {x.p.binary}'s estimate, the model file + "
+                f"{size_text(fixed)} + {pm / 10:g}% of the file = {size_text(s.resident)} "
+                "(measured against its peak)"
+            )
+        else:
+            mem = "memory not estimated (the model was not read): no share"
+        lines.append(f"{x.id}: {mem}")
+        for j, d in enumerate(s.device_memory):
+            if d:
+                lines.append(f"{x.id}: GPU {j}: {size_text(d)} (what its plan reserves there)")
+        if s.cpus:
+            lines.append(
+                f"{x.id}: CPUs {cpu_set_text(s.cpus)}, {s.threads} thread"
+                f"{'s' if s.threads > 1 else ''} (weight {x.m.weight})"
+            )
+        lines.append(f"{x.id}: port {s.port}")
+    return tuple(lines)

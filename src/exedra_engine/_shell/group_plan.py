@@ -1,0 +1,182 @@
+"""`plan_group_on_host` and `load_group`: the shells of the group planner. They gather what
+the pure `plan_group` takes as arguments (each member's model header, tensor inventory and
+file size, the ports in use, the CPUs this process may run on) and read group files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from exedra_engine._core.config.parse import LocatedConfig
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.group.file import GroupFile, parse_group_file
+from exedra_engine._core.group.memory import Running
+from exedra_engine._core.group.planner import GroupExplained, explain_group_plan
+from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts
+from exedra_engine._core.outcome import as_result
+from exedra_engine._core.struct import Value
+from exedra_engine._core.values import Constraints, Hardware
+from exedra_engine._shell.host import LocalHost
+from exedra_engine._shell.plan import (
+    _sized,
+    file_size,
+    model_inventory,
+    read_ports_in_use,
+    side_inventories,
+)
+from exedra_engine._shell.ports import HostFiles
+from exedra_engine.errors import ConfigError, EngineError, PlanError
+
+if TYPE_CHECKING:
+    from returns.result import Result
+
+
+class GroupRequest(Value, frozen=True, kw_only=True):
+    """What a group plan is made from, named (as `PlanRequest` is for one plan)."""
+
+    members: tuple[GroupMember, ...]
+    hardware: Hardware | None
+    constraints: Constraints = Constraints()
+    config_files: tuple[LocatedConfig, ...] = ()
+    check_ports: bool = True
+    """Without it the group is planned as if every port were free (for another machine)."""
+    this_host: bool = True
+    """The hardware is this machine's: the CPU ids are this process's affinity. False (a
+    hardware file): ``0..threads-1``."""
+    running: tuple[Running, ...] = ()
+    executors: Executors = BUILTIN
+
+
+def plan_group_on_host(
+    members: Sequence[GroupMember],
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    *,
+    running: Sequence[Running] = (),
+    check_ports: bool = True,
+    executors: Executors = BUILTIN,
+) -> Result[GroupPlan, EngineError]:
+    """Plan a group on this machine: read each member's model header and size, the ports
+    in use and this process's CPUs, then plan purely (`plan_group`). `running` are
+    executors the group joins (their plans or `Instance.actual`). Without `check_ports`
+    every port is taken as free and the CPU ids as ``0..threads-1`` (a dry run for
+    another machine)."""
+    req = GroupRequest(
+        members=tuple(members),
+        hardware=hw,
+        constraints=constraints,
+        check_ports=check_ports,
+        this_host=check_ports,
+        running=tuple(running),
+        executors=executors,
+    )
+    return as_result(explain_group_request, req, explain=False).map(lambda e: e.plan)
+
+
+def explain_group_request(
+    req: GroupRequest,
+    files: HostFiles | None = None,
+    *,
+    flags: dict[str, FlagTable] | None = None,
+    explain: bool = True,
+) -> GroupExplained:
+    """The group plan of a request, explained, raising its `EngineError` (for the command
+    line)."""
+    host = files or LocalHost()
+    ex = req.executors
+    in_use: frozenset[int] = frozenset()
+    if req.check_ports:
+        for kind in {m.spec.kind for m in req.members}:
+            in_use |= read_ports_in_use(host, kind, executors=ex)
+    facts = tuple(member_facts(m, req.constraints, host, executors=ex) for m in req.members)
+    e = explain_group_plan(
+        req.members,
+        req.hardware,
+        req.constraints,
+        facts=facts,
+        ports_in_use=in_use,
+        cpus=_affinity() if req.this_host else None,
+        running=req.running,
+        flags=flags,
+        config_files=req.config_files,
+        executors=ex,
+        explain=explain,
+    )
+    members = tuple(_sized(m, host) for m in e.members)
+    plan = msgspec.structs.replace(e.plan, plans=tuple(m.plan for m in members))
+    return msgspec.structs.replace(e, plan=plan, members=members)
+
+
+def member_facts(
+    m: GroupMember, group: Constraints, files: HostFiles, *, executors: Executors = BUILTIN
+) -> MemberFacts:
+    """What is read of one member's model: its header and inventory (as `plan` reads
+    them), its side models and the file's size."""
+    model, inventory = model_inventory(m.spec, files, executors=executors)
+    c = m.constraints
+    if c.overrides is None and group.overrides is not None:
+        c = msgspec.structs.replace(c, overrides=group.overrides)
+    return MemberFacts(
+        model=model,
+        inventory=inventory,
+        side_models=side_inventories(m.spec, c, files, executors=executors),
+        file_size=file_size(m.spec.path, files),
+    )
+
+
+def _affinity() -> tuple[int, ...] | None:
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return None
+
+
+def load_group(
+    path: str | os.PathLike[str], *, executors: Executors = BUILTIN
+) -> Result[tuple[GroupMember, ...], EngineError]:
+    """Read a group file (`exedra_engine._core.group.file`) into its members, each API key
+    read from the variable its ``api_key_env`` names. A mistake names the file, the line
+    and the member (`ConfigError`); a key variable that is not set, the member
+    (`PlanError`)."""
+    return as_result(read_group, os.fspath(path), executors=executors)
+
+
+def read_group(path: str, *, executors: Executors = BUILTIN) -> tuple[GroupMember, ...]:
+    """`load_group`, raising."""
+    return members_of(read_group_file(path, executors=executors), os.environ)
+
+
+def read_group_file(path: str, *, executors: Executors = BUILTIN) -> GroupFile:
+    """The parsed group file at `path`; `ConfigError` when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read((1 << 20) + 1)
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConfigError(f"{path}: cannot read the group file: {why}", file=path) from None
+    if len(text) > 1 << 20:
+        raise ConfigError(f"{path}: the group file is larger than 1 MiB", file=path)
+    return parse_group_file(text, path, executors=executors)
+
+
+def members_of(g: GroupFile, environ: dict[str, str] | os._Environ[str]) -> tuple[GroupMember, ...]:
+    """The file's entries as members, each API key read from its variable."""
+    out = []
+    for i, e in enumerate(g.members):
+        c = e.constraints
+        if c.api_key_env:
+            key = environ.get(c.api_key_env, "")
+            if not key:
+                state = "empty" if c.api_key_env in environ else "not set"
+                raise PlanError(
+                    f"{g.source}:{e.line}: members[{i}] ({e.spec.id}): api_key_env: "
+                    f"variable {c.api_key_env} is {state}"
+                )
+            c = msgspec.structs.replace(c, api_key=key)
+        out.append(GroupMember(spec=e.spec, constraints=c, weight=e.weight))
+    return tuple(out)

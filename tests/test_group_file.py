@@ -1,0 +1,204 @@
+"""Group files (the members of a group, as YAML) and ``plan --group FILE``: a mistake names
+the file, the line and the member; the command prints each member's plan and the shares."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from exedra_engine import ConfigError, Kind, load_group
+from exedra_engine._core.group.file import parse_group_file
+from exedra_engine.testing import write_tiny_llama, write_tiny_whisper
+from tests.conftest import cli
+
+GOOD = """\
+members:
+  - {id: chat, model: /srv/chat.gguf, kind: llama, ctx: 8192}
+  - id: asr
+    model: /srv/ggml-base.en.bin
+    kind: transcribe
+    threads: 2
+    weight: 2
+    args: [--language, en]
+    env: {GGML_SCHED: "1"}
+"""
+
+
+def test_a_group_file_gives_each_members_spec_constraints_and_weight() -> None:
+    g = parse_group_file(GOOD, "group.yaml")
+    chat, asr = g.members
+    assert chat.spec.id == "chat" and chat.spec.kind == Kind.LLAMA and chat.constraints.ctx == 8192
+    assert asr.spec.kind == Kind.TRANSCRIBE and asr.weight == 2 and asr.line == 3
+    assert asr.constraints.threads == 2
+    assert asr.constraints.extra_args == ("--language", "en")
+    assert asr.constraints.extra_env == ("GGML_SCHED=1",)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "members:\n  - {id: chat, model: /m.gguf}\n  - id: asr\n    model: /w.bin\n"
+            "    ctx: lots\n",
+            "group.yaml:5: members[1] (asr): ctx: expected an integer, not a string",
+        ),
+        (
+            "members:\n  - {id: a, model: /m.gguf, colour: red}\n",
+            "group.yaml:2: members[0] (a): unknown field 'colour'",
+        ),
+        ("members:\n  - {id: a}\n", "group.yaml:2: members[0] (a): model: required"),
+        ("members:\n  - {model: /m.gguf}\n", "group.yaml:2: members[0]: id: required"),
+        (
+            "members:\n  - {id: a, model: /m.gguf, kind: vision}\n",
+            "members[0] (a): kind: unknown kind 'vision'",
+        ),
+        (
+            "members:\n  - {id: a, model: /m.gguf, weight: 0}\n",
+            "members[0] (a): weight: expected an integer from 1",
+        ),
+        (
+            "members:\n  - {id: a, model: /m.gguf, args: --flag}\n",
+            "members[0] (a): args: must be a list of strings",
+        ),
+        (
+            "members:\n  - {id: a, model: 7}\n",
+            "group.yaml:2: members[0] (a): model: the value must be a string",
+        ),
+        (
+            "members:\n  - {id: a, model: /m.gguf}\n  - {id: a, model: /n.gguf}\n",
+            "group.yaml:3: members[1] (a): id: 'a' is already the id of members[0]",
+        ),
+        ("models: []\n", "group.yaml:1: models: unknown section (expected members)"),
+        ("members: []\n", "group.yaml:1: members: expected a list of members"),
+        (
+            "members:\n  - id: a\n    model: /m.gguf\n    env: [A=1, B]\n",
+            "group.yaml:4: members[0] (a): env[1]: expected KEY=VALUE",
+        ),
+        ("", "group.yaml: the group file is empty"),
+        ("members: [\n", "group.yaml:2: invalid YAML"),
+    ],
+)
+def test_a_mistake_names_the_file_the_line_and_the_member(text: str, said: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_group_file(text, "group.yaml")
+    assert said in str(e.value), str(e.value)
+    assert e.value.file == "group.yaml"
+
+
+def test_load_group_reads_each_api_key_from_its_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    f = tmp_path / "g.yaml"
+    f.write_text("members:\n  - {id: a, model: /m.gguf, api_key_env: A_KEY}\n")
+    monkeypatch.setenv("A_KEY", "s3cret-key-value")
+    (a,) = load_group(f).unwrap()
+    assert a.constraints.api_key == "s3cret-key-value" and a.constraints.api_key_env == "A_KEY"
+    monkeypatch.delenv("A_KEY")
+    err = load_group(f).failure()
+    assert "members[0] (a): api_key_env: variable A_KEY is not set" in str(err)
+
+
+@pytest.fixture
+def group_file(tmp_path: Path) -> Path:
+    write_tiny_llama(tmp_path / "a.gguf")
+    write_tiny_llama(tmp_path / "b.gguf")
+    write_tiny_whisper(tmp_path / "w.bin")
+    f = tmp_path / "group.yaml"
+    f.write_text(
+        "members:\n"
+        f"  - {{id: chat, model: {tmp_path}/a.gguf, ctx: 2048}}\n"
+        f"  - {{id: side, model: {tmp_path}/b.gguf, weight: 2}}\n"
+        f"  - {{id: asr, model: {tmp_path}/w.bin, kind: transcribe}}\n"
+    )
+    return f
+
+
+@pytest.fixture
+def hardware(tmp_path: Path) -> str:
+    f = tmp_path / "hw.json"
+    f.write_text(
+        json.dumps(
+            {
+                "cpu": {"threads": 4, "ram": 8 << 30, "available": 6 << 30},
+                "gpus": [],
+                "executors": [
+                    {"kind": "llama", "path": "/usr/bin/llama-server", "backends": ["cpu"]},
+                    {"kind": "transcribe", "path": "/usr/bin/whisper-server"},
+                ],
+            }
+        )
+    )
+    return str(f)
+
+
+def test_plan_group_json_holds_each_members_plan_and_share(group_file: Path, hardware: str) -> None:
+    r = cli("plan", "--group", str(group_file), "--hardware", hardware, "--no-config",
+            "--no-port-check", "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    g = json.loads(r.out)
+    assert [p["spec"]["id"] for p in g["plans"]] == ["chat", "side", "asr"]
+    assert [s["port"] for s in g["shares"]] == [18080, 18081, 18082]
+    assert [s["cpus"] for s in g["shares"]] == [[0], [1, 2], [3]]  # side has weight 2
+    assert sum(s["memory"] for s in g["shares"]) <= g["budget"]
+    assert any("assumed 0-3" in n for n in g["notes"])
+
+
+def test_plan_group_text_and_explain_print_each_member_and_why(
+    group_file: Path, hardware: str
+) -> None:
+    r = cli("plan", "--group", str(group_file), "--hardware", hardware, "--no-config",
+            "--no-port-check", "--explain")  # fmt: skip
+    assert r.code == 0, r.err
+    assert r.out.count("member    ") == 3 and "share     port 18080" in r.out
+    assert "shares, and why:" in r.out and "asr: memory" in r.out
+    assert r.out.count("findings  none") == 3
+
+
+def test_plan_group_explain_lists_a_members_findings(group_file: Path, hardware: str) -> None:
+    text = group_file.read_text().replace("ctx: 2048}", "ctx: 2048, args: [--ctx-sise, '1']}")
+    group_file.write_text(text)
+    r = cli("plan", "--group", str(group_file), "--hardware", hardware, "--no-config",
+            "--no-port-check", "--explain")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "--ctx-sise" in r.out.split("findings  ", 1)[1].splitlines()[0]
+    assert r.out.count("findings  none") == 2
+
+
+def test_plan_group_refuses_a_bad_file_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    f = tmp_path / "group.yaml"
+    f.write_text("members:\n  - {id: a, model: /m.gguf, ctx: big}\n")
+    r = cli("plan", "--group", str(f), "--no-config")
+    assert r.code == 2
+    assert r.err.strip() == (
+        f"exedra-engine: error: {f}:2: members[0] (a): ctx: expected an integer, not a string"
+    )
+
+
+def test_plan_group_refuses_per_member_options_and_plan_still_needs_a_model(
+    group_file: Path,
+) -> None:
+    r = cli("plan", "--group", str(group_file), "--ctx", "4096")
+    assert r.code == 2 and "--ctx does not go with --group" in r.err
+    r = cli("plan", "--no-config")
+    assert r.code == 2 and "required: --model, --kind" in r.err
+
+
+def test_plan_group_explain_json_gives_the_shares_and_each_members_memory(
+    group_file: Path, hardware: str
+) -> None:
+    r = cli("plan", "--group", str(group_file), "--hardware", hardware, "--no-config",
+            "--no-port-check", "--explain", "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert [m["id"] for m in out["members"]] == ["chat", "side", "asr"]
+    assert out["members"][0]["memory"] and out["members"][2]["memory"] == []
+    assert any(line.startswith("side: CPUs 1-2") for line in out["shares"])
+    assert out["group"]["budget"] == sum(s["memory"] for s in out["group"]["shares"])
+
+
+def test_env_is_a_mapping_or_key_value_strings_as_the_command_line_takes_them() -> None:
+    text = "members:\n  - {id: a, model: /m.gguf, env: [A=1, B=x=y]}\n"
+    (a,) = parse_group_file(text, "g.yaml").members
+    assert a.constraints.extra_env == ("A=1", "B=x=y")
