@@ -56,8 +56,10 @@ TYPE_ONLY_UP: dict[tuple[str, str], str] = {
 MAX_MODULES_PER_FOLDER = 12
 # {folder relative to the package: why it holds more}. Each must still need it.
 BIG_FOLDERS: dict[str, str] = {
-    "cli": "a module per command (pipx's layout); a commands/ folder would empty it: not done",
-    "_shell": "drive.py, instance.py and child.py move to _shell/launch/ (the launch issue)",
+    "cli": "a module per command (pipx's layout) and their helpers; to split into a commands/ "
+    "folder once this round's command modules have landed (not done: every branch edits cli/)",
+    "_shell": "drive.py, instance.py and child.py move to _shell/launch/ (the launch issue); "
+    "the fact gatherers (host, probe, inspect, measure, flag tables...) could form a folder",
 }
 
 MAX_LINES = 500
