@@ -133,4 +133,16 @@ GOALS: dict[str, Goal] = {
         reference="llama-server's own breakdown at exit",
         met=_reported,
     ),
+    "group_cpu": Goal(
+        row=11,
+        text=">=1.0x (issue 29: ~1.5x on 2 cores)",
+        reference="each executor planned alone, at its defaults, same load",
+        met=lambda f: f["ratio"] >= 1.0,
+    ),
+    "group_memory": Goal(
+        row=11,
+        text="within 10%",
+        reference="the sum of the members' VmHWM after the load",
+        met=lambda f: f["measured"] > 0 and abs(f["err"]) <= MEM_TOLERANCE,
+    ),
 }

@@ -10,6 +10,14 @@ FAKE_MODE chooses the behaviour:
   ignore-term  like ok, but ignore SIGTERM
   flood        like ok, and write FAKE_LINES log lines as fast as possible first
   fork         like ok, with a grandchild in the same process group
+  refuse       refuse its first flag as llama-server refuses an unknown one, exit 1
+  escape-die   start ``setsid sleep 120`` (a grandchild in its own session, holding the log
+               pipe open), print an error and exit 3: a daemonising helper
+  escape-hang  the same grandchild, then never bind, never exit
+  escape-ok    like ok, with that grandchild started before it binds
+  escape-bare  like escape-ok, the grandchild's environment emptied (``env -i``)
+  escape-bare-die  like escape-die, the grandchild's environment emptied
+FAKE_CHILD_FILE, if set, receives the escaped grandchild's pid.
 ``--help`` and ``--version`` alone print one line and exit 0 (no flags, no version).
 FAKE_ECHO, if set, names variables (comma separated) whose values are printed to stderr at
 start, with the argv, as an executor that logs its settings would.
@@ -46,6 +54,43 @@ def _echo() -> None:
         print(f"fake executor: argv {' '.join(sys.argv[1:])} env {said}", file=sys.stderr)
 
 
+def _escape(*, bare: bool) -> None:
+    # Not a process group leader, so setsid(1) calls setsid() itself and execs sleep: the
+    # grandchild's pid is the one Popen gives, in a new session and group of its own.
+    argv = ["env", "-i", "/usr/bin/setsid", "sleep", "120"] if bare else ["setsid", "sleep", "120"]
+    p = subprocess.Popen(argv)
+    if path := os.environ.get("FAKE_CHILD_FILE"):
+        with open(path, "w") as f:
+            f.write(str(p.pid))
+
+
+def _escape_first(mode: str) -> None:
+    """escape-die and escape-hang: the helper leaves first, then the executor dies or hangs."""
+    if mode not in ("escape-die", "escape-hang", "escape-bare-die"):
+        return
+    _escape(bare=mode == "escape-bare-die")
+    if mode in ("escape-die", "escape-bare-die"):
+        print("err", file=sys.stderr, flush=True)
+        sys.exit(3)
+    while True:
+        time.sleep(3600)
+
+
+def _start_helper(mode: str) -> None:
+    """fork, escape-ok, escape-bare: a grandchild that outlives nothing but its stop."""
+    if mode == "fork":
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    if mode in ("escape-ok", "escape-bare"):
+        _escape(bare=mode == "escape-bare")
+
+
+def _refuse(mode: str) -> None:
+    if mode == "refuse":
+        flag = next((a for a in sys.argv[1:] if a.startswith("--")), "--bogus")
+        print(f"error: invalid argument: {flag}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
 def main() -> None:
     host, port = _listen(sys.argv[1:])
     mode = os.environ.get("FAKE_MODE", "ok")
@@ -56,6 +101,8 @@ def main() -> None:
     _echo()
     if mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _escape_first(mode)
+    _refuse(mode)
     if mode == "hang":
         while True:
             time.sleep(3600)
@@ -71,8 +118,7 @@ def main() -> None:
         for _ in range(int(os.environ.get("FAKE_LINES", "100000"))):
             sys.stderr.write(line)
         sys.stderr.flush()
-    if mode == "fork":
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    _start_helper(mode)
     ready_at = time.monotonic() + ready_after
     if ready_file:
         with open(ready_file, "w") as f:

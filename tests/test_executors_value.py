@@ -209,14 +209,11 @@ def test_i20_item4_a_third_executor_is_emitted_from_its_set() -> None:
 
 
 def test_i20_item4_the_launchers_default_port_reader_knows_the_given_kinds() -> None:
-    from exedra_engine._core.launch.readiness import LoadLimits
-    from exedra_engine._shell import drive
-    from exedra_engine._shell.host import LocalHost
+    from exedra_engine._shell.launch.options import LaunchOptions, local_ports
 
-    limits = LoadLimits(budget=1.0, stall=1.0)
-    opts = drive.LaunchOptions(None, limits, 1.0, drive.local_ports, LocalHost(), (), WITH_SD)
-    assert isinstance(opts.ports("sd"), frozenset)
+    opts = LaunchOptions[None](executors=WITH_SD)
+    assert isinstance(opts.ports_in_use("sd"), frozenset)
     with pytest.raises(UnsupportedKind):
-        drive.local_ports("sd")
-    mine = drive.LaunchOptions(None, limits, 1.0, lambda kind: frozenset({1}), LocalHost())
-    assert mine.ports("sd") == frozenset({1})  # a caller's reader is left as it is
+        local_ports("sd")
+    mine = LaunchOptions[None](ports=lambda kind: frozenset({1}))
+    assert mine.ports_in_use("sd") == frozenset({1})  # a caller's reader is used as it is

@@ -10,6 +10,7 @@ from exedra_engine import GPU, Kind, probe
 from exedra_engine._core.host.hardware import (
     DrmNode,
     HostSnapshot,
+    NvidiaProcGpu,
     available_bytes,
     backends_of,
     cpu_threads,
@@ -39,6 +40,7 @@ GiB = 1 << 30
         ("intel-xe", [GPU(card="card1", driver="xe", vram=12 * GiB)]),
         ("intel-arc-dkms", [GPU(card="card0", driver="i915", vram=16 * GiB)]),
         ("nvidia", [GPU(card="card0", driver="nvidia", vram=0)]),
+        ("nvidia-no-drm", [GPU(card="nvidia0", driver="nvidia", vram=0)]),
         (
             "laptop-two-gpus",
             [GPU(card="card0", driver="i915", vram=0), GPU(card="card1", driver="nvidia", vram=0)],
@@ -53,6 +55,33 @@ def test_gpus_of_each_fixture_tree(tree: str, gpus: list[GPU]) -> None:
     assert hw.has_gpu() == bool(gpus)
     assert hw.cpu.threads == 8 and hw.cpu.ram == 32768000 * 1024
     assert hw.cpu.available == 30000000 * 1024
+
+
+H200_INFO = "Model: \t\t NVIDIA H200\nBus Location: \t 0000:00:06.0\nDevice Minor: \t 3\n"
+
+
+def test_nvidia_cards_without_drm_nodes_come_from_the_drivers_own_list() -> None:
+    # Seen on an H200 VM: no /sys/class/drm, the card only in /proc/driver/nvidia/gpus.
+    listed = (NvidiaProcGpu(bus="0000:00:06.0", information=H200_INFO),)
+    snap = HostSnapshot(affinity_cpus=16, nvidia=listed)
+    assert hardware_from(snap).gpus == (GPU(card="nvidia3", driver="nvidia", vram=0),)
+    # an unreadable information file: the card is still there, named by its address
+    bare = HostSnapshot(affinity_cpus=16, nvidia=(NvidiaProcGpu(bus="0000:00:06.0"),))
+    assert hardware_from(bare).gpus == (GPU(card="0000:00:06.0", driver="nvidia", vram=0),)
+
+
+def test_an_nvidia_drm_node_is_not_counted_twice_with_the_drivers_list() -> None:
+    node = DrmNode(render="renderD128", device_drm=("card0",), driver_link="../nvidia")
+    other = DrmNode(render="renderD129", device_drm=("card1",), driver_link="../i915")
+    listed = (NvidiaProcGpu(bus="0000:01:00.0", information=H200_INFO),)
+    both = HostSnapshot(affinity_cpus=8, drm=(node,), nvidia=listed)
+    assert [g.card for g in hardware_from(both).gpus] == ["card0"]
+    # an Intel iGPU's node beside a node-less NVIDIA card: both, DRM's first
+    mixed = HostSnapshot(affinity_cpus=8, drm=(other,), nvidia=listed)
+    assert [(g.card, g.driver) for g in hardware_from(mixed).gpus] == [
+        ("card1", "i915"),
+        ("nvidia3", "nvidia"),
+    ]
 
 
 def test_cgroup_limits_cap_threads_and_ram() -> None:

@@ -39,6 +39,7 @@ PURE_STDLIB = frozenset(
         "math",
         "operator",
         "re",
+        "shlex",  # quoting a command line as text (the llama-swap cmd)
         "string",
         "struct",
         "textwrap",

@@ -24,8 +24,8 @@ from exedra_engine import (
 )
 from exedra_engine._core.config.check import check_file
 from exedra_engine._core.config.parse import located_config_from_yaml
-from exedra_engine._shell.child import ExitReason
-from exedra_engine._shell.instance import _drained
+from exedra_engine._shell.launch.child import ExitReason
+from exedra_engine._shell.launch.instance import _drained
 from exedra_engine.cli import render
 from exedra_engine.constants import MAX_THREADS
 from tests.conftest import Ran, Run

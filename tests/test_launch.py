@@ -378,15 +378,15 @@ async def test_every_secret_of_the_plan_is_redacted_in_log_lines(
 
 @pytest.mark.parametrize("via", ["setpriv", "pre-exec hook"])
 def test_killed_parent_leaves_no_executor(fake_hw: Hardware, tmp_path: Path, via: str) -> None:
-    from exedra_engine._shell.child import setpriv
+    from exedra_engine._shell.launch.child import setpriv
 
     assert setpriv() is not None, "setpriv (util-linux) is part of this machine's base system"
     script = tmp_path / "parent.py"
     plan_json = msgspec.json.encode(fake_plan(fake_hw)).decode()
-    without = "exedra_engine._shell.child.setpriv = lambda: None" if via != "setpriv" else ""
+    without = "exedra_engine._shell.launch.child.setpriv = lambda: None" if via != "setpriv" else ""
     script.write_text(f"""
 import sys, trio, msgspec
-import exedra_engine._shell.child
+import exedra_engine._shell.launch.child
 from exedra_engine import launch, LaunchPlan
 {without}
 async def main():
@@ -447,17 +447,17 @@ async def test_i21_item3_silent_load_fails_as_stalled(
 async def test_i21_item4_concurrent_stops_send_one_sigterm(
     fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Every adapter signals the group through the shared InstanceState.
-    import exedra_engine._shell.instance as instance
+    # Every adapter signals the executor's tree through the shared InstanceState.
+    from exedra_engine._shell.launch.tree import LocalTree
 
     sent: list[str] = []
-    real = instance.signal_group
+    real = LocalTree.signal
 
-    def record(pgid: int, name: str) -> None:
+    def record(self: LocalTree, name: str) -> None:
         sent.append(name)
-        real(pgid, name)
+        real(self, name)
 
-    monkeypatch.setattr(instance, "signal_group", record)
+    monkeypatch.setattr(LocalTree, "signal", record)
     monkeypatch.setenv("FAKE_MODE", "ignore-term")
     async with trio.open_nursery() as n:
         inst = (await launch(n, fake_plan(fake_hw))).unwrap()

@@ -16,39 +16,56 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = SRC / "exedra_engine"
 
-ADAPTERS = ("_aio/launcher.py", "_blocking/run.py", "_trio/instance.py", "_trio/launcher.py")
+ADAPTERS = frozenset(
+    {
+        "_aio/instance.py",
+        "_aio/launcher.py",
+        "_aio/group.py",
+        "_blocking/run.py",
+        "_trio/instance.py",
+        "_trio/launcher.py",
+        "_trio/group.py",
+    }
+)
 # {name: (why it is defined in several modules, the modules allowed to define it)}.
 SHARED: dict[str, tuple[str, frozenset[str]]] = {
     "add_parser": (
         "each command module's entry: its parser beside its handler (pipx's layout)",
         frozenset(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "cli").glob("*.py")),
     ),
-    "Instance": ("the public API of each adapter (API.md), one per adapter", frozenset(ADAPTERS)),
-    "launch": ("the public API of each adapter (API.md)", frozenset(ADAPTERS)),
-    "open_instance": ("the public API of each adapter (API.md)", frozenset(ADAPTERS)),
+    **{
+        name: ("the public API of each adapter (API.md), one per adapter", ADAPTERS)
+        for name in ("Instance", "launch", "open_instance", "open_group")
+    },
     "run": (
         "exedra_engine.blocking.run (API.md), and the console script `exedra_engine.cli:run` "
         "that pyproject.toml names",
         frozenset({"_blocking/run.py", "cli/__init__.py"}),
     ),
-    # The adapters' scaffolding, rebuilt as one start sequence under _shell/launch/ by the
-    # launch issue (LOOP, Logs, Outcome, PortsReader, group_gone): until it lands.
+    # One primitive of the shared start sequence (_shell/launch/), as each adapter supplies it.
     **{
         name: (
-            "adapter scaffolding the launch issue replaces",
-            frozenset({"_aio/launcher.py", "_trio/ready.py", "_trio/logs.py", "_shell/drive.py"})
-            | frozenset({"_trio/launcher.py", "_trio/stop.py"}),
+            "each adapter's own implementation of one role of _shell/launch/'s sequence",
+            frozenset(
+                {"_aio/child.py", "_aio/loop.py", "_aio/logs.py"}
+                | {"_trio/spawn.py", "_trio/loop.py", "_trio/logs.py"}
+            ),
         )
-        for name in ("LOOP", "Logs", "Outcome", "PortsReader", "group_gone")
+        for name in ("Child", "LOOP", "Logs")
     },
+    "start": (
+        "the shell's blocking start of a child (_shell/launch/tree.py) and trio's awaitable "
+        "one around it (_trio/spawn.py): the launch issue's, to name apart",
+        frozenset({"_shell/launch/tree.py", "_trio/spawn.py"}),
+    ),
     "Running": (
         "the blocking adapter's public `Running` (API.md) and the group planner's alias of what "
-        "a running member holds (group/memory.py, the group issues' to rename: in flight)",
+        "a running member holds (group/memory.py, the group issues' to rename)",
         frozenset({"_blocking/run.py", "_core/group/memory.py"}),
     ),
     "Malformed": (
-        "a GGUF file's error (gguf/cursor.py) and a readiness answer's (launch/readiness.py, "
-        "caught by _shell/drive.py, which the launch issue rebuilds): to rename with it",
+        "a GGUF file's error (gguf/cursor.py) and a readiness answer's (launch/readiness.py): "
+        "to name apart where their modules are next changed",
         frozenset({"_core/gguf/cursor.py", "_core/launch/readiness.py"}),
     ),
 }
@@ -100,8 +117,11 @@ def test_no_two_modules_define_one_public_name() -> None:
     assert collisions(definitions()) == {}
 
 
-def test_each_shared_name_has_its_reason() -> None:
+def test_each_shared_name_has_its_reason_and_is_still_shared() -> None:
+    where = definitions()
     assert all(why.strip() and modules for why, modules in SHARED.values())
+    # A name no longer defined twice needs no reason: remove it from SHARED.
+    assert sorted(n for n in SHARED if len(where.get(n, ())) < 2) == []
 
 
 def test_defined_names_counts_definitions_not_imports() -> None:

@@ -6,6 +6,7 @@ the fake executor, with trio's clock jumping over the wait instead of sleeping t
 
 from __future__ import annotations
 
+import math
 import signal
 import time
 
@@ -24,7 +25,9 @@ from exedra_engine import (
     launch,
     plan_launch,
 )
-from exedra_engine._trio.stop import terminate
+from exedra_engine._core.launch.stop import stop_steps
+from exedra_engine._shell.launch.stopping import run_stop, set_within
+from exedra_engine._trio.loop import LOOP
 from tests.conftest import FAKE
 
 
@@ -36,15 +39,26 @@ class _Child:
         self.ignores = ignores
         self.gone = trio.Event()
 
-    def send(self, sig: int) -> None:
-        self.sent.append((signal.Signals(sig).name, trio.current_time()))
-        if sig not in self.ignores:
+    def send(self, name: str) -> None:
+        self.sent.append((name, trio.current_time()))
+        if signal.Signals[name] not in self.ignores:
             self.gone.set()
+
+
+async def terminate(child: _Child, grace: float, *, kill_wait: float = math.inf) -> None:
+    """The launch's stop sequence (`run_stop` over the policy's steps, on trio's clock),
+    shielded as `Instance.stop` shields it."""
+
+    async def within(seconds: float) -> bool:
+        return await set_within(LOOP, seconds, child.gone)
+
+    with trio.CancelScope(shield=True):
+        await run_stop(stop_steps(grace, kill_wait=kill_wait), child.send, within)
 
 
 async def test_a_child_that_obeys_gets_sigterm_only(autojump_clock: trio.testing.MockClock) -> None:
     child = _Child()
-    await terminate(child.send, child.gone.wait, 10)
+    await terminate(child, 10)
     assert child.sent == [("SIGTERM", 0.0)]
 
 
@@ -52,13 +66,13 @@ async def test_a_child_that_ignores_sigterm_is_killed_at_the_deadline(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     child = _Child(ignores=frozenset({signal.SIGTERM}))
-    await terminate(child.send, child.gone.wait, 10)
+    await terminate(child, 10)
     assert child.sent == [("SIGTERM", 0.0), ("SIGKILL", 10.0)]
 
 
 async def test_no_grace_kills_at_once(autojump_clock: trio.testing.MockClock) -> None:
     child = _Child()
-    await terminate(child.send, child.gone.wait, 0)
+    await terminate(child, 0)
     assert child.sent == [("SIGKILL", 0.0)]
 
 
@@ -66,7 +80,7 @@ async def test_an_unkillable_child_is_given_up_after_kill_wait(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     child = _Child(ignores=frozenset({signal.SIGTERM, signal.SIGKILL}))
-    await terminate(child.send, child.gone.wait, 5, kill_wait=1.0)
+    await terminate(child, 5, kill_wait=1.0)
     assert child.sent == [("SIGTERM", 0.0), ("SIGKILL", 5.0)]
     assert trio.current_time() == 6.0
 
@@ -77,7 +91,7 @@ async def test_the_policy_completes_under_a_cancelled_caller(
     child = _Child(ignores=frozenset({signal.SIGTERM}))
     with trio.CancelScope() as scope:
         scope.cancel()
-        await terminate(child.send, child.gone.wait, 3)
+        await terminate(child, 3)
     assert child.sent == [("SIGTERM", 0.0), ("SIGKILL", 3.0)]
 
 

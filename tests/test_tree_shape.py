@@ -67,7 +67,6 @@ MAX_LINES = 500
 GENERATED = frozenset({"_core/executors/_flagdata.py"})
 # {module relative to the package: why it is longer}. Each must still need it.
 LONG_MODULES: dict[str, str] = {
-    "_aio/launcher.py": "split as _trio/ is by the launch issue (one start sequence)",
 }
 
 

@@ -9,6 +9,7 @@ from types import ModuleType
 from bench.common import Row
 from bench.rows import (
     cli_start,
+    group,
     inspect_header,
     launch_real,
     memory,
@@ -33,6 +34,7 @@ _MODULES: tuple[ModuleType, ...] = (
     real_model,
     vs_ramalama,
     memory,
+    group,
 )
 
 ROWS: dict[int, RowRun] = {m.N: m.run for m in _MODULES}

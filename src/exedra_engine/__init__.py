@@ -69,6 +69,7 @@ from exedra_engine.errors import (
     LaunchError,
     LibraryNotLoaded,
     LoadStalled,
+    MemberFailed,
     ModelNotLoaded,
     ModelUnreadable,
     NoEndpoint,
@@ -83,12 +84,15 @@ from exedra_engine.errors import (
 )
 
 if TYPE_CHECKING:
+    from exedra_engine._blocking.group import run_group
     from exedra_engine._blocking.run import run
     from exedra_engine._core.config.findings import Finding
     from exedra_engine._core.config.schema import config_schema
     from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
+    from exedra_engine._core.group.start import Group
     from exedra_engine._shell.config_check import CheckReport, check_config
     from exedra_engine._shell.hardware_file import load_hardware
+    from exedra_engine._trio.group import open_group
     from exedra_engine._trio.launcher import ExitReason, Instance, launch, open_instance
 
 __all__ = [
@@ -174,6 +178,10 @@ __all__ = [
     "Executors",
     "BUILTIN_EXECUTORS",
     "KindName",
+    "Group",
+    "MemberFailed",
+    "open_group",
+    "run_group",
     "GroupExplained",
     "GroupMember",
     "GroupPlan",
@@ -202,6 +210,10 @@ _LAZY = {
     "load_hardware": "_shell.hardware_file",
     # The blocking adapter (asyncio on a private thread; no trio).
     "run": "_blocking.run",
+    # Several executors at once (issue 29): each adapter's group launcher.
+    "open_group": "_trio.group",
+    "run_group": "_blocking.group",
+    "Group": "_core.group.start",
 }
 
 

@@ -15,10 +15,14 @@ the whole group is gone::
     async def main(plan: engine.LaunchPlan) -> None:
         async with aio.open_instance(plan) as inst:
             print(inst.endpoint.url)
+
+`open_group` starts several executors at once, all or nothing (``running["chat"]`` is one
+member's `Instance`), and stops them in parallel.
 """
 
 from __future__ import annotations
 
+from exedra_engine._aio.group import Group, open_group
 from exedra_engine._aio.launcher import ExitReason, Instance, Logs, launch, open_instance
 
-__all__ = ["ExitReason", "Instance", "Logs", "launch", "open_instance"]
+__all__ = ["ExitReason", "Group", "Instance", "Logs", "launch", "open_group", "open_instance"]

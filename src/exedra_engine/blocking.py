@@ -12,6 +12,7 @@ thread. The same guarantees as `exedra_engine.aio` (which it runs on a private l
 
 from __future__ import annotations
 
+from exedra_engine._blocking.group import Group, RunningGroup, run_group
 from exedra_engine._blocking.run import Instance, Running, run
 
-__all__ = ["Instance", "Running", "run"]
+__all__ = ["Group", "Instance", "Running", "RunningGroup", "run", "run_group"]

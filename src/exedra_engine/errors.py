@@ -193,3 +193,20 @@ class DoesNotFit(PlanError):
 class MeasureError(EngineError):
     """The executor's own memory measurement (``llama-fit-params``) could not be made: the
     binary is missing, failed, timed out, or printed something that is not its figures."""
+
+
+class MemberFailed(EngineError):
+    """One member of a group could not start, so none was left running (a group starts all
+    or nothing): `member` names it, `cause` is its own error (also the ``__cause__``), e.g. a
+    `NotReady` subclass."""
+
+    def __init__(self, member: str, cause: EngineError) -> None:
+        first = str(cause).partition("\n")[0]
+        super().__init__(f"group member {member!r} failed: {first}")
+        self.member = member
+        self.cause = cause
+
+    @property
+    def kind(self) -> str:
+        """The cause's stable name (`NotReady.kind`), or ``"member-failed"``."""
+        return str(getattr(self.cause, "kind", "member-failed"))

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.host.hardware import DrmNode, ExecutorFile, HostSnapshot, hardware_from
+from exedra_engine._core.host.hardware import (
+    DrmNode,
+    ExecutorFile,
+    HostSnapshot,
+    NvidiaProcGpu,
+    hardware_from,
+)
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.host import LocalHost
@@ -19,6 +25,7 @@ if TYPE_CHECKING:
     from returns.result import Result
 
 DRM = "/sys/class/drm"
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
 # Where GGML backend plugins sit relative to the directory of the executor's real binary.
 _LIB_DIRS = (".", "../lib", "../lib64", "../lib/ggml", "../lib64/ggml")
 
@@ -33,7 +40,8 @@ def probe(
     """Inspect the host: CPU threads and RAM, DRM render devices, installed executors and
     their versions.
 
-    A host without /sys/class/drm is a CPU-only host, not an error. `host` roots the reads
+    A host without /sys/class/drm is not an error: its GPUs are the nvidia driver's cards
+    (/proc/driver/nvidia/gpus), if any, else it is a CPU-only host. `host` roots the reads
     elsewhere (fixture trees in tests); the calling process's environment is never changed.
     Versions are asked of the binaries of this machine only (``BINARY --version``, cached
     per binary, see `exedra_engine._shell.flag_tables`): with a `host`, they are "".
@@ -77,6 +85,10 @@ def snapshot(
             _drm_node(files, name)
             for name in files.list_dir(DRM) or ()
             if name.startswith("renderD")
+        ),
+        nvidia=tuple(
+            NvidiaProcGpu(bus=bus, information=files.read_text(f"{NVIDIA_GPUS}/{bus}/information"))
+            for bus in sorted(files.list_dir(NVIDIA_GPUS) or ())
         ),
         executors=tuple(
             e for e in (_executor(files, proc, p, versions, after_path) for p in executors) if e

@@ -1,10 +1,11 @@
 """The trio adapter: start an executor, stream its logs, wait until it is ready, stop it.
 
 What a launch decides lives once, outside this module, for every adapter: the child's set-up
-(`_core.launch.child`, carried out by `_shell.child`), log splitting and redaction
+(`_core.launch.child`, carried out by `_shell.launch.child`), log splitting and redaction
 (`_core.launch.logs`), the readiness request, its parsing and its deadlines
 (`_core.launch.readiness`), the stop sequence
-(`_core.launch.stop`). This module and `_trio.instance` run them with trio:
+(`_core.launch.stop`), and the one start sequence that runs them
+(`_shell.launch`). This module and `_trio.instance` give it trio's primitives:
 
 - `launch` and `open_instance` start the child outside the nursery and report it with
   ``task_status.started`` once ready, as trio's own ``run_process`` does; if the launch fails
@@ -19,44 +20,34 @@ What a launch decides lives once, outside this module, for every adapter: the ch
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Unpack
 
 import trio
 from returns.result import Failure, Result, Success
 
-from exedra_engine._core.executors.builtin import BUILTIN
-from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.launch.budget import load_limits
-from exedra_engine._core.launch.child import child_spec
-from exedra_engine._core.launch.logs import log_secrets
-from exedra_engine._core.plan.endpoint import resolve
-from exedra_engine._core.plan.layers import Source
-from exedra_engine._core.values import LaunchPlan, connect_host
-from exedra_engine._shell import drive
-from exedra_engine._shell.child import ExitReason
-from exedra_engine._shell.host import LocalHost
-from exedra_engine._shell.ports import ProcessSockets
+from exedra_engine._core.values import LaunchPlan
+from exedra_engine._shell.launch import start
+from exedra_engine._shell.launch.child import ExitReason
+from exedra_engine._shell.launch.loop import News
+from exedra_engine._shell.launch.options import LaunchOptions, Options, PortsReader
 from exedra_engine._trio import spawn
+from exedra_engine._trio.groups import ungrouped
 from exedra_engine._trio.instance import DeliverCancel, Instance, graceful
 from exedra_engine._trio.logs import LogPump, Logs
-from exedra_engine._trio.ready import LOOP, Nudge, poller
-from exedra_engine.constants import STOP_TIMEOUT
+from exedra_engine._trio.loop import LOOP
 from exedra_engine.errors import EngineError, NotReady
 
-__all__ = ["DeliverCancel", "ExitReason", "Instance", "Logs", "launch", "open_instance"]
-
-PortsReader = drive.PortsReader
-_local_ports = drive.local_ports
-
-
-@dataclasses.dataclass(frozen=True)
-class _Options(drive.LaunchOptions[Logs]):
-    """The launch's options, and how a cancelled owner stops the child."""
-
-    deliver_cancel: DeliverCancel = graceful
+__all__ = [
+    "DeliverCancel",
+    "ExitReason",
+    "Instance",
+    "Logs",
+    "PortsReader",
+    "launch",
+    "open_instance",
+]
 
 
 async def launch(
@@ -64,14 +55,8 @@ async def launch(
     plan: LaunchPlan,
     logs: Logs = None,
     *,
-    ready_timeout: float | None = None,
-    stall_timeout: float | None = None,
-    stop_timeout: float = STOP_TIMEOUT,
-    ports: PortsReader = _local_ports,
-    sockets: ProcessSockets | None = None,
     deliver_cancel: DeliverCancel = graceful,
-    sources: Sequence[Source] = (),
-    executors: Executors = BUILTIN,
+    **options: Unpack[Options],
 ) -> Result[Instance, EngineError]:
     """Start the plan's executor in `nursery` and wait until its ready path answers 200.
 
@@ -87,22 +72,10 @@ async def launch(
     `stop_timeout`). `ports` says which ports are taken when a scanned port was lost to
     another process between planning and binding; `sockets` which process listens on a port
     (default: the local kernel). `executors` are those the plan's kind is looked up in (the
-    ones it was planned with).
+    ones it was planned with). The options are `LaunchOptions`' fields.
     """
     try:
-        inst = await start_instance(
-            nursery,
-            plan,
-            logs,
-            ready_timeout=ready_timeout,
-            stall_timeout=stall_timeout,
-            stop_timeout=stop_timeout,
-            ports=ports,
-            sockets=sockets,
-            deliver_cancel=deliver_cancel,
-            sources=sources,
-            executors=executors,
-        )
+        inst = await start_instance(nursery, plan, logs, deliver_cancel=deliver_cancel, **options)
     except EngineError as e:
         return Failure(e)
     return Success(inst)
@@ -113,67 +86,59 @@ async def start_instance(
     plan: LaunchPlan,
     logs: Logs = None,
     *,
-    ready_timeout: float | None = None,
-    stall_timeout: float | None = None,
-    stop_timeout: float = STOP_TIMEOUT,
-    ports: PortsReader = _local_ports,
-    sockets: ProcessSockets | None = None,
     deliver_cancel: DeliverCancel = graceful,
-    sources: Sequence[Source] = (),
-    executors: Executors = BUILTIN,
+    **options: Unpack[Options],
 ) -> Instance:
     """`launch` for the library's own callers (the command line): raises the launch's
     `EngineError` instead of returning it."""
-    limits = load_limits(plan, ready_timeout, stall_timeout)
-    host = sockets or LocalHost()
-    opts = _Options(
-        logs, limits, stop_timeout, ports, host, tuple(sources), executors, deliver_cancel
-    )
-    inst: Instance = await nursery.start(_supervise, plan, opts)
+    opts = LaunchOptions[Logs].of(logs, **options)
+    async with ungrouped():
+        inst: Instance = await nursery.start(_supervise, plan, opts, deliver_cancel)
     return inst
 
 
 async def _supervise(
     plan: LaunchPlan,
-    opts: _Options,
+    opts: LaunchOptions[Logs],
+    deliver_cancel: DeliverCancel,
     *,
     task_status: trio.TaskStatus[Instance] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Start, wait for readiness, report the instance with ``started()``, then own the
     process until it exits. A failure before ``started()`` is raised, so ``start()``
-    raises it; a lost scanned port is re-planned (`drive.with_port_retries`)."""
+    raises it; a lost scanned port is re-planned (`start.with_port_retries`)."""
 
     async def attempt(p: LaunchPlan) -> NotReady | None:
-        return await _attempt(p, opts, task_status)
+        return await _attempt(p, opts, deliver_cancel, task_status)
 
-    await drive.with_port_retries(plan, attempt, opts.ports, opts.executors)
+    await start.with_port_retries(plan, attempt, opts)
 
 
 async def _attempt(
-    plan: LaunchPlan, opts: _Options, task_status: trio.TaskStatus[Instance]
+    plan: LaunchPlan,
+    opts: LaunchOptions[Logs],
+    deliver_cancel: DeliverCancel,
+    task_status: trio.TaskStatus[Instance],
 ) -> NotReady | None:
     """One start. None once the process has run and exited after ``started()``; the
     readiness failure when it never got there (the child is dead by then)."""
-    ex = opts.executors
-    drive.before_start(plan, ex)
-    r = resolve(plan.spec.kind, plan.args, plan.env, executors=ex)
-    nudge = Nudge()
-    pump = LogPump(opts.logs, log_secrets(plan, r, executors=ex), nudge.output)
+    prepared = start.prepare(plan, opts.executors)
+    news = News(LOOP)
+    pump = LogPump(opts.logs, prepared.secrets, news.output)
     try:
-        process = await spawn.start(child_spec(plan, os.environ, executors=ex))
+        process = await spawn.start(prepared.spec, opts.spawn)
     except OSError as e:
-        raise drive.cannot_start(plan, e) from None
+        raise start.cannot_start(plan, e) from None
     inst = Instance(
         plan,
-        r,
+        prepared.resolved,
         process,
         pump,
         stop_timeout=opts.stop_timeout,
-        deliver_cancel=opts.deliver_cancel,
-        on_exit=nudge.set,
-        executors=ex,
+        deliver_cancel=deliver_cancel,
+        on_exit=news.set,
+        executors=opts.executors,
     )
-    assert process.stdout is not None
     failed: NotReady | None = None
     # The body's failures are kept and raised after the nursery: raised inside it, trio
     # would wrap them in an ExceptionGroup the caller did not ask for.
@@ -181,14 +146,9 @@ async def _attempt(
         tasks.start_soon(inst.watch)
         tasks.start_soon(pump.pump, process.stdout)
         tasks.start_soon(pump.write)
-        probe = poller(connect_host(r.host), r.port, plan.ready)
-        outcome = await drive.await_ready(inst, probe, nudge, opts, LOOP, kill=inst.kill)
-        if outcome == "ready":
+        failed = await start.become_ready(inst, news, opts, LOOP)
+        if failed is None:
             task_status.started(inst)
-        else:
-            failed = await drive.not_ready(
-                inst, outcome, opts, LOOP, output_ended_within=inst.output_ended_within
-            )
     return failed
 
 
@@ -197,29 +157,19 @@ async def open_instance(
     plan: LaunchPlan,
     logs: Logs = None,
     *,
-    ready_timeout: float | None = None,
-    stall_timeout: float | None = None,
-    stop_timeout: float = STOP_TIMEOUT,
-    ports: PortsReader = _local_ports,
-    sockets: ProcessSockets | None = None,
     deliver_cancel: DeliverCancel = graceful,
-    sources: Sequence[Source] = (),
-    executors: Executors = BUILTIN,
+    **options: Unpack[Options],
 ) -> AsyncIterator[Instance]:
     """``async with open_instance(plan) as inst:`` — ready on entry, stopped on exit, also on
     error or cancellation. Raises the launch's `EngineError` if it cannot start. The
     options are `launch`'s."""
-    limits = load_limits(plan, ready_timeout, stall_timeout)
-    host = sockets or LocalHost()
-    opts = _Options(
-        logs, limits, stop_timeout, ports, host, tuple(sources), executors, deliver_cancel
-    )
+    opts = LaunchOptions[Logs].of(logs, **options)
     # The body's exception is carried out of the nursery and raised as itself: raised inside
     # it, trio would wrap it in an ExceptionGroup the caller did not ask for.
     raised: BaseException | None = None
-    async with trio.open_nursery() as nursery:
+    async with ungrouped(), trio.open_nursery() as nursery:
         try:
-            inst: Instance = await nursery.start(_supervise, plan, opts)
+            inst: Instance = await nursery.start(_supervise, plan, opts, deliver_cancel)
         except EngineError as e:
             raised = e
         else:
@@ -228,6 +178,6 @@ async def open_instance(
             except BaseException as e:
                 raised = e
             finally:
-                await inst.stop(stop_timeout)
+                await inst.stop(opts.stop_timeout)
     if raised is not None:
         raise raised

@@ -1,15 +1,17 @@
-"""The log pump: reads the executor's output into `LogLines` and forwards the lines to the
-caller's sink without ever making the executor wait."""
+"""The trio log pump: reads the executor's output into `LogLines` and forwards the lines to
+the caller's sink (`exedra_engine._shell.launch.loop.write_logs`) without ever making the
+executor wait."""
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
-from typing import IO, Any, Final
+from typing import IO, Final
 
 import trio
 
 from exedra_engine._core.launch.logs import MAX_LINE, LogLines
+from exedra_engine._shell.launch.loop import write_logs
+from exedra_engine._trio.loop import LOOP
 
 Logs = IO[str] | IO[bytes] | trio.abc.SendStream | None
 """Where an executor's lines go: a text or binary file, a trio stream, or nowhere."""
@@ -31,8 +33,14 @@ class LogPump:
         self.dropped = 0
         self.on_output = on_output
         self.ended = trio.Event()
-        """Set once the output has ended (every writer closed the pipe)."""
+        """Set once the output has ended (every writer closed the pipe), or was given up."""
         self._send, self._recv = trio.open_memory_channel[bytes](_LOG_QUEUE)
+        self._reading = trio.CancelScope()
+
+    def stop_reading(self) -> None:
+        """Give up on the rest of the output (the pipe is held open by a process nobody
+        owns): `pump` ends as if the output had ended."""
+        self._reading.cancel()
 
     @property
     def tail(self) -> tuple[str, ...]:
@@ -41,18 +49,22 @@ class LogPump:
 
     async def read(self, stream: trio.abc.ReceiveStream) -> None:
         """Read `stream` to its end; closes the forwarding channel when done."""
-        async with self._send:
-            while True:
+        try:
+            async with self._send:
                 try:
-                    chunk = await stream.receive_some(MAX_LINE)
-                except (trio.ClosedResourceError, trio.BrokenResourceError):
-                    chunk = b""
-                if not chunk:
-                    break
-                self.on_output()
-                self._forward(self.lines.feed(bytes(chunk)))
-            self._forward(self.lines.end())
-        self.ended.set()
+                    while True:
+                        try:
+                            chunk = await stream.receive_some(MAX_LINE)
+                        except (trio.ClosedResourceError, trio.BrokenResourceError):
+                            chunk = b""
+                        if not chunk:
+                            break
+                        self.on_output()
+                        self._forward(self.lines.feed(bytes(chunk)))
+                finally:  # also when stopped: what was read is kept, the rest is lost
+                    self._forward(self.lines.end())
+        finally:
+            self.ended.set()
 
     def _forward(self, lines: list[bytes]) -> None:
         for line in lines:
@@ -79,28 +91,14 @@ class LogPump:
                 if self.logs is None:
                     continue
                 try:
-                    await _write(self.logs, b"".join(batch))
+                    await write_logs(self.logs, b"".join(batch), LOOP)
                 except (OSError, ValueError, trio.BrokenResourceError, trio.ClosedResourceError):
                     self.logs = None  # a closed log sink must not take the executor down
 
     async def pump(self, stream: trio.abc.ReceiveStream) -> None:
-        """Read `stream` to its end, then close it."""
+        """Read `stream` to its end (or until `stop_reading`), then close it."""
         try:
-            await self.read(stream)
+            with self._reading:
+                await self.read(stream)
         finally:
             await stream.aclose()
-
-
-async def _write(logs: Any, data: bytes) -> None:
-    if isinstance(logs, trio.abc.SendStream):
-        await logs.send_all(data)
-    elif isinstance(logs, io.TextIOBase) or hasattr(logs, "encoding"):
-        text = data.decode("utf-8", errors="replace")
-        await trio.to_thread.run_sync(_sync_write, logs, text)
-    else:
-        await trio.to_thread.run_sync(_sync_write, logs, data)
-
-
-def _sync_write(logs: Any, data: str | bytes) -> None:
-    logs.write(data)
-    logs.flush()

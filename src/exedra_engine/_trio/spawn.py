@@ -1,6 +1,6 @@
 """Starting an executor from trio: the fork runs on the spawner thread of
-`exedra_engine._shell.child` (why: there), reached through a trio worker thread so that the
-event loop never blocks; the exit is awaited on a pidfd, not on a polling tick."""
+`exedra_engine._shell.launch.child` (why: there), reached through a trio worker thread so
+that the event loop never blocks; the exit is awaited on a pidfd, not on a polling tick."""
 
 from __future__ import annotations
 
@@ -11,16 +11,22 @@ import subprocess
 import trio
 
 from exedra_engine._core.launch.child import ChildSpec
-from exedra_engine._shell import child
+from exedra_engine._shell.launch import child
+from exedra_engine._shell.launch.options import Spawn
+from exedra_engine._shell.launch.tree import ProcessTree
 
 
 class Child:
-    """A started executor: its pid, its merged stdout/stderr as a trio stream, its exit."""
+    """A started executor: its pid, its merged stdout/stderr as a trio stream, its exit, its
+    process tree."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdout: trio.lowlevel.FdStream) -> None:
+    def __init__(
+        self, popen: subprocess.Popen[bytes], stdout: trio.lowlevel.FdStream, tree: ProcessTree
+    ) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.stdout = stdout
+        self.tree = tree
         self._pidfd = child.open_pidfd(popen.pid)
 
     @property
@@ -43,7 +49,8 @@ class Child:
         return self._popen.returncode
 
 
-async def start(spec: ChildSpec) -> Child:
-    """Start `spec` in its own session, stdout and stderr on one pipe; raises OSError."""
-    popen, read = await trio.to_thread.run_sync(child.spawn, spec)
-    return Child(popen, trio.lowlevel.FdStream(read))
+async def start(spec: ChildSpec, spawn: Spawn) -> Child:
+    """Start `spec` with `spawn` (in its own session, stdout and stderr on one pipe, as the
+    root of a process tree); raises OSError."""
+    popen, read, tree = await trio.to_thread.run_sync(spawn, spec)
+    return Child(popen, trio.lowlevel.FdStream(read), tree)

@@ -27,9 +27,13 @@ from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._trio.launcher import open_instance
 from exedra_engine.constants import STOP_TIMEOUT
+from exedra_engine.errors import EngineError
 
 if TYPE_CHECKING:
     from exedra_engine.cli.signals import Signals
+
+READY_TIMEOUT = 60.0
+"""How long the demo's tiny model may take to load."""
 
 
 def ask(url: str, key: str, question: str) -> dict[str, Any]:
@@ -103,21 +107,22 @@ async def _run(
     with trio.open_signal_receiver(*SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             work = trio.CancelScope()
-
-            async def watch() -> None:
-                async for signum in signals:
-                    if sigs.first is None:
-                        sigs.first = signum
-                    work.cancel()  # later ones: the stop under way is bounded
-
-            nursery.start_soon(watch)
+            nursery.start_soon(sigs.cancel_on, signals, work)
             if sigs.first is not None:
                 work.cancel()
             code: int | None = None
+            failed: EngineError | None = None
             with work:
-                code = await _demo(p, a, timings)
+                try:
+                    code = await _demo(p, a, timings)
+                except EngineError as e:
+                    # Raised after the nursery: inside it, trio would wrap it in an
+                    # ExceptionGroup, and main would print that as a traceback.
+                    failed = e
             nursery.cancel_scope.cancel()
             phase = "starting" if "launch_to_ready" not in timings else "serving"
+    if failed is not None:
+        raise failed
     if code is None:
         assert sigs.first is not None
         return interrupted_exit(sigs.first, phase, "the executor was stopped")
@@ -128,7 +133,7 @@ async def _demo(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float])
     from exedra_engine.cli.render import print_plan, shown_plan
 
     t = time.perf_counter()
-    async with open_instance(p, ready_timeout=60) as inst:
+    async with open_instance(p, ready_timeout=READY_TIMEOUT) as inst:
         timings["launch_to_ready"] = time.perf_counter() - t
         t = time.perf_counter()
         try:

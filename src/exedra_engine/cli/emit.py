@@ -115,9 +115,12 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         target_flag,
         dest="emit",
-        choices=[t.value for t in Target],
+        # router and llama-swap: a group's (plan --group FILE --emit ...), cli/emit_group.py
+        choices=[t.value for t in Target]
+        + (["router", "llama-swap"] if target_flag == "--emit" else []),
         required=target_flag == "--target",
-        help="render the plan for Kubernetes, systemd or Podman Quadlet",
+        help="render the plan for Kubernetes, systemd or Podman Quadlet (with --group also "
+        "router: llama.cpp's models preset, and llama-swap)",
     )
     g.add_argument("--out", metavar="DIR", help="write the files into DIR (default: stdout)")
     g.add_argument(
@@ -361,17 +364,22 @@ def run_emit(
         if chosen not in origins:
             origins = (chosen, *origins)
         emitted = msgspec.structs.replace(emitted, origins=origins)
-    explain_to = sys.stdout if a.out else sys.stderr
     if a.check:
         return _check(plan, target, emitted, a)
+    return hand_out(emitted, a)
+
+
+def hand_out(emitted: Emitted, a: argparse.Namespace) -> int:
+    """The files into ``--out`` DIR, or to stdout; then, with ``--explain``, where each field
+    came from (on stderr when the files went to stdout). The exit status."""
     if a.out:
         if (code := _write(a.out, emitted)) != 0:
             return code
     else:
         for text in emitted.files.values():
             sys.stdout.write(text)
-    if a.explain:
-        print_origins(emitted, explain_to)
+    if a.explain and emitted.origins:
+        print_origins(emitted, sys.stdout if a.out else sys.stderr)
     return 0
 
 

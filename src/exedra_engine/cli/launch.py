@@ -29,7 +29,19 @@ from exedra_engine.errors import EngineError
 
 def add_parser(sub: Subparsers) -> None:
     s = sub.add_parser("launch", help="plan, launch, wait until ready; Ctrl-C stops it")
-    add_plan_options(s)
+    add_plan_options(s, model_required=False)
+    s.add_argument(
+        "--group",
+        metavar="FILE",
+        help="launch every member of a group file at once (planned as plan --group plans "
+        "them), all or nothing; one ready line per member, Ctrl-C stops them all",
+    )
+    s.add_argument(
+        "--router",
+        action="store_true",
+        help="with --group: run the llama members as one llama.cpp router (--models-preset), "
+        "ready when /models answers, each model loaded on its first request",
+    )
     s.add_argument(
         "--ready-timeout",
         type=options.seconds,
@@ -70,6 +82,16 @@ def add_parser(sub: Subparsers) -> None:
 def launch_command(a: argparse.Namespace) -> int:
     from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
+    if a.group is not None:
+        return _launch_group(a)
+    if a.router:
+        raise EngineError("--router runs a group's llama members: give --group FILE")
+    missing = [f for f, v in (("--model", a.model), ("--kind", a.kind)) if v is None]
+    if missing:
+        raise EngineError(
+            f"launch: the following arguments are required: {', '.join(missing)} "
+            "(or --group FILE, whose members name their models)"
+        )
     # `plan` allows an absent model (planning for another machine); a launch cannot succeed
     # without one, and is refused before anything is started.
     if not os.path.isfile(a.model):
@@ -99,6 +121,26 @@ def launch_command(a: argparse.Namespace) -> int:
         if not (a.quiet or a.log_file) and (note := cpu_note(e.plan, a.executors)):
             print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
         return run_launch(e.plan, a, sigs, e.sources)
+
+
+def _launch_group(a: argparse.Namespace) -> int:
+    """``launch --group FILE``: the options a group file sets per member are refused as
+    ``plan --group`` refuses them; then planned and run (cli/launch_group.py)."""
+    from exedra_engine.cli.launch_group import launch_group
+    from exedra_engine.cli.plan_group import refuse_per_member
+    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
+
+    refuse_per_member(a)
+    if a.drain and not a.router:
+        raise EngineError(
+            "--drain does not go with --group yet: the members are stopped together, each "
+            "within --stop-timeout"
+        )
+    with Signals().installed() as sigs:
+        try:
+            return launch_group(a, sigs)
+        except Interrupted as i:
+            return interrupted_exit(i.signum, "planning", "nothing was started")
 
 
 def _not_runnable_here(command: str) -> str:

@@ -67,14 +67,7 @@ async def _main(
     with trio.open_signal_receiver(*SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             phase = trio.CancelScope()
-
-            async def watch() -> None:
-                async for signum in signals:
-                    if sigs.first is None:
-                        sigs.first = signum
-                    phase.cancel()  # later ones: the stop under way is already bounded
-
-            nursery.start_soon(watch)
+            nursery.start_soon(sigs.cancel_on, signals, phase)
             if sigs.first is not None:  # between planning and here
                 phase.cancel()
             with phase:

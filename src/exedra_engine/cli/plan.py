@@ -83,6 +83,8 @@ def plan_command(a: argparse.Namespace) -> int:
             "(or --group FILE, whose members name their models)"
         )
     if getattr(a, "emit", None):
+        if a.emit in ("router", "llama-swap"):
+            raise EngineError(f"--emit {a.emit} serves several models: give --group FILE")
         if a.json:
             # Ignored before: emit writes files and prints text, so a script reading JSON
             # from `plan --emit ... --json` got "wrote ..." instead.

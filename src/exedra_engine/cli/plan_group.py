@@ -39,16 +39,15 @@ _PER_MEMBER = (
     ("executor", "--executor"),
     ("measure", "--measure"),
     ("strict", "--strict"),
-    ("emit", "--emit"),
 )
 """Options a group file sets per member (or that a group plan does not do): refused."""
 
 HideFindings = Callable[[Explained, bool, Executors], Explained]
 
 
-def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
-    """The ``plan --group`` command; `hide` hides the keys in a member's findings as
-    ``plan`` does (`cli.plan.shown_findings`, handed in: ``plan`` imports this module)."""
+def refuse_per_member(a: argparse.Namespace) -> None:
+    """Refuse the options a group file sets per member (`EngineError`, naming them); used by
+    ``plan --group`` and ``launch --group``."""
     given = [
         flag for dest, flag in _PER_MEMBER if getattr(a, dest, None) not in (None, 0, False, [], "")
     ]
@@ -58,7 +57,20 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
             "file sets them per member (id, model, kind, ctx, threads, port, args, env, "
             "capabilities, weight)"
         )
+
+
+def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
+    """The ``plan --group`` command; `hide` hides the keys in a member's findings as
+    ``plan`` does (`cli.plan.shown_findings`, handed in: ``plan`` imports this module)."""
+    refuse_per_member(a)
+    if a.emit in ("k8s", "quadlet") and not a.host:
+        # As plan --emit does: a container's executor binds every address unless told.
+        a.host = "0.0.0.0"
     req = group_request(a)
+    if a.emit:
+        from exedra_engine.cli.emit_group import run_group_emit
+
+        return run_group_emit(explain_group_request(req, explain=False).plan, req.hardware, a)
     e = explain_group_request(req, flags=_flag_tables(req) if a.explain else None)
     members = [hide(m, a.show_secrets, a.executors) for m in e.members]
     plans = [shown_plan(m.plan, a.show_secrets, m.sources, executors=a.executors) for m in members]

@@ -16,7 +16,7 @@ from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.redact import redact_plan
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine.errors import EngineError, NotReady
+from exedra_engine.errors import EngineError, MemberFailed, NotReady
 
 if TYPE_CHECKING:
     from exedra_engine._core.config.findings import Finding
@@ -115,7 +115,10 @@ def fail(err: EngineError, code: int = 2, *, as_json: bool = False) -> int:
 
 
 def error_body(err: EngineError) -> dict[str, object]:
-    """An error as JSON: its kind, its cause, and the executor's last log lines."""
+    """An error as JSON: its kind, its cause, and the executor's last log lines (a group
+    member's failure: its own error's, with ``member`` naming it)."""
+    if isinstance(err, MemberFailed):
+        return {**error_body(err.cause), "member": err.member}
     if not isinstance(err, NotReady):
         return {"kind": type(err).__name__, "cause": unechoed(str(err)), "log": []}
     body: dict[str, object] = {

@@ -7,9 +7,9 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from types import FrameType
-from typing import Final
+from typing import Final, Protocol
 
 SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
@@ -20,6 +20,12 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+class Cancellable(Protocol):
+    """A scope a signal cancels (a ``trio.CancelScope``)."""
+
+    def cancel(self) -> None: ...
 
 
 class Signals:
@@ -35,6 +41,14 @@ class Signals:
         if self.raising:
             self.raising = False  # one exception per run: the unwinding is not interrupted
             raise Interrupted(signum)
+
+    async def cancel_on(self, received: AsyncIterator[int], scope: Cancellable) -> None:
+        """Record each signal of `received` (a trio signal receiver) and cancel `scope`:
+        later ones change nothing, the stop under way is already bounded."""
+        async for signum in received:
+            if self.first is None:
+                self.first = signum
+            scope.cancel()
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Signals]:

@@ -10,6 +10,12 @@ is tested on data. What each driver exposes:
 - i915: mainline exposes no total; Intel's out-of-tree i915 adds ``card<N>/lmem_total_bytes``.
 - nvidia, and anything else: no VRAM file, so 0 ("unknown"), never a guess.
 
+An NVIDIA card shows no DRM node at all where ``nvidia-drm`` is not loaded (common on
+servers) or where the sandbox hides ``/sys/class/drm`` (seen on a gVisor VM with an H200): its
+driver still lists it under ``/proc/driver/nvidia/gpus/<bus>/information``. When no DRM node
+is the nvidia driver's, each card listed there is a GPU named for its device node
+(``nvidia0``), its VRAM unknown; with one, DRM is trusted and the list is not read twice.
+
 Free VRAM is known only where the driver says how much is used (amdgpu); elsewhere it is None
 ("unknown"), never the total: a fit judged against total memory is wrong on any card that
 already holds something. Free host memory is ``MemAvailable`` bounded by the cgroup v2 limit
@@ -42,6 +48,15 @@ class DrmNode(Value, frozen=True, kw_only=True):
     i915_lmem_total: str | None = None
 
 
+class NvidiaProcGpu(Value, frozen=True, kw_only=True):
+    """One card the nvidia driver lists (``/proc/driver/nvidia/gpus/<bus>/``)."""
+
+    bus: str
+    """The entry's name, the card's PCI address, e.g. ``0000:00:06.0``."""
+    information: str | None = None
+    """The text of its ``information`` file (model, minor number...)."""
+
+
 class ExecutorFile(Value, frozen=True, kw_only=True):
     """One executor binary found on PATH and the library files beside it."""
 
@@ -64,6 +79,7 @@ class HostSnapshot(Value, frozen=True, kw_only=True):
     cgroup_memory_current: str | None = None
     cgroup_memory_stat: str | None = None
     drm: tuple[DrmNode, ...] = ()
+    nvidia: tuple[NvidiaProcGpu, ...] = ()
     executors: tuple[ExecutorFile, ...] = ()
 
 
@@ -80,7 +96,7 @@ def hardware_from(snap: HostSnapshot) -> Hardware:
                 snap.cgroup_memory_stat,
             ),
         ),
-        gpus=tuple(gpu_from(n) for n in sorted(snap.drm, key=lambda n: _natural(n.render))),
+        gpus=gpus_from(snap.drm, snap.nvidia),
         executors=tuple(
             ExecutorInfo(kind=e.kind, path=e.path, backends=backends_of(e.libs), version=e.version)
             for e in snap.executors
@@ -141,6 +157,25 @@ def available_bytes(
         used = max(0, used - int(m.group(1)))
     room = max(0, limit - used)
     return room if host is None else min(host, room)
+
+
+def gpus_from(drm: tuple[DrmNode, ...], nvidia: tuple[NvidiaProcGpu, ...] = ()) -> tuple[GPU, ...]:
+    """The GPUs of the DRM render nodes, and the nvidia driver's cards when no node is its."""
+    gpus = tuple(gpu_from(n) for n in sorted(drm, key=lambda n: _natural(n.render)))
+    if any(g.driver == "nvidia" for g in gpus):
+        return gpus
+    cards = sorted((nvidia_gpu(n) for n in nvidia), key=lambda g: _natural(g.card))
+    return (*gpus, *cards)
+
+
+_MINOR = re.compile(r"^Device Minor:\s*(\d+)\s*$", re.MULTILINE)
+
+
+def nvidia_gpu(entry: NvidiaProcGpu) -> GPU:
+    """One `GPU` from the nvidia driver's own list: named for its device node (``nvidia0``,
+    what a container is handed), or for its bus address when the minor is not stated."""
+    m = _MINOR.search(entry.information or "")
+    return GPU(card=f"nvidia{m.group(1)}" if m else entry.bus, driver="nvidia", vram=0)
 
 
 def gpu_from(node: DrmNode) -> GPU:

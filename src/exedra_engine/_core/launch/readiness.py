@@ -106,11 +106,6 @@ def json_body(buf: bytes, answer: Answer) -> object:
         return None
 
 
-def slots_busy(slots: object, field: str) -> bool:
-    """Whether any slot of an executor's slots listing is working on a request."""
-    return busy_slots(slots, field) > 0
-
-
 def busy_slots(slots: object, field: str) -> int:
     """How many slots of an executor's slots listing work on a request (0 if not a list)."""
     if not isinstance(slots, list):

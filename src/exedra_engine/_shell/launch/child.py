@@ -12,7 +12,6 @@ long as this process, and the child dies with the process, not with a cache thre
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import ctypes
 import functools
 import os
@@ -178,43 +177,3 @@ def open_pidfd(pid: int) -> int | None:
         return os.pidfd_open(pid)
     except (AttributeError, OSError):
         return None
-
-
-def signal_group(pgid: int, name: str) -> None:
-    """Send signal `name` to process group `pgid`; a group already gone is not an error."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.Signals[name])
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of group `pgid` is left (a zombie counts until reaped)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def group_peak_rss(pgid: int) -> int | None:
-    """The summed peak resident memory (``VmHWM``) of process group `pgid`'s processes,
-    bytes; None when /proc cannot tell. Scans /proc: call it off the event loop."""
-    total, seen = 0, False
-    try:
-        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
-    except OSError:
-        return None
-    for pid in pids:
-        try:
-            if os.getpgid(pid) != pgid:
-                continue
-            with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        total += int(line.split()[1]) * 1024
-                        seen = True
-                        break
-        except (OSError, ValueError):
-            continue
-    return total if seen else None
