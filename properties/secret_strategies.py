@@ -14,7 +14,8 @@ import re
 
 from hypothesis import strategies as st
 
-from exedra_engine._core.redact import REDACTED, SHORT_KEY
+from exedra_engine._core.secrets import REDACTED, SHORT_KEY
+from exedra_engine._core.secrets.table import LOG_PATTERNS, PREFIXED, URL_USERINFO
 
 _PRINTABLE = st.characters(
     codec="utf-8",
@@ -72,7 +73,7 @@ def stands_as_token(text: str, at: int, key: str) -> bool:
 
 
 def reference_redact(text: str, secrets: list[str]) -> str:
-    """The rule of `exedra_engine._core.redact` for free text, written plainly, with no
+    """The rule of `exedra_engine._core.secrets` for free text, written plainly, with no
     regular expression: at each place, the longest secret that starts there and is long
     (`SHORT_KEY` or more) or stands as a token in `text` is replaced; else the character
     is kept."""
@@ -89,4 +90,80 @@ def reference_redact(text: str, secrets: list[str]) -> str:
         else:
             out.append(text[pos])
             pos += 1
-    return "".join(out)
+    return by_look("".join(out))
+
+
+def by_look(text: str) -> str:
+    """What is secret by its look, from the walker's table, hidden in `text`."""
+    for p in LOG_PATTERNS:
+        text = re.sub(p.pattern.decode(), rf"\1{REDACTED}", text)
+    text = PREFIXED.sub(REDACTED, text)
+    return URL_USERINFO.sub(rf"\g<scheme>{REDACTED}@", text)
+
+
+# -- key shapes (issue 30): what real keys look like, each drawn whole ----------------------
+
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
+_DIGIT = "0123456789"
+_ALNUM = _UPPER + _LOWER + _DIGIT
+
+
+def _chars(alphabet: str, n: int, most: int | None = None) -> st.SearchStrategy[str]:
+    return st.text(st.sampled_from(alphabet), min_size=n, max_size=most or n)
+
+
+def _mixed(alphabet: str, n: int) -> st.SearchStrategy[str]:
+    # A random run: one upper, one lower and one digit at least, as a generated key has.
+    return st.builds(
+        lambda a, b, c, rest: a + b + c + rest,
+        _chars(_UPPER, 1),
+        _chars(_LOWER, 1),
+        _chars(_DIGIT, 1),
+        _chars(alphabet, n - 3),
+    )
+
+
+def _b64url(n: int, most: int) -> st.SearchStrategy[str]:
+    return _chars(_ALNUM + "-_", n, most)
+
+
+KEY_SHAPES = {
+    "openai": st.builds(
+        "sk-{}{}".format, st.sampled_from(["", "proj-", "live-"]), _mixed(_ALNUM, 24)
+    ),
+    "aws-id": st.builds(
+        "{}{}".format, st.sampled_from(["AKIA", "ASIA"]), _chars(_UPPER + _DIGIT, 16)
+    ),
+    "aws-secret": _mixed(_ALNUM + "+/", 40).filter(lambda k: k[0] != "/"),
+    "jwt": st.builds("eyJ{}.eyJ{}.{}".format, _b64url(8, 30), _b64url(8, 40), _b64url(10, 43)),
+    "github": st.builds("{}_{}".format, st.sampled_from(["ghp", "gho", "ghs"]), _mixed(_ALNUM, 36)),
+    "github-pat": st.builds("github_pat_{}_{}".format, _mixed(_ALNUM, 22), _mixed(_ALNUM, 59)),
+    "huggingface": st.builds("hf_{}".format, _mixed(_ALNUM, 34)),
+    "slack": st.builds(
+        "xox{}-{}-{}".format, st.sampled_from("bpas"), _chars(_DIGIT, 12), _mixed(_ALNUM, 24)
+    ),
+    "hex": _chars("0123456789abcdef", 40).filter(
+        lambda k: any(c.isdigit() for c in k) and any(c.isalpha() for c in k)
+    ),
+    "base64": st.builds("{}=".format, _mixed(_ALNUM + "+/", 43)).filter(lambda k: k[0] != "/"),
+}
+"""One generator per key shape the walker's table knows (`exedra_engine._core.secrets.table`)."""
+
+PREFIX_SHAPES = frozenset(
+    {"openai", "aws-id", "jwt", "github", "github-pat", "huggingface", "slack"}
+)
+"""Shapes known by their prefix wherever they stand; the others are known as a whole value."""
+
+key_shapes = st.sampled_from(sorted(KEY_SHAPES)).flatmap(
+    lambda name: KEY_SHAPES[name].map(lambda k: (name, k))
+)
+"""(shape name, key): one real-looking key of any shape."""
+
+
+def leaked(key: str, text: str) -> bool:
+    """Whether `text` shows `key`, whole or a piece of 12 characters or more (one half of a
+    key cut in two)."""
+    if key in text:
+        return True
+    return any(key[i : i + 12] in text for i in range(0, max(len(key) - 11, 0)))

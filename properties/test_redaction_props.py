@@ -36,17 +36,35 @@ import msgspec
 import pytest
 import trio
 import trio.testing
-from hypothesis import event, given
+from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 from tests.log_pump import feed
 
-from exedra_engine import LaunchPlan
-from exedra_engine._core.launch.logs import log_secrets
+from exedra_engine import (
+    CPU,
+    Constraints,
+    ExecutorInfo,
+    Hardware,
+    Kind,
+    LaunchPlan,
+    ModelSpec,
+    load_config,
+)
+from exedra_engine._core.launch.logs import MAX_LINE, LogLines, log_secrets
 from exedra_engine._core.plan.endpoint import resolve
-from exedra_engine._core.redact import TextRedactor, redact_bytes
+from exedra_engine._core.plan.planner import explain_launch
+from exedra_engine._core.secrets import TextRedactor, redact_bytes
 from exedra_engine._trio.logs import LogPump
 from exedra_engine.cli import main
-from properties.secret_strategies import keys, log_lines, reference_redact
+from properties.conftest import scaled
+from properties.secret_strategies import (
+    PREFIX_SHAPES,
+    key_shapes,
+    keys,
+    leaked,
+    log_lines,
+    reference_redact,
+)
 
 ROUTES = (
     "key_env",
@@ -297,3 +315,118 @@ def _strings(value: object) -> set[str]:
     if isinstance(value, list):
         return {s for v in value for s in _strings(v)}
     return set()
+
+
+# -- every key shape x every route in x every output (issue 30) ------------------------------
+# Each route hands the key to the plan in one way a caller or an admin may; `MARKS` are those
+# that say where it stands (a key flag or its mistyped neighbour, a secret-named variable, a
+# URL's credentials). A key of a shape known only as a whole value (a hex or base64 run) that
+# no route marks and every route embeds in a longer value is no secret anyone could tell.
+SHAPE_ROUTES: dict[str, Any] = {
+    "arg_alias_in": lambda k: (["--arg=--alias", f"--arg=m-{k}"], [], {}),
+    "arg_alias_whole": lambda k: (["--arg=--alias", f"--arg={k}"], [], {}),
+    "arg_api_key": lambda k: (["--arg=--api-key", f"--arg={k}"], [], {}),
+    "arg_api_kee": lambda k: (["--arg=--api-kee", f"--arg={k}"], [], {}),
+    "arg_apikey_eq": lambda k: ([f"--arg=--apikey={k}"], [], {}),
+    "arg_hf_token": lambda k: (["--arg=--hf-token", f"--arg={k}"], [], {}),
+    "arg_hf_underscore": lambda k: (["--arg=--hf_token", f"--arg={k}"], [], {}),
+    "run_arg_hf": lambda k: (["--run-arg=--hf-token", f"--run-arg={k}"], [], {}),
+    "env_bearer": lambda k: ([], [f"UPSTREAM=Bearer {k}"], {}),
+    "env_url_userinfo": lambda k: ([], [f"CB=http://u:{k}@h/"], {}),
+    "env_proxy": lambda k: ([], [f"HTTPS_PROXY=http://alice:{k}@proxy:3128"], {}),
+    "env_query": lambda k: ([], [f"CB=http://h/v1?api_key={k}"], {}),
+    "env_pass": lambda k: ([], [f"DB_PASS={k}"], {}),
+    "env_whole": lambda k: ([], [f"OTHER={k}"], {}),
+    "api_key_env": lambda k: ([f"--api-key-env={VAR}"], [], {VAR: k}),
+    "cfg_env": lambda k: ([], [], {"cfg": {"env": {"HF_TOKEN": k}}}),
+    "cfg_env_proxy": lambda k: ([], [], {"cfg": {"env": {"HTTPS_PROXY": f"http://b:{k}@p"}}}),
+    "cfg_engine_args": lambda k: (
+        [],
+        [],
+        {"cfg": {"engines": {"llama": {"args": ["--api-key", k]}}}},
+    ),
+}
+EMBEDS = frozenset({"arg_alias_in", "env_bearer"})
+TARGETS = ("k8s", "systemd", "quadlet")
+
+
+def _shape_request(routes: list[str], key: str, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    argv = ["--model", str(tmp / "absent.gguf"), "--kind", "llama", "--id", "m"]
+    argv += ["--executor", "/usr/bin/true", "--no-port-check"]
+    cfg: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    for r in routes:
+        args, variables, extra = SHAPE_ROUTES[r](key)
+        argv += args + [f"--env={v}" for v in variables]
+        for part, value in extra.pop("cfg", {}).items():
+            for name, sub in value.items():
+                cfg.setdefault(part, {}).setdefault(name, sub)
+        env.update(extra)
+    (tmp / "c.yaml").write_text(json.dumps(cfg), encoding="utf-8")
+    return [*argv, "--config", str(tmp / "c.yaml")], env
+
+
+def _knowable(shape: str, routes: list[str]) -> bool:
+    return shape in PREFIX_SHAPES or not set(routes) <= EMBEDS
+
+
+@settings(max_examples=scaled(60))
+@given(
+    key_shapes,
+    st.lists(st.sampled_from(sorted(SHAPE_ROUTES)), min_size=1, max_size=3, unique=True),
+)
+def test_no_key_of_any_shape_by_any_route_in_any_output(
+    shaped: tuple[str, str], routes: list[str]
+) -> None:
+    shape, key = shaped
+    assume(_knowable(shape, routes))
+    event(f"shape {shape}")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        argv, env = _shape_request(routes, key, tmp)
+        outputs = {" ".join(s): _run([*s, *argv], env) for s in SURFACES}
+        for t in TARGETS:  # refused (exit 2) or written without the key
+            outputs[t] = _run(["plan", *argv, "--emit", t], env)
+        outputs["config"] = _run(["config", str(tmp / "c.yaml")], {})
+        outputs["config --json"] = _run(["config", "--json", str(tmp / "c.yaml")], {})
+        code, text = _run(["plan", "--json", "--show-secrets", *argv], env)
+        _no_key_in_the_values_reprs(argv, env, shape, key)
+    for surface, (_, shown) in outputs.items():
+        assert not leaked(key, shown), (surface, shown)
+    assert code == 0 and leaked(key, text)  # the key did reach the plan: the check can fail
+    plan = msgspec.json.decode(text.partition("\0")[0], type=LaunchPlan)
+    for v in (plan, plan.spec):  # reprs, and what rich shows
+        assert not leaked(key, repr(v)) and not leaked(key, repr(v.__rich_repr__()))
+    _no_key_in_the_log_relay(plan, key)
+
+
+def _no_key_in_the_values_reprs(argv: list[str], env: dict[str, str], shape: str, key: str) -> None:
+    # The same request as library values: Constraints, Config, Explained and its parts, each
+    # by repr and by what rich shows.
+    cfg = load_config(argv[argv.index("--config") + 1]).unwrap()
+    c = Constraints(
+        api_key=env.get(VAR, ""),
+        extra_args=tuple(a.removeprefix("--arg=") for a in argv if a.startswith("--arg=")),
+        extra_env=tuple(a.removeprefix("--env=") for a in argv if a.startswith("--env=")),
+        overrides=cfg,
+    )
+    run_args = tuple(a.removeprefix("--run-arg=") for a in argv if a.startswith("--run-arg="))
+    spec = ModelSpec(id="m", path="/absent.gguf", kind=Kind.LLAMA, run_args=run_args)
+    hw = Hardware(cpu=CPU(threads=2), executors=(ExecutorInfo(kind=Kind.LLAMA, path="/x"),))
+    e = explain_launch(spec, hw, c).unwrap()
+    # A lone Source or Provenance has no plan to say that a copy is a key's: it hides what
+    # the table decides by itself (key flags, names, URLs, prefixed shapes).
+    parts = (*e.sources, *e.provenance) if shape in PREFIX_SHAPES else ()
+    for v in (c, cfg, e, *parts):
+        assert not leaked(key, repr(v)) and not leaked(key, repr(v.__rich_repr__())), v
+
+
+def _no_key_in_the_log_relay(plan: LaunchPlan, key: str) -> None:
+    # The executor quotes the key as a token, inside words and across the 64 KiB line cut.
+    lines = LogLines(log_secrets(plan, resolve(plan.spec.kind, plan.args, plan.env)))
+    out = lines.feed(f"Bearer {key}\nkey={key}\nup=http://u:{key}@h/\n".encode())
+    for split in (1, len(key) // 2, len(key) - 1):
+        out += lines.feed(b"x" * (MAX_LINE + 1) + key[:split].encode())
+        out += lines.feed(key[split:].encode() + b"\n")
+    text = b"".join(out).decode()
+    assert not leaked(key, text)

@@ -9,21 +9,36 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 from collections.abc import Iterator
 
 import msgspec
+import psutil
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.conftest import cli
+from tests.conftest import FAKE, cli
 
-from exedra_engine import LaunchPlan, PlanError
-from exedra_engine._core.redact import refuse_redacted
+from exedra_engine import (
+    CPU,
+    Constraints,
+    ExecutorInfo,
+    Hardware,
+    Kind,
+    LaunchPlan,
+    ModelSpec,
+    PlanError,
+    open_instance,
+    plan_launch,
+)
+from exedra_engine._core.secrets import refuse_redacted
 from exedra_engine.cli import build_parser
 from exedra_engine.testing import write_tiny_llama
 
 from .conftest import scaled
+from .secret_strategies import key_shapes, leaked
 
 # What API keys look like: a short prefix, then letters, digits, '-' and '_'.
 secrets = st.from_regex(r"[a-z]{2,4}[-_][A-Za-z0-9_-]{10,30}", fullmatch=True)
@@ -122,3 +137,48 @@ def test_a_saved_plan_never_launches_with_the_marker(tiny: str, key: str, route:
     real = msgspec.json.decode(shown, type=LaunchPlan)
     assert key in msgspec.json.encode(real).decode()
     refuse_redacted(real)
+
+
+@pytest.mark.parametrize(("command", "option"), ROUTES)
+@settings(max_examples=scaled(3))  # per route: ~40 routes, each example a whole CLI run
+@given(shaped=key_shapes)
+def test_no_error_echoes_a_key_of_any_shape_typed_into_any_option(
+    command: str, option: str | None, shaped: tuple[str, str]
+) -> None:
+    # Real keys have /, ., + and = in them (AWS secrets, JWTs, base64): a form that reads
+    # as a path, an address or a number is no reason to echo them.
+    key = shaped[1]
+    base = _BASE[command]
+    argv = [command, *base, option, key] if option else [command, key, *base[1:]]
+    _, out, err = cli(*argv)
+    assert not leaked(key, err) and not leaked(key, out), (argv, err)
+    assert "Traceback" not in err
+
+
+@settings(max_examples=scaled(6))
+@given(shaped=key_shapes, route=st.sampled_from(["key", "hf-token", "-hft", "hf_token-env"]))
+def test_no_secret_in_a_launched_executors_cmdline(
+    tiny: str, shaped: tuple[str, str], route: str
+) -> None:
+    # /proc/PID/cmdline is readable by every user: keys travel in the environment.
+    key = shaped[1]
+    args = {"hf-token": ("--hf-token", key), "-hft": (f"-hft={key}",)}.get(route, ())
+    spec = ModelSpec(id="m", path=tiny, kind=Kind.LLAMA)
+    c = Constraints(
+        api_key=key if route == "key" else "",
+        extra_args=args,
+        extra_env=(f"HF_TOKEN={key}",) if route == "hf_token-env" else (),
+        no_gpu=True,
+    )
+    hw = Hardware(cpu=CPU(threads=2), executors=(ExecutorInfo(kind=Kind.LLAMA, path=str(FAKE)),))
+    plan = plan_launch(spec, hw, c).unwrap()
+
+    async def launched() -> tuple[bytes, dict[str, str]]:
+        async with open_instance(plan, logs=io.BytesIO()) as inst:
+            with open(f"/proc/{inst.pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+            return cmdline, psutil.Process(inst.pid).environ()
+
+    cmdline, environ = trio.run(launched)
+    assert not leaked(key, cmdline.decode("utf-8", "replace")), cmdline
+    assert key in environ.values()  # it did reach the executor

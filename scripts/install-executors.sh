@@ -176,6 +176,9 @@ build() {
   extra=$(companions "$exe")
   if [ -x "$dest/$exe" ]; then
     log "$exe: cached build $dest"
+    # What it was built from (probe says so beside the version the binary states); builds
+    # cached before this was recorded get it now.
+    [ -f "$dest/SOURCE" ] || printf '%s %s\n' "$spec" "$subdir" >"$dest/SOURCE" 2>/dev/null || true
     prove "$exe" "$dest" || die "$exe in $dest does not run on this CPU (see above)"
     printf '%s\n' "$dest"
     return
@@ -209,6 +212,7 @@ build() {
   for t in "$exe" $extra; do cp -a "$work/build/bin/$t" "$stage/"; done
   find "$work/build" -name '*.so*' \( -type f -o -type l \) -exec cp -a {} "$stage/" \;
   log "$exe: installed $(find "$stage" -name 'libggml-cpu*.so' | wc -l) CPU plugins"
+  printf '%s %s\n' "$spec" "$subdir" >"$stage/SOURCE"
   prove "$exe" "$stage" || die "$exe was built but fails on this CPU; it is not cached"
   # Another run may have finished the same build first: then its copy is as good as ours.
   mv -T "$stage" "$dest" 2>/dev/null || [ -x "$dest/$exe" ] || die "could not move the build to $dest"

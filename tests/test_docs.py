@@ -125,22 +125,16 @@ def _validate_outputs(root: Path) -> list[str]:
 
 
 def _fixture_dir(root: Path) -> None:
-    """What the pages assume a reader has: override directories, a key file, a git clone."""
+    """What the pages assume a reader has: the override directory committed in the
+    repository that deploys /etc/exedra/engine.d (lint-overrides.md's CI job), a git clone.
+    What a page's commands use beyond that (deploy/engine.d, a key file, node files) its own
+    blocks create, as a reader would have to."""
     import subprocess
 
-    for d in ("deploy/engine.d", "etc/exedra/engine.d"):
-        (root / d).mkdir(parents=True)
-        (root / d / "10-site.yaml").write_text("models:\n  qwen:\n    args: [--ctx-size, '8192']\n")
+    d = root / "etc/exedra/engine.d"
+    d.mkdir(parents=True)
+    (d / "10-site.yaml").write_text("models:\n  qwen:\n    args: [--ctx-size, '8192']\n")
     (root / "ci").mkdir()
-    (root / "qwen.key").write_text("k-docs-example\n")
-    # A fleet's node types (will-it-fit.md): this host's probe, and where plans are kept.
-    import msgspec
-
-    from exedra_engine._shell.probe import host_hardware
-
-    (root / "deploy" / "nodes").mkdir()
-    (root / "deploy" / "nodes" / "cpu.json").write_bytes(msgspec.json.encode(host_hardware()))
-    (root / "plans").mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
 
 
@@ -153,6 +147,19 @@ def _docs_model_dir() -> Path:
         if not str(base.resolve()).startswith(("/tmp/", "/var/tmp/")):
             return base / "docs-models"
     raise AssertionError(f"no directory outside /tmp for the docs' model ({ROOT}, {Path.home()})")
+
+
+def _reachable_copy(binary: str) -> str:
+    """`binary`'s build directory (it loads its libraries from beside it) copied beside the
+    docs' model, once per build: the path of the copy's binary."""
+    real = Path(os.path.realpath(binary))
+    dest = _docs_model_dir().parent / "docs-executors" / real.parent.name
+    if not (dest / real.name).exists():
+        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(real.parent, tmp, symlinks=True)
+        tmp.rename(dest)
+    return str(dest / real.name)
 
 
 @pytest.mark.parametrize(
@@ -173,7 +180,10 @@ def test_shell_examples_succeed(
     shutil.copyfile(tiny_llama, model)
     for p in MODEL_PATHS:
         script = script.replace(p, str(model))
-    # The pages name the binaries where a distribution installs them.
+    # The pages name the binaries where a distribution installs them; a systemd unit's
+    # DynamicUser= must reach the one the plan names, as systemd.md's install step makes
+    # sure: a copy of the build beside the docs' model, not the user's 0700 home cache.
+    llama_server = _reachable_copy(llama_server)
     script = script.replace("/usr/bin/llama-server", llama_server)
     script = script.replace("/usr/bin/whisper-server", whisper_server)
     _fixture_dir(tmp_path)
@@ -301,3 +311,23 @@ def test_i18_item14_readme_says_what_unwrap_raises() -> None:
     assert "`.unwrap()` raises the typed `EngineError`" not in readme
     assert "raises returns' `UnwrapFailedError`, not the `EngineError`" in readme
     assert "`e.halted_container.failure()`" in readme
+
+
+def test_every_page_is_in_the_site_nav() -> None:
+    # a page left out of mkdocs.yml's nav is built but reached by no link of the site
+    import yaml
+
+    def pages(nav: object) -> list[str]:
+        if isinstance(nav, str):
+            return [nav]
+        if isinstance(nav, list):
+            return [p for item in nav for p in pages(item)]
+        if isinstance(nav, dict):
+            return [p for v in nav.values() for p in pages(v)]
+        return []
+
+    site = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
+    listed = set(pages(site["nav"]))
+    on_disk = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
+    assert on_disk - listed == set()
+    assert "compared.md" in listed

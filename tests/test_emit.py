@@ -359,7 +359,7 @@ def test_a_known_key_or_the_redaction_marker_anywhere_fails() -> None:
         ({"host_": "127.0.0.1"}, Target.K8S, "plan with --host 0.0.0.0"),
         ({"host_": "127.0.0.1"}, Target.QUADLET, "plan with --host 0.0.0.0"),
         ({"extra_env": ("HF_TOKEN=abc",)}, Target.SYSTEMD, "HF_TOKEN, a secret"),
-        ({"extra_args": ("--hf-token", "abc")}, Target.K8S, "--hf-token, a secret"),
+        ({"extra_args": ("--hf-token", "abc")}, Target.K8S, "HF_TOKEN, a secret"),
     ],
 )
 def test_what_cannot_be_emitted_is_an_error(

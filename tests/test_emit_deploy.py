@@ -518,15 +518,33 @@ def test_i22_the_readiness_hook_runs_the_installed_command(
 ) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
+    # Installed outside /tmp, which the unit's PrivateTmp= would hide (see the next test).
+    opt = Path(__file__).resolve().parent.parent / ".cache" / f"waiter-{os.getpid()}"
+    real = opt / "exedra-engine"
+    opt.mkdir(parents=True, exist_ok=True)
+    try:
+        real.write_text("#!/bin/sh\n")
+        real.chmod(0o755)
+        (bindir / "exedra-engine").symlink_to(real)
+        monkeypatch.setenv("PATH", str(bindir))
+        code, out, err = _cli(capsys, *_plan_cli(tmp_path, "--emit", "systemd"))
+        assert code == 0, err
+        assert f"ExecStartPost={real} " in out
+    finally:
+        shutil.rmtree(opt)
+
+
+def test_a_waiter_the_unit_cannot_reach_is_refused_with_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = tmp_path / "opt" / "exedra-engine"
     real.parent.mkdir()
     real.write_text("#!/bin/sh\n")
     real.chmod(0o755)
-    (bindir / "exedra-engine").symlink_to(real)
-    monkeypatch.setenv("PATH", str(bindir))
-    code, out, err = _cli(capsys, *_plan_cli(tmp_path, "--emit", "systemd"))
-    assert code == 0, err
-    assert f"ExecStartPost={real} " in out
+    code, out, err = _cli(capsys, *_plan_cli(tmp_path, "--emit", "systemd", "--waiter", str(real)))
+    assert code == 2 and out == ""
+    assert f"the readiness waiter (ExecStartPost=) {real}: it is under a /tmp" in err
+    assert "--waiter PATH" in err and "/usr/local/lib/exedra-engine" in err
 
 
 # -- issue 19 item 5: emitters use the plan's memory ---------------------------------------------

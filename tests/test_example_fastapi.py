@@ -32,13 +32,18 @@ def _executors(pid: int) -> list[psutil.Process]:
 
 @pytest.mark.parametrize("stop_with", [signal.SIGINT, signal.SIGTERM])
 def test_i23_item5_fastapi_app_answers_and_leaves_nothing(
-    llama_server: str, real_model: Path, stop_with: signal.Signals
+    llama_server: str, real_model: Path, stop_with: signal.Signals, tmp_path: Path
 ) -> None:
     port = free_port()
+    # the admin's overrides reach the example's plan, as the README's example loads them
+    config = tmp_path / "engine.d"
+    config.mkdir()
+    (config / "10-sampling.yaml").write_text("engines:\n  llama:\n    args: [--top-k, '7']\n")
     env = {
         **os.environ,
         "EXEDRA_MODEL": str(real_model),
         "EXEDRA_CTX": "512",
+        "EXEDRA_CONFIG": str(config),
         # probe() finds the executor on PATH, as it would on a user's machine.
         "PATH": f"{Path(llama_server).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
@@ -87,8 +92,17 @@ def test_i23_item5_fastapi_app_answers_and_leaves_nothing(
         )
         assert r.status_code == 200, r.text
         assert r.json()["answer"].strip()
-        # The executor takes no request that does not come through the application.
+        # The base model (no chat template) answers a completion sensibly.
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/complete",
+            json={"prompt": "The capital of France is the city of"},
+            timeout=120,
+        )
+        assert r.status_code == 200, r.text
+        assert "Paris" in r.json()["answer"], r.text
         argv = executors[0].cmdline()
+        assert argv[argv.index("--top-k") + 1] == "7"  # the config layer
+        # The executor takes no request that does not come through the application.
         url = f"http://127.0.0.1:{argv[argv.index('--port') + 1]}"
         assert httpx.post(url + "/v1/chat/completions", json={}).status_code == 401
         server.send_signal(stop_with)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import threading
@@ -34,6 +35,7 @@ from exedra_engine import (
     LaunchPlan,
     ModelNotLoaded,
     ModelSpec,
+    NotGGUF,
     NotReady,
     OutOfMemory,
     Override,
@@ -166,10 +168,18 @@ async def test_i21_item5_port_taken_between_plan_and_launch(
 async def test_i21_item5_model_truncated_mid_tensor(
     real_hw: Hardware, real_model: Path, tmp_path: Path, leaves_nothing: None
 ) -> None:
+    # A file truncated before planning is refused by the plan itself (its header names
+    # tensors past its end); one truncated between plan and launch is the executor's to find.
     cut = tmp_path / "truncated.gguf"
     with real_model.open("rb") as src, cut.open("wb") as dst:
         dst.write(src.read(real_model.stat().st_size // 2))
-    err, took = await _fails(gemma(real_hw, cut))
+    refused = plan(ModelSpec(id="gemma", path=str(cut), kind=Kind.LLAMA), real_hw)
+    assert isinstance(refused.failure(), NotGGUF)
+    assert "lies past the file's end" in str(refused.failure())
+    shutil.copyfile(real_model, cut)
+    planned = gemma(real_hw, cut)
+    os.truncate(cut, real_model.stat().st_size // 2)
+    err, took = await _fails(planned)
     assert isinstance(err, ModelNotLoaded)
     assert "the model could not be loaded" in err.cause
     assert "not within the file bounds" in err.cause

@@ -105,10 +105,10 @@ def group_file(tmp_path: Path) -> Path:
     write_tiny_llama(tmp_path / "a.gguf")
     write_tiny_llama(tmp_path / "b.gguf")
     write_tiny_whisper(tmp_path / "w.bin")
-    f = tmp_path / "group.yaml"
+    f = tmp_path / "group.yaml"  # ctx 256: the tiny model's own (more is a finding)
     f.write_text(
         "members:\n"
-        f"  - {{id: chat, model: {tmp_path}/a.gguf, ctx: 2048}}\n"
+        f"  - {{id: chat, model: {tmp_path}/a.gguf, ctx: 256}}\n"
         f"  - {{id: side, model: {tmp_path}/b.gguf, weight: 2}}\n"
         f"  - {{id: asr, model: {tmp_path}/w.bin, kind: transcribe}}\n"
     )
@@ -157,7 +157,7 @@ def test_plan_group_text_and_explain_print_each_member_and_why(
 
 
 def test_plan_group_explain_lists_a_members_findings(group_file: Path, hardware: str) -> None:
-    text = group_file.read_text().replace("ctx: 2048}", "ctx: 2048, args: [--ctx-sise, '1']}")
+    text = group_file.read_text().replace("ctx: 256}", "ctx: 256, args: [--ctx-sise, '1']}")
     group_file.write_text(text)
     r = cli("plan", "--group", str(group_file), "--hardware", hardware, "--no-config",
             "--no-port-check", "--explain")  # fmt: skip

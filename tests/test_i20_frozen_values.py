@@ -31,7 +31,7 @@ from exedra_engine import (
 from exedra_engine._core.config.parse import located_config, merge_all, merge_configs
 from exedra_engine._core.emit import Target, emit_files
 from exedra_engine._core.emit.options import EmitOptions
-from exedra_engine._core.redact import redact_config
+from exedra_engine._core.secrets import redact_config
 from exedra_engine._core.struct import EMPTY, FrozenDict
 
 

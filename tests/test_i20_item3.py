@@ -25,7 +25,7 @@ from exedra_engine._core.emit.ready import setting_layer
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan import planner
 from exedra_engine._core.plan.layers import Layer, Said, merge
-from exedra_engine._core.redact import REDACTED, redact_provenance
+from exedra_engine._core.secrets import REDACTED, redact_provenance
 
 HOST = Hardware(
     cpu=CPU(threads=8, ram=1 << 34),
@@ -108,7 +108,8 @@ def test_i20_item3_explain_redacts_each_token_where_it_stands() -> None:
     text = msgspec.json.encode(shown).decode()
     assert "sk-0123456789" not in text and "hf-secret" not in text
     by_key = {s.key: s for s in shown}
-    assert by_key["--hf-token"].text == f"--hf-token {REDACTED}"
+    # --hf-token travels in its variable (HF_TOKEN), never argv: hidden there by its name.
+    assert "--hf-token" not in by_key and by_key["HF_TOKEN"].text == f"HF_TOKEN={REDACTED}"
     assert by_key["--alias"].text == f"--alias {REDACTED}"
     assert by_key["OTHER"].text == f"OTHER={REDACTED}"
 

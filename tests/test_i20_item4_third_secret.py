@@ -17,7 +17,7 @@ from exedra_engine import (
     plan_launch,
 )
 from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._core.redact import REDACTED, redact_config, redact_shown
+from exedra_engine._core.secrets import REDACTED, redact_config, redact_shown
 
 TOKEN = "sdtok-0123456789"
 ROWS = (

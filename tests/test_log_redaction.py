@@ -9,7 +9,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exedra_engine._core.redact import (
+from exedra_engine._core.secrets import (
     REDACTED,
     SHORT_KEY,
     TextRedactor,

@@ -9,7 +9,7 @@ import trio
 from returns.result import Failure
 
 from exedra_engine import LaunchPlan, PlanError, launch, open_instance
-from exedra_engine._core.redact import REDACTED
+from exedra_engine._core.secrets import REDACTED
 
 from .conftest import FAKE, Run
 

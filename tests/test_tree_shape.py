@@ -31,7 +31,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset({"_core", "_core.struct", "_core.outcome", "_core.targets"}),
     ),
     ("core: executors, model files", frozenset({"_core.executors", "_core.gguf"})),
-    ("core: the host, secrets", frozenset({"_core.host", "_core.redact", "_core.secrets"})),
+    ("core: the host, secrets", frozenset({"_core.host", "_core.secrets"})),
     ("core: memory", frozenset({"_core.memory"})),
     ("core: the plan's values", frozenset({"_core.values"})),
     ("core: override files", frozenset({"_core.config"})),
@@ -47,10 +47,11 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
 
 # (from room, to room): why a type-only import runs up a floor.
 TYPE_ONLY_UP: dict[tuple[str, str], str] = {
-    ("_core.redact", "_core.values"): "redact names the values it hides keys in (Config, "
-    "LaunchPlan); the secret walker (_core/secrets/) replaces redact.py",
-    ("_core.redact", "_core.plan"): "redact names Provenance, Said and Source for their "
-    "hidden copies; as above",
+    ("_core.secrets", "_core.values"): "the walker names the values it hides keys in (Config, "
+    "LaunchPlan, Override), which hold their reprs through it",
+    ("_core.secrets", "_core.plan"): "the walker names Provenance, Said, Source and Explained "
+    "for their hidden copies",
+    ("_core.secrets", "_core.config"): "the walker names Finding for its hidden copy",
 }
 
 MAX_MODULES_PER_FOLDER = 12
@@ -66,8 +67,7 @@ MAX_LINES = 500
 # Generated, data not code: no limit (scripts/gen_flag_tables.py writes it from --help).
 GENERATED = frozenset({"_core/executors/_flagdata.py"})
 # {module relative to the package: why it is longer}. Each must still need it.
-LONG_MODULES: dict[str, str] = {
-}
+LONG_MODULES: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:
@@ -244,7 +244,7 @@ def test_each_listed_upward_arrow_is_type_only() -> None:
             for target, type_only in targets.items()
             if room(target) == b
         ]
-        # A listed arrow may be gone (redact.py replaced); where it stands, it runs nothing.
+        # A listed arrow may be gone; where it stands, it runs nothing.
         assert not arrows or all(arrows), (a, b)
 
 
@@ -298,9 +298,9 @@ def test_upward_flags_an_import_up_a_floor() -> None:
     ]
     down = {"exedra_engine._core.plan.layers": {"exedra_engine._core.values": False}}
     assert upward(down) == []
-    excused = {"exedra_engine._core.redact": {"exedra_engine._core.values": True}}
+    excused = {"exedra_engine._core.secrets.shown": {"exedra_engine._core.values": True}}
     assert upward(excused) == []
-    assert upward({"exedra_engine._core.redact": {"exedra_engine._core.values": False}})
+    assert upward({"exedra_engine._core.secrets.shown": {"exedra_engine._core.values": False}})
 
 
 def test_imports_resolve_submodules_relative_and_type_only() -> None:

@@ -16,7 +16,23 @@ _V = TypeVar("_V")
 
 
 class Value(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Base of the library's immutable values."""
+    """Base of the library's immutable values.
+
+    What a value shows of itself, to ``repr`` where it overrides it and always to rich
+    (``__rich_repr__``, which msgspec would otherwise answer with every raw field), is
+    `shown_fields`: a value that holds secrets hides them there, once, for both."""
+
+    def shown_fields(self) -> dict[str, Any]:
+        """The fields as a repr may show them (all of them, unless a value holds secrets)."""
+        return {f: getattr(self, f) for f in self.__struct_fields__}
+
+    def shown_repr(self) -> str:
+        """``Name(field=value, ...)`` of `shown_fields`."""
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.shown_fields().items())
+        return f"{type(self).__name__}({shown})"
+
+    def __rich_repr__(self) -> list[tuple[str, Any]]:
+        return list(self.shown_fields().items())
 
 
 class FrozenDict(dict[_K, _V]):

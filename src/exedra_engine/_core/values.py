@@ -6,6 +6,10 @@ languages. Every struct is frozen: `msgspec.structs.replace` makes a changed cop
 
 from __future__ import annotations
 
+from typing import Any
+
+from msgspec import UNSET, UnsetType
+
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.kinds import KindName
 from exedra_engine._core.host.machine import CPU as CPU  # noqa: PLC0414
@@ -13,7 +17,7 @@ from exedra_engine._core.host.machine import GPU as GPU  # noqa: PLC0414
 from exedra_engine._core.host.machine import ExecutorInfo as ExecutorInfo  # noqa: PLC0414
 from exedra_engine._core.host.machine import Hardware as Hardware  # noqa: PLC0414
 from exedra_engine._core.memory.plan import MemoryPlan
-from exedra_engine._core.redact import REDACTED, redact_config, redact_shown
+from exedra_engine._core.secrets import REDACTED, Hider, redact_config, redact_shown
 from exedra_engine._core.struct import EMPTY, Value, frozen_fields
 
 
@@ -29,6 +33,16 @@ class ModelInfo(Value, frozen=True, kw_only=True):
     blocks: int = 0
     context: int = 0
     """Training context length from ``{arch}.context_length``; 0 when absent."""
+    # UNSET, not a default value: a `ModelInfo` made without these facts (by hand, or by an
+    # older version) encodes as it did before they existed.
+    chat_template: int | UnsetType = UNSET
+    """Bytes of the header's ``tokenizer.chat_template`` (its length: the template is not
+    read); 0 when it has none, and llama-server then formats chat in ChatML; UNSET (absent
+    from the JSON) when the header was not read for it."""
+    tuning: str | UnsetType = UNSET
+    """``instruct`` or ``base`` where the header says so (``general.finetune``, or a word of
+    ``general.name``/``general.basename``: ``it``, ``instruct``, ``chat``; ``base``, ``pt``);
+    "" when it does not say; UNSET when the header was not read for it."""
 
 
 class ModelFile(Value, frozen=True, kw_only=True):
@@ -55,13 +69,19 @@ class ModelSpec(Value, frozen=True, kw_only=True, omit_defaults=True):
     run_args: tuple[str, ...] = ()
     """Model-recommended flags, the lowest layer."""
 
-    def __repr__(self) -> str:
+    def shown_fields(self) -> dict[str, Any]:
         # A key flag in run_args stays out of logs and tracebacks (see `LaunchPlan.__repr__`).
         args, _ = redact_shown(self.run_args, every_value=self.kind not in BUILTIN)
-        return (
-            f"ModelSpec(id={self.id!r}, path={self.path!r}, kind={self.kind!r}, "
-            f"capabilities={self.capabilities!r}, run_args={args!r})"
-        )
+        return {
+            "id": self.id,
+            "path": Hider().value(self.path),
+            "kind": self.kind,
+            "capabilities": self.capabilities,
+            "run_args": args,
+        }
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
 
 
 class Override(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -74,10 +94,12 @@ class Override(Value, frozen=True, kw_only=True, omit_defaults=True):
     def __post_init__(self) -> None:
         frozen_fields(self, "env")
 
-    def __repr__(self) -> str:
+    def shown_fields(self) -> dict[str, Any]:
         args, env = redact_shown(self.args, [f"{n}={v}" for n, v in self.env.items()])
-        shown = dict(e.split("=", 1) for e in env)
-        return f"Override(args={args!r}, env={shown!r})"
+        return {"args": args, "env": dict(e.split("=", 1) for e in env)}
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
 
 
 class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -92,13 +114,14 @@ class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
         # Deeply frozen, so a config can key a cache and no caller can edit a shared one.
         frozen_fields(self, "env", "engines", "models")
 
-    def __repr__(self) -> str:
+    def shown_fields(self) -> dict[str, Any]:
         # Secrets and their copies across the files hidden (`redact_config`), and each
         # `Override` hides again by its own repr.
         c = redact_config(self)
-        return (
-            f"Config(env={dict(c.env)!r}, engines={dict(c.engines)!r}, models={dict(c.models)!r})"
-        )
+        return {"env": dict(c.env), "engines": dict(c.engines), "models": dict(c.models)}
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
 
 
 class Constraints(Value, frozen=True, kw_only=True):
@@ -130,16 +153,19 @@ class Constraints(Value, frozen=True, kw_only=True):
     extra_env: tuple[str, ...] = ()
     """Caller environment as KEY=VALUE strings, the top layer."""
 
-    def __repr__(self) -> str:
+    def shown_fields(self) -> dict[str, Any]:
         # The key stays out of logs and tracebacks that print values.
-        fields = {f: getattr(self, f) for f in self.__struct_fields__}
+        fields = super().shown_fields()
         fields["api_key"] = REDACTED if self.api_key else ""
         fields["extra_args"], fields["extra_env"] = redact_shown(
             self.extra_args, self.extra_env, api_key=self.api_key
         )
         if self.overrides is not None:
             fields["overrides"] = redact_config(self.overrides)
-        return "Constraints(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
+        return fields
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
 
 
 class Endpoint(Value, frozen=True, kw_only=True):
@@ -148,9 +174,12 @@ class Endpoint(Value, frozen=True, kw_only=True):
     url: str
     api_key: str = ""
 
+    def shown_fields(self) -> dict[str, Any]:
+        # Keys stay out of logs and tracebacks that print values (a URL's credentials too).
+        return {"url": Hider().value(self.url), "api_key": REDACTED if self.api_key else ""}
+
     def __repr__(self) -> str:
-        # Keys stay out of logs and tracebacks that print values.
-        return f"Endpoint(url={self.url!r}, api_key={REDACTED if self.api_key else ''!r})"
+        return self.shown_repr()
 
 
 class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -189,7 +218,7 @@ class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
         """The instance base address; wildcard binds are reached on loopback."""
         return base_url(self.host, self.port)
 
-    def __repr__(self) -> str:
+    def shown_fields(self) -> dict[str, Any]:
         # No `Executors` value here to say which flags of an added executor are secret: for
         # a built-in kind `redact_shown` also hides after any flag whose name reads as one,
         # and the key's copies; for any other kind, every value.
@@ -197,10 +226,18 @@ class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
         args, env = redact_shown(
             self.args, self.env, api_key=self.api_key, every_value=self.spec.kind not in BUILTIN
         )
-        return (
-            f"LaunchPlan(command={self.command!r}, args={args!r}, env={env!r}, "
-            f"host={self.host!r}, port={self.port!r}, api_key={key!r}, ready={self.ready!r})"
-        )
+        return {
+            "command": self.command,
+            "args": args,
+            "env": env,
+            "host": self.host,
+            "port": self.port,
+            "api_key": key,
+            "ready": self.ready,
+        }
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
 
 
 def connect_host(host: str) -> str:

@@ -9,6 +9,7 @@ executors}/bin/*``, one directory per build of both executors, newest first.
 from __future__ import annotations
 
 import os
+import re
 
 
 def cache_root() -> str:
@@ -44,3 +45,26 @@ def where(bin_dir: str) -> str:
     if os.environ.get("EXEDRA_EXECUTORS_BIN") == bin_dir:
         return "the executor cache ($EXEDRA_EXECUTORS_BIN)"
     return f"the executor cache ({os.path.join(cache_root(), 'bin')})"
+
+
+SOURCE_FILE = "SOURCE"
+"""What ``scripts/install-executors.sh`` writes beside each build: the sdist it was built from
+and the vendored tree's path in it (``llama-cpp-python==0.3.36 vendor/llama.cpp``)."""
+_SOURCE = re.compile(r"([A-Za-z0-9._-]+)==([A-Za-z0-9.+_-]+) ([A-Za-z0-9._/-]+)")
+
+
+def build_source(path: str) -> str:
+    """Where the build of the binary at `path` came from, as the install script recorded it
+    beside the binary's real file (``llama.cpp as vendored in llama-cpp-python 0.3.36``); ""
+    for a binary it did not build. The version a binary states (``--version``) is its own
+    tree's, which a vendoring package's version does not name."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.realpath(path)), SOURCE_FILE)) as f:
+            line = f.read(512).strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    m = _SOURCE.fullmatch(line)
+    if m is None:
+        return ""
+    package, version, tree = m.groups()
+    return f"{tree.rstrip('/').rsplit('/', 1)[-1]} as vendored in {package} {version}"

@@ -13,6 +13,7 @@ from exedra_engine._core.gguf.inventory_reader import (
     MAX_TENSORS,
     read_gguf_inventory,
 )
+from exedra_engine._core.gguf.labels import tuning
 from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import ModelInfo
@@ -69,6 +70,8 @@ def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:
         quant=quant_name(h.file_type),
         blocks=h.blocks,
         context=h.context,
+        chat_template=h.chat_template,
+        tuning=tuning(h.finetune, h.name, h.basename),
     )
 
 

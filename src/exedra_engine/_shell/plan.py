@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
+from msgspec import UNSET
 
 from exedra_engine._core.config.parse import LocatedConfig
 from exedra_engine._core.executors.builtin import BUILTIN
@@ -187,6 +188,9 @@ def info_from_inventory(path: str, inv: ModelInventory) -> ModelInfo:
         quant=quant_name(inv.file_type),
         blocks=inv.blocks,
         context=inv.context,
+        # An inventory made by hand has no header facts: they stay UNSET.
+        chat_template=UNSET if inv.chat_template is None else inv.chat_template,
+        tuning=UNSET if inv.chat_template is None else inv.tuning,
     )
 
 

@@ -116,7 +116,7 @@ def _main(argv: Sequence[str] | None, executors: Executors) -> int:
         except SystemExit as e:  # --help, --version, a usage error: argparse printed it
             sys.stdout.flush()  # here, so a failed write is handled like any other
             return e.code if isinstance(e.code, int) else 2 if e.code else 0
-        hide_values(_given_values(parser, args))
+        hide_values(_given_values(parser, args), by_look=not getattr(args, "show_secrets", False))
         from exedra_engine._shell import notice
 
         notice.hook = _note

@@ -7,7 +7,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from exedra_engine._core.config.findings import TableOrigin, bundled_origin, has_errors
+import msgspec
+
+from exedra_engine._core.config.findings import Finding, TableOrigin, bundled_origin, has_errors
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
@@ -76,6 +78,8 @@ def run_check(a: argparse.Namespace) -> int:
     ex: Executors = a.executors
     tables, origins = judging_tables(named_executors(a.executor, ex), executors=ex)
     report = judge_config(a.path, tables=tables, executors=ex)
+    if not getattr(a, "show_secrets", False):
+        report = msgspec.structs.replace(report, findings=_shown(report.findings, a.path, ex))
     if a.json:
         print_json(report.findings)
         for o in origins:
@@ -102,3 +106,15 @@ def print_schema() -> int:
 
     print_json(config_schema())
     return 0
+
+
+def _shown(findings: tuple[Finding, ...], path: str, ex: Executors) -> tuple[Finding, ...]:
+    """The findings with the files' secrets hidden where they quote them (a key after a
+    mistyped ``--api-kee``, ``--temp=KEY``), and whatever is secret by its look."""
+    from exedra_engine._core.secrets import config_secrets
+    from exedra_engine._core.secrets.reprs import shown_findings
+    from exedra_engine._shell.load_config import load_config
+
+    cfg = load_config(path, executors=ex).value_or(None)
+    secrets = config_secrets(cfg, executors=ex) if cfg is not None else frozenset()
+    return shown_findings(findings, secrets)

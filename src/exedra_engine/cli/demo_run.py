@@ -171,4 +171,8 @@ async def _demo(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float])
     print(f"answer    {text.strip()!r}  (a 2-block model with random weights: words, not sense)")
     print(f"stopped   {reason.describe()}")
     print("timings   " + ", ".join(f"{k.replace('_', ' ')} {v:g} ms" for k, v in ms.items()))
-    return 0 if reason.clean else 1
+    if not reason.clean:
+        return 1
+    from exedra_engine.cli.demo_real import ask_real_model
+
+    return await ask_real_model()

@@ -337,20 +337,22 @@ def run_emit(
     host_defaulted: bool = False,
 ) -> int:
     from exedra_engine._core.emit import emit_files
-    from exedra_engine._core.redact import secret_copies
+    from exedra_engine._core.secrets import secret_copies
 
     target = Target(a.emit)
     copies = secret_copies(plan.args, plan.env, executors=a.executors)
     if copies:
         raise EmitError(
-            f"the plan gives a copy of a secret (its API key, a token) to {', '.join(copies)}, "
-            f"which the {target.value} output would have to carry in the clear; remove it from "
-            "the plan"
+            f"the plan gives a secret (an API key, a token, a URL's credentials, a key-shaped "
+            f"value) to {', '.join(copies)}, which the {target.value} output would have to "
+            "carry in the clear; remove it from the plan and give it to the unit from a secret "
+            "or key file (a Kubernetes Secret, systemd LoadCredential=, a Podman secret)"
         )
     opts = options_from(a)
     opts = msgspec.structs.replace(opts, real_paths=plan_real_paths(plan, opts.models_dir))
     try:
         emitted = emit_files(plan, target, opts, hardware, sources, executors=a.executors)
+        _refuse_unreachable(plan, target, emitted.files, a)
     except EmitRefused as refused:
         # One line per problem, and no file: what --check rejects is never written.
         for problem in refused.problems:
@@ -426,6 +428,7 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
             if files[name] != text:
                 drift.append(name)
     problems = check_files(plan, target, files, executors=a.executors)
+    problems += _unreachable(plan, target, files, a)
     if target is Target.K8S:
         problems += _schema(files)
     for name in drift:
@@ -436,6 +439,23 @@ def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Names
         verb = "matches" if len(files) == 1 else "match"
         print(f"ok: {', '.join(shown(n) for n in files)} {verb} the plan ({target.value})")
     return 1 if problems else 0
+
+
+def _refuse_unreachable(
+    plan: LaunchPlan, target: Target, files: dict[str, str], a: argparse.Namespace
+) -> None:
+    """`EmitRefused` for a unit that cannot start on this host, as for any refusal: it is
+    not written (``--check`` lists the same problems as its findings instead)."""
+    if not a.check and (problems := _unreachable(plan, target, files, a)):
+        raise EmitRefused(tuple(problems))
+
+
+def _unreachable(
+    plan: LaunchPlan, target: Target, files: dict[str, str], a: argparse.Namespace
+) -> list[str]:
+    from exedra_engine._shell.path_modes import unreachable
+
+    return unreachable(plan, target, files, a.executors)
 
 
 def _schema(files: dict[str, str]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
+from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.values import ModelInfo
 from exedra_engine._shell.inspect import read_model
 from exedra_engine.cli.parser import Subparsers
@@ -30,3 +31,12 @@ def _lines(m: ModelInfo) -> Iterator[str]:
     yield f"quant         {shown(m.quant or '-')}"
     yield f"blocks        {m.blocks}"
     yield f"context       {m.context}"
+    if isinstance(m.chat_template, int):
+        yield "chat template " + (
+            f"yes ({m.chat_template:,} bytes)"
+            if m.chat_template
+            else f"none ({LLAMA.binary} formats chat in {LLAMA.chat_fallback}: ask "
+            f"{LLAMA.completions_path}, or name a template with --chat-template)"
+        )
+    if isinstance(m.tuning, str):
+        yield f"tuning        {m.tuning or 'unknown (the header does not say)'}"

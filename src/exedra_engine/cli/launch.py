@@ -20,7 +20,7 @@ import sys
 
 from exedra_engine.cli import options
 from exedra_engine.cli.parser import Subparsers
-from exedra_engine.cli.plan import cpu_note, findings_verdict, shown_findings
+from exedra_engine.cli.plan import cpu_note, findings_verdict, hide_findings
 from exedra_engine.cli.render import PROG
 from exedra_engine.cli.request import add_plan_options, planned
 from exedra_engine.constants import STOP_TIMEOUT
@@ -115,7 +115,7 @@ def launch_command(a: argparse.Namespace) -> int:
                     "host; launch starts the executor here (that file describes the host it "
                     "was probed on): drop --hardware, or name a binary with --executor PATH"
                 )
-            findings_verdict(a, shown_findings(e, a.show_secrets, a.executors))
+            findings_verdict(a, hide_findings(e, a.show_secrets, a.executors))
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
         if not (a.quiet or a.log_file) and (note := cpu_note(e.plan, a.executors)):

@@ -9,17 +9,20 @@ import sys
 
 import msgspec
 
-from exedra_engine._core.config.findings import TableOrigin
+from exedra_engine._core.config.findings import TableOrigin, failing
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.model_findings import MODEL_CODES
 from exedra_engine._core.plan.planner import Explained
-from exedra_engine._core.redact import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance
+from exedra_engine._core.secrets import plan_secrets, redact_provenance
+from exedra_engine._core.secrets.reprs import shown_findings
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.render import (
+    MEMORY_WORDS,
     PROG,
     finding_line,
     findings_summary,
@@ -33,7 +36,11 @@ from exedra_engine.errors import EngineError
 
 
 def add_parser(sub: Subparsers) -> None:
-    s = sub.add_parser("plan", help="plan a launch and print it; starts nothing (dry run)")
+    s = sub.add_parser(
+        "plan",
+        help="plan a launch and print it; starts nothing (dry run)",
+        epilog=MEMORY_WORDS,
+    )
     add_plan_options(s, model_required=False)
     s.add_argument(
         "--group",
@@ -75,7 +82,7 @@ def plan_command(a: argparse.Namespace) -> int:
     if a.group is not None:
         from exedra_engine.cli.plan_group import plan_group_command
 
-        return plan_group_command(a, shown_findings)
+        return plan_group_command(a, hide_findings)
     missing = [f for f, v in (("--model", a.model), ("--kind", a.kind)) if v is None]
     if missing:
         raise EngineError(
@@ -102,8 +109,8 @@ def plan_command(a: argparse.Namespace) -> int:
             "(plan ... --emit k8s|systemd|quadlet); without it nothing is emitted"
         )
     _, e, origin = planned(a)
-    e = shown_findings(e, a.show_secrets, a.executors)
-    if a.strict and e.findings and not a.explain:
+    e = hide_findings(e, a.show_secrets, a.executors)
+    if a.strict and failing(e.findings) and not a.explain:
         return findings_verdict(a, e)
     plan = shown_plan(e.plan, a.show_secrets, e.sources, executors=a.executors)
     sources = _shown_sources(e, a.show_secrets, a.executors)
@@ -135,24 +142,14 @@ def _shown_sources(e: Explained, show_secrets: bool, executors: Executors) -> li
     return [redact_provenance(p, secrets, executors=executors).source() for p in e.provenance]
 
 
-def shown_findings(e: Explained, show_secrets: bool, executors: Executors = BUILTIN) -> Explained:
+def hide_findings(e: Explained, show_secrets: bool, executors: Executors = BUILTIN) -> Explained:
     """`e` with every long key (`SHORT_KEY` characters or more) hidden in its findings,
     which quote the tokens they judge as free text: a caller's ``--arg=--temp=KEY`` is
     worded back. A shorter key stands where the checker says, redacted there."""
     if show_secrets or not e.findings:
         return e
     secrets = plan_secrets(e.plan.args, e.plan.env, executors=executors)
-    hide = TextRedactor(k for k in secrets if len(k) >= SHORT_KEY)
-    findings = tuple(
-        msgspec.structs.replace(
-            f,
-            token=hide.text(f.token),
-            message=hide.text(f.message),
-            suggestion=hide.text(f.suggestion),
-        )
-        for f in e.findings
-    )
-    return msgspec.structs.replace(e, findings=findings)
+    return msgspec.structs.replace(e, findings=shown_findings(e.findings, secrets))
 
 
 def _print_explain(
@@ -197,20 +194,29 @@ def cpu_note(plan: LaunchPlan, executors: Executors = BUILTIN) -> str:
 
 
 def findings_verdict(a: argparse.Namespace, e: Explained) -> int:
-    """Exit 0; with ``--strict``, 2 when the plan has findings. Without ``--explain`` the
+    """Exit 0; with ``--strict``, 2 when the plan has findings other than notes. Without
+    ``--explain`` the
     findings are summed up on stderr, where a plan's JSON on stdout is not disturbed."""
     if not e.findings:
         return 0
-    summary = findings_summary(e.findings)
-    if a.strict:
-        first = finding_line(e.findings[0])
+    refused = failing(e.findings)
+    if a.strict and refused:
+        summary = findings_summary(refused)
+        first = finding_line(refused[0])
         raise EngineError(f"--strict: the plan has findings ({summary}); first: {first}")
     if not a.explain:
-        print(
-            f"{PROG}: warning: {summary} in what this plan passes on, judged by the bundled "
-            "flag table; plan --explain lists them, judged by the installed binary",
-            file=sys.stderr,
-        )
+        # What the model's header says is printed whole: no other table judges it.
+        layers = [f for f in e.findings if f.code not in MODEL_CODES]
+        for f in e.findings:
+            if f.code in MODEL_CODES:
+                print(f"{PROG}: {f.severity}: {shown(f.message)} [{f.code}]", file=sys.stderr)
+        if layers:
+            print(
+                f"{PROG}: warning: {findings_summary(layers)} in what this plan passes on, "
+                "judged by the bundled flag table; plan --explain lists them, judged by the "
+                "installed binary",
+                file=sys.stderr,
+            )
     return 0
 
 

@@ -61,7 +61,7 @@ def refuse_per_member(a: argparse.Namespace) -> None:
 
 def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
     """The ``plan --group`` command; `hide` hides the keys in a member's findings as
-    ``plan`` does (`cli.plan.shown_findings`, handed in: ``plan`` imports this module)."""
+    ``plan`` does (`cli.plan.hide_findings`, handed in: ``plan`` imports this module)."""
     refuse_per_member(a)
     if a.emit in ("k8s", "quadlet") and not a.host:
         # As plan --emit does: a container's executor binds every address unless told.

@@ -91,7 +91,7 @@ def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
             f"{_free_text(g.vram_free)} free"
         )
     # Asked only for the text: the binaries' versions, and where a cached one was found.
-    from exedra_engine._shell.executor_cache import cache_bin_dirs, where
+    from exedra_engine._shell.executor_cache import build_source, cache_bin_dirs, where
     from exedra_engine._shell.flag_tables import version_problem
     from exedra_engine.constants import INSTALL_HINT
 
@@ -100,6 +100,8 @@ def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
         if e:
             problem = "" if e.version else version_problem(e.path)
             version = e.version or ("not stated" + (f" ({problem})" if problem else ""))
+            if source := build_source(e.path):
+                version += f"; built from {source}"
             what = (
                 f"{shown(e.path)}  backends: {shown(', '.join(e.backends) or 'built in')}"
                 + f"  version: {shown(version)}"

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
-from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.builtin import BUILTIN, LLAMA
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
-from exedra_engine._core.redact import redact_plan
+from exedra_engine._core.secrets import looks_secret, redact_plan, redact_text
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, MemberFailed, NotReady
 
@@ -46,6 +46,7 @@ def shown(text: str) -> str:
 # The values given on this command line that errors must not echo (see `hide_values`):
 # CLI state, set once per main() call, never in the pure core.
 _hidden: dict[str, str] = {}
+_by_look = [True]
 
 
 def is_variable_name(value: str) -> bool:
@@ -58,7 +59,11 @@ def has_form(value: str) -> bool:
     """Whether a value looks like what the CLI's free-form options take, so that an error may
     quote it: a path, URL, address or file name (a ``/``, ``.`` or ``:``), a number, or a
     variable name in the conventional form. An API key is none of these (its characters are
-    letters, digits, ``-`` and ``_``), so a key typed in the wrong place is never echoed."""
+    letters, digits, ``-`` and ``_``), so a key typed in the wrong place is never echoed.
+    Nor is a value the secret walker finds a secret in by its look (a JWT, an AWS secret, a
+    URL's credentials: `exedra_engine._core.secrets.looks_secret`), whatever form it has."""
+    if looks_secret(value):
+        return False
     return any(c in value for c in "/.:") or value.lstrip("+-").isdigit() or is_variable_name(value)
 
 
@@ -74,26 +79,34 @@ def is_host_label(value: str) -> bool:
     return re.fullmatch(r"[a-z]([a-z-]{0,61}[a-z])?", value) is not None
 
 
-def hide_values(given: dict[str, str]) -> None:
-    """Name the values (value -> the option that took it) that `fail` masks in errors."""
+def hide_values(given: dict[str, str], *, by_look: bool = True) -> None:
+    """Name the values (value -> the option that took it) that `fail` masks in errors, and
+    say whether errors hide what is secret by its look (not with ``--show-secrets``)."""
+    _by_look[0] = by_look
     _hidden.clear()
     _hidden.update(
         {
             v: o
             for v, o in given.items()
-            if len(v) >= HIDDEN_MIN and not has_form(v) and not (o == "--host" and is_host_label(v))
+            if looks_secret(v)
+            or (
+                len(v) >= HIDDEN_MIN
+                and not has_form(v)
+                and not (o == "--host" and is_host_label(v))
+            )
         }
     )
 
 
 def unechoed(text: str) -> str:
     """`text` with every hidden value replaced, where it stands as a token (not inside a
-    longer word), by the name of the option that took it."""
+    longer word), by the name of the option that took it; then whatever is secret by its look
+    (a key shape, a URL's credentials), wherever the error took it from."""
     for value in sorted(_hidden, key=len, reverse=True):
         if value in text:
             token = re.compile(f"(?<![A-Za-z0-9_]){re.escape(value)}(?![A-Za-z0-9_])")
             text = token.sub(f"<the value of {_hidden[value]}, not shown>", text)
-    return text
+    return redact_text(text, ()) if _by_look[0] else text
 
 
 def fail(err: EngineError, code: int = 2, *, as_json: bool = False) -> int:
@@ -217,13 +230,33 @@ def load_line(plan: LaunchPlan) -> str:
     )
 
 
+MEMORY_WORDS = (
+    "the memory line: 'resident peak' is the host memory the executor is expected to hold "
+    "once loaded and serving (its peak RSS); 'prompt cache' is "
+    f"{LLAMA.binary}'s {LLAMA.memory_flags['cache_ram']}, "
+    "prompts kept in host memory for reuse, which fills with use up to its size (the sum is "
+    "what a memory limit is sized from); 'reserved' (a GPU's line) is what the executor "
+    "allocates on the device, the figure a GPU fit is judged by"
+)
+"""The words of `memory_lines`, for ``plan --help``."""
+
+
 def memory_lines(mem: MemoryPlan) -> list[str]:
-    """One line for the host and one per device: the figure each is judged by."""
+    """One line for the host and one per device: the figure each is judged by.
+
+    The host's figure is its expected resident peak, shown apart from the prompt cache
+    (``--cache-ram``), which fills with use up to its size, and the sum of both (what a
+    cgroup limit is sized from). What llama.cpp reserves on the host is left out: it counts
+    pages never touched (a full batch of logits) and judges nothing; a GPU is judged by
+    what it reserves, so each device shows that."""
     h = mem.host
+    cache = h.parts.prompt_cache
+    peak = f"host {mem_size(h.total - cache)} resident peak"
+    if cache:
+        peak += f" + up to {mem_size(cache)} prompt cache = {mem_size(h.total)}"
     lines = [
-        f"ctx {mem.ctx}, {mem.source}: host {mem_size(h.total)} resident"
-        + (f" (reserves {mem_size(h.reserved)})" if h.reserved != h.total else "")
-        + (f", host has {mem_size(h.available)}" if h.available is not None else "")
+        f"ctx {mem.ctx}, {mem.source}: {peak}"
+        + (f"; host has {mem_size(h.available)}" if h.available is not None else "")
     ]
     for d in mem.devices:
         lines.append(
@@ -255,8 +288,10 @@ def finding_line(f: Finding) -> str:
 
 def findings_summary(findings: Sequence[Finding]) -> str:
     errors = sum(f.severity == "error" for f in findings)
-    warnings = len(findings) - errors
-    return f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    notes = sum(f.severity == "note" for f in findings)
+    warnings = len(findings) - errors - notes
+    text = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    return text + (f", {notes} note{'s' * (notes != 1)}" if notes else "")
 
 
 class Report(NamedTuple):

@@ -24,6 +24,9 @@ fitter-off          warning   an override that sets ``-ngl``, ``-ts``, ``-ot`` o
                               tensor split mode: llama.cpp's own memory fitting is then off
 unbounded-cache     warning   ``--cache-ram -1``: a host prompt cache without a size limit
 ==================  ========  ===========================================================
+
+A plan's findings about the model itself are in `exedra_engine._core.plan.model_findings`. A
+``note`` is something to know, never a failure: ``--strict`` passes it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Literal
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.struct import Value
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "note"]
 
 
 class Finding(Value, frozen=True, kw_only=True):
@@ -64,8 +67,13 @@ class Finding(Value, frozen=True, kw_only=True):
 
 
 def has_errors(findings: Sequence[Finding], *, strict: bool = False) -> bool:
-    """Whether any finding fails a check: an error, or with `strict` any finding at all."""
-    return any(strict or f.severity == "error" for f in findings)
+    """Whether any finding fails a check: an error, or with `strict` any but a note."""
+    return any(f.severity == "error" or (strict and f.severity != "note") for f in findings)
+
+
+def failing(findings: Sequence[Finding]) -> tuple[Finding, ...]:
+    """The findings `--strict` refuses: all but the notes."""
+    return tuple(f for f in findings if f.severity != "note")
 
 
 class TableOrigin(Value, frozen=True, kw_only=True, omit_defaults=True):

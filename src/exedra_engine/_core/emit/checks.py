@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from exedra_engine._core.emit.ready import ready_problem
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.redact import REDACTED
+from exedra_engine._core.secrets import REDACTED, SHORT_KEY, looks_secret, plan_secrets
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import LaunchPlan
 
@@ -45,12 +45,18 @@ def check_files(
     `executors` are those the plan's kind is looked up in."""
     p = executors.profile(plan.spec.kind)
     problems: list[str] = _plan_problems(p, plan)
-    known = [_standing(k) for k in (*secrets, plan.api_key) if k and k != REDACTED]
+    keys = {*secrets, plan.api_key, *plan_secrets(plan.args, plan.env, executors=executors)}
+    known = [_standing(k) for k in keys if k and k != REDACTED]
     for name, text in sorted(files.items()):
         if REDACTED in text:
             problems.append(f"{name}: carries the redaction marker {REDACTED}: a key stood there")
         if any(k.search(text) for k in known):
             problems.append(f"{name}: carries the API key in plain text")
+        if looks_secret(text):
+            problems.append(
+                f"{name}: carries a secret in plain text (a URL's credentials or a key-shaped "
+                "value): give it to the unit from a secret or key file instead"
+            )
     # Each target's checks sit beside its writer; loaded when used, as the writers are.
     from exedra_engine._core.emit.formats.k8s_check import check_k8s
     from exedra_engine._core.emit.formats.quadlet import check_quadlet
@@ -75,7 +81,10 @@ def _plan_problems(p: ExecutorProfile, plan: LaunchPlan) -> list[str]:
 
 
 def _standing(key: str) -> re.Pattern[str]:
-    # The key as a word of its own (a value, an argument), not inside another word: a
+    # A key of `SHORT_KEY` characters or more anywhere, inside a longer value too (``m-K``,
+    # ``Bearer K``, ``http://u:K@h/``); a shorter one only as a word of its own, so a
     # one-letter key is not "found" in every name that holds the letter.
+    if len(key) >= SHORT_KEY:
+        return re.compile(re.escape(key))
     edge = r"A-Za-z0-9_.~+/=-"
     return re.compile(rf"(?<![{edge}]){re.escape(key)}(?![{edge}])")

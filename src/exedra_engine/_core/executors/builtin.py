@@ -103,6 +103,12 @@ LLAMA: Final = ExecutorProfile(
     # common/fit.cpp gives up placement when the caller fixed any of these (a row or tensor
     # split mode too: see `memory.fitter_off`).
     fitter_off_flags=frozenset({"--n-gpu-layers", "--tensor-split", "--override-tensor"}),
+    # Checked with the binary: a model without tokenizer.chat_template is served with
+    # ChatML (/props' chat_template), whatever its own turn markers are.
+    chat_template_flags=frozenset({"--chat-template", "--chat-template-file"}),
+    chat_fallback="ChatML",
+    no_chat_flags=frozenset({"--embeddings", "--reranking"}),
+    completions_path="/v1/completions",
     format_hint="plan it as kind transcribe",
     model_file_flags=frozenset(
         {"--model", "--model-draft", "--mmproj", "--lora", "--control-vector"}

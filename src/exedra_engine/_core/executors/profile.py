@@ -183,6 +183,17 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     memory is not estimated (its plans carry no ``memory``)."""
     fitter_off_flags: frozenset[str] = frozenset()
     """Flags (canonical keys) whose presence switches the executor's own memory fitting off."""
+    chat_template_flags: frozenset[str] = frozenset()
+    """Flags (canonical keys) that set the chat template in place of the model's own. Empty:
+    the executor serves no chat."""
+    chat_fallback: str = ""
+    """The template the executor formats chat with when the model has none and no flag of
+    `chat_template_flags` is given (llama-server: ChatML)."""
+    no_chat_flags: frozenset[str] = frozenset()
+    """Flags (canonical keys) that make it serve something other than chat (embeddings,
+    reranking)."""
+    completions_path: str = ""
+    """The raw completions endpoint, which takes a prompt as written (no template)."""
 
     gguf: bool = True
     """Whether its models are GGUF files (whisper-server's are ggml .bin files, whose header

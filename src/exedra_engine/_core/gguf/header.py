@@ -6,7 +6,7 @@ as soon as it has every field it needs. The byte reader and its bounds are in `c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from exedra_engine._core.gguf.cursor import (
     INT_TYPES,
@@ -20,6 +20,7 @@ from exedra_engine._core.gguf.cursor import (
     preamble,
     skip_value,
 )
+from exedra_engine._core.gguf.labels import CHAT_TEMPLATE, LABELS
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import EngineError, NotGGUF
@@ -38,6 +39,16 @@ class HeaderFacts(Value, frozen=True, kw_only=True):
     file_type: int | None = None
     blocks: int = 0
     context: int = 0
+    chat_template: int = 0
+    """Bytes of ``tokenizer.chat_template`` (its length only: the template is never read);
+    0 when the header has none."""
+    finetune: str = ""
+    """``general.finetune`` (``it``, ``instruct``); "" when absent."""
+    basename: str = ""
+    """``general.basename``; "" when absent."""
+
+
+_NAMES: Final = ("general.architecture", "general.name")
 
 
 def parse_gguf_header(src: BinaryIO, size: int) -> Result[HeaderFacts, EngineError]:
@@ -77,6 +88,9 @@ def _parse(cur: Cursor) -> HeaderFacts:
         file_type=ints.get("general.file_type"),
         blocks=max(ints.get(f"{arch}.block_count", 0), 0),
         context=max(ints.get(f"{arch}.context_length", 0), 0),
+        chat_template=ints.get(CHAT_TEMPLATE, 0),
+        finetune=strings.get("general.finetune", ""),
+        basename=strings.get("general.basename", ""),
     )
 
 
@@ -88,10 +102,17 @@ def _walk(cur: Cursor, kv_count: int) -> tuple[dict[str, str], dict[str, int], b
     for i in range(kv_count):
         key = cur.string(MAX_KEY, f"key {i}")
         vtype = cur.u32(f"the type of {key!r}")
-        if key in ("general.architecture", "general.name"):
+        if key in _NAMES:
             if vtype != STRING:
                 raise Malformed(f"{key} has type {vtype}, expected a string")
             strings[key] = cur.string(MAX_KEPT_STRING, key)
+        elif key in LABELS and vtype == STRING:
+            strings[key] = cur.string(MAX_KEPT_STRING, key)
+        elif key == CHAT_TEMPLATE and vtype == STRING:
+            # Its presence and length are enough: the template is skipped unread.
+            n = cur.u64(key)
+            cur.skip(n, key)
+            ints[key] = n
         elif vtype in INT_TYPES and _wanted_int(key, strings.get("general.architecture")):
             value = cur.fixed(vtype, key)
             if key in ints or len(ints) < MAX_KEPT_INTS:
@@ -121,4 +142,7 @@ def _complete(strings: dict[str, str], ints: dict[str, int]) -> bool:
         and "general.file_type" in ints
         and f"{arch}.block_count" in ints
         and f"{arch}.context_length" in ints
+        # Whether a model has a chat template is known only once it is found: a header
+        # without one is walked to its end (the vocabulary skipped, as the inventory does).
+        and CHAT_TEMPLATE in ints
     )

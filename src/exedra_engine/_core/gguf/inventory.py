@@ -107,6 +107,11 @@ class ModelInventory(Value, frozen=True, kw_only=True):
     """Bytes of each file of `paths`."""
     architecture: str
     name: str = ""
+    chat_template: int | None = None
+    """Bytes of ``tokenizer.chat_template``: 0 when the header has none; None when not
+    read (an inventory made by hand)."""
+    tuning: str = ""
+    """``instruct`` or ``base`` where the header says so (`labels.tuning`), else ""."""
     file_type: int | None = None
     tensors: tuple[TensorInfo, ...] = ()
     blocks: int = 0

@@ -32,6 +32,7 @@ from exedra_engine._core.gguf.cursor import (
     skip_value,
 )
 from exedra_engine._core.gguf.inventory import GGML_TYPES, ModelInventory, TensorInfo
+from exedra_engine._core.gguf.labels import CHAT_TEMPLATE, LABELS, tuning
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import freeze
 from exedra_engine.errors import EngineError, NotGGUF
@@ -167,7 +168,7 @@ def _parse_inventory(
     tensors = _tensor_infos(cur, tensor_count, alignment)
     inv = _inventory(
         arch,
-        name=strings.get("general.name", ""),
+        strings=strings,
         kept=kept,
         vocab_tokens=vocab_tokens,
         tensors=tensors,
@@ -189,6 +190,8 @@ def _walk_all(cur: Cursor, kv_count: int) -> tuple[dict[str, str], _Kept, int]:
                 raise Malformed(f"{key} has type {vtype}, expected a string")
             strings[key] = cur.string(MAX_KEPT_STRING, key)
             continue
+        if vtype == STRING and _label(cur, key, strings):
+            continue
         wanted = key in _GENERAL_INTS or _arch_key(key, strings.get("general.architecture"))
         if wanted and (key in kept or len(kept) < MAX_KEPT_INTS):
             if vtype in INT_TYPES or vtype == _BOOL:
@@ -202,6 +205,20 @@ def _walk_all(cur: Cursor, kv_count: int) -> tuple[dict[str, str], _Kept, int]:
             continue
         skip_value(cur, vtype, key)
     return strings, kept, vocab_tokens
+
+
+def _label(cur: Cursor, key: str, strings: dict[str, str]) -> bool:
+    """Keep a label string, or the chat template's length (the template is skipped
+    unread); whether `key` was one of them."""
+    if key in LABELS:
+        strings[key] = cur.string(MAX_KEPT_STRING, key)
+        return True
+    if key == CHAT_TEMPLATE:
+        n = cur.u64(key)
+        cur.skip(n, key)
+        strings[key] = str(n)
+        return True
+    return False
 
 
 def _skip_vocabulary(cur: Cursor, key: str) -> int:
@@ -325,7 +342,7 @@ def _scalar(kept: _Kept, key: str, default: int) -> int:
 def _inventory(
     arch: str,
     *,
-    name: str,
+    strings: dict[str, str],
     kept: _Kept,
     vocab_tokens: int,
     tensors: tuple[TensorInfo, ...],
@@ -360,7 +377,13 @@ def _inventory(
         paths=(path,),
         sizes=(size,),
         architecture=arch,
-        name=name,
+        name=strings.get("general.name", ""),
+        chat_template=int(strings.get(CHAT_TEMPLATE, "0")),
+        tuning=tuning(
+            strings.get("general.finetune", ""),
+            strings.get("general.name", ""),
+            strings.get("general.basename", ""),
+        ),
         file_type=_scalar(kept, "general.file_type", -1) if "general.file_type" in kept else None,
         tensors=tensors,
         blocks=blocks,

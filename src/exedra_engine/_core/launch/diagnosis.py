@@ -16,7 +16,7 @@ from exedra_engine._core.executors.profile import CauseKind, ExecutorProfile, Ex
 from exedra_engine._core.memory.plan import MemoryPlan, PlaceMemory
 from exedra_engine._core.memory.settings import MIB
 from exedra_engine._core.plan.layers import Source
-from exedra_engine._core.redact import REDACTED
+from exedra_engine._core.secrets import REDACTED
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import (
     AddressUnavailable,

@@ -14,7 +14,7 @@ from typing import Final
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.endpoint import Resolved
-from exedra_engine._core.redact import TextRedactor, plan_secrets
+from exedra_engine._core.secrets import TextRedactor, plan_secrets
 from exedra_engine._core.values import LaunchPlan
 
 MAX_LINE: Final = 1 << 16
@@ -40,9 +40,20 @@ class LogLines:
         self._buf += chunk
         *lines, self._buf = self._buf.split(b"\n")
         if len(self._buf) > MAX_LINE:
-            lines.append(self._buf)
-            self._buf = b""
+            cut = self._cut(self._buf)
+            lines.append(self._buf[:cut])
+            self._buf = self._buf[cut:]
         return [self._line(line) for line in lines]
+
+    def _cut(self, buf: bytes) -> int:
+        """Where an over-long line is cut: before its last ``longest key - 1`` bytes, where
+        a key may still be arriving, and never inside a key, which is then hidden whole in
+        one piece or the next, not shown in two halves."""
+        cut = max(len(buf) - max(self._redactor.longest - 1, 0), MAX_LINE // 2)
+        for start, end in self._redactor.key_spans(buf):
+            if start < cut < end:
+                return end
+        return cut
 
     def end(self) -> list[bytes]:
         """The unterminated last line, if any, once the output has ended."""

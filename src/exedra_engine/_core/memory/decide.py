@@ -188,10 +188,57 @@ class _Decider:
                 return d
         return None
 
-    def refuse(self, m: MemoryPlan, where: PlaceMemory, what: str = "") -> DoesNotFit:
+    def refuse(
+        self, m: MemoryPlan, where: PlaceMemory, extra: Sequence[str], what: str = ""
+    ) -> DoesNotFit:
+        """`DoesNotFit` for `m` (the estimate of the argv with `extra` after it), naming
+        the largest context that fits and what a q8_0 KV cache would save."""
         if not what:
             what = f"ctx {m.ctx}" if self.fixed_ctx else f"the model's context {m.ctx}"
-        return _does_not_fit(m, where, self.usable, self.how, what)
+        return _does_not_fit(m, where, self.usable, self.how, what, hints=self.hints(m, extra))
+
+    def hints(self, m: MemoryPlan, extra: Sequence[str]) -> str:
+        """What would fit instead: the largest context (with the prompt cache a layer set, or
+        none), and the KV cache's size at q8_0, which llama.cpp stores in about half of f16."""
+        out = []
+        ctx_flag = self.p.memory_flags.get("ctx")
+        if ctx_flag:
+            ctx = _largest_fitting(
+                self.inv, lambda c: self.overflow(self.est(self.flags(c, 0))) is None
+            )
+            if ctx is not None and ctx < m.ctx:
+                what = (
+                    f"the model's trained context, {ctx}, fits"
+                    if ctx == self.inv.context
+                    else f"the largest context that fits is {ctx}"
+                )
+                out.append(f"{what} (--ctx {ctx})")
+        q8 = self.q8_kv(extra)
+        if q8 is not None:
+            saved = _kv(m) - _kv(q8)
+            if saved >= MIB:
+                fits = "and fit" if self.overflow(q8) is None else "and still not fit"
+                out.append(
+                    f"a q8_0 KV cache (-ctk q8_0 -ctv q8_0) would save {size_text(saved)} "
+                    f"{fits} at ctx {m.ctx}"
+                )
+        return "; ".join(out)
+
+    def q8_kv(self, extra: Sequence[str]) -> MemoryPlan | None:
+        """The estimate with both caches q8_0, when the profile reads the cache types."""
+        if not {"cache_type_k", "cache_type_v"} <= self.p.memory_flags.keys():
+            return None
+        mmproj, draft = self.sides
+        return estimate_from_settings(
+            self.inv,
+            replace(self.settings(extra), cache_type_k="q8_0", cache_type_v="q8_0"),
+            self.hw,
+            self.p,
+            ctx=None,
+            mmproj=mmproj,
+            draft=draft,
+            by_layer=self.by_layer,
+        )
 
     def choose_ctx(self, notes: list[str]) -> int | None:
         """None when the argv's context fits; else the largest that does."""
@@ -200,14 +247,15 @@ class _Decider:
         if bad is None:
             return None
         if self.fixed_ctx or self.usable is None or bad.name != "Host":
-            raise self.refuse(first, bad)
+            raise self.refuse(first, bad, self.flags(None, 0))
         ctx = _largest_fitting(
             self.inv, lambda c: self.overflow(self.est(self.flags(c, 0))) is None
         )
         if ctx is None:
-            m = self.est(self.flags(min(FALLBACK_CTX, self.inv.context or FALLBACK_CTX), 0))
+            extra = self.flags(min(FALLBACK_CTX, self.inv.context or FALLBACK_CTX), 0)
+            m = self.est(extra)
             raise self.refuse(
-                m, self.overflow(m) or m.host, f"the smallest context planned, {m.ctx},"
+                m, self.overflow(m) or m.host, extra, f"the smallest context planned, {m.ctx},"
             )
         notes.append(
             f"the model's context {self.inv.context or first.ctx} does not fit "
@@ -234,7 +282,7 @@ class _Decider:
             final = with_measurement(final, measured)
             bad = self.overflow(final)
             if bad is not None:
-                raise self.refuse(final, bad)
+                raise self.refuse(final, bad, engine)
         return MemoryDecision(memory=final, engine_args=engine, notes=(*self.lines(final), *notes))
 
     def cache_size(self, ctx: int | None, notes: list[str]) -> int:
@@ -250,6 +298,9 @@ class _Decider:
         why = (
             f"{PROMPT_CACHE_STATES} x the KV cache ({size_text(kv)}), "
             f"at least {PROMPT_CACHE_FLOOR_MIB} MiB"
+            if cache == share
+            else f"{self.p.binary}'s default, less than {PROMPT_CACHE_STATES} x the KV cache "
+            f"({size_text(kv)})"
         )
         if self.usable is not None:
             left = max((self.usable - base.host.total) // MIB, 0)
@@ -257,7 +308,8 @@ class _Decider:
                 cache, why = left, "what the budget leaves"
         flag = self.p.memory_flags["cache_ram"]
         notes.append(
-            f"{flag} {cache}: the host prompt cache gets {why} ({self.p.binary}'s default is "
+            f"{flag} {cache}: the host prompt cache, which fills with use up to its size, "
+            f"gets {why} ({self.p.binary}'s default is "
             f"{DEFAULT_CACHE_RAM_MIB} MiB a process; a layer that sets {flag} decides)"
         )
         return cache
@@ -296,8 +348,12 @@ def _largest_fitting(inv: ModelInventory, fits: Callable[[int], bool]) -> int | 
     return max(lo * CTX_PAD, floor)
 
 
+def _kv(m: MemoryPlan) -> int:
+    return m.host.parts.kv + sum(d.parts.kv for d in m.devices)
+
+
 def _does_not_fit(
-    m: MemoryPlan, where: PlaceMemory, usable: int | None, how: str, what: str
+    m: MemoryPlan, where: PlaceMemory, usable: int | None, how: str, what: str, *, hints: str = ""
 ) -> DoesNotFit:
     host = where.name == "Host"
     parts = where.parts if host else where.reserved_parts
@@ -309,4 +365,5 @@ def _does_not_fit(
     return DoesNotFit(
         f"{what} needs {size_text(need)} of {place} but {there}; the biggest part is "
         f"the {name}, {size_text(size)} ({parts_text(parts)})"
+        + (f". Instead: {hints}" if hints else "")
     )

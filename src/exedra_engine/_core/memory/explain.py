@@ -49,7 +49,8 @@ def explain_memory(plan: MemoryPlan, host_usable: tuple[int, str] | None = None)
         host = place_.name == "Host"
         judged = place_.parts if host else place_.reserved_parts
         # The host's resident figure is always the estimate's: the engine measures what it
-        # reserves.
+        # reserves. What llama.cpp reserves on the host is not shown beside it: it counts
+        # pages never touched (a full batch of logits) and no fit is judged by it.
         figure = "resident, estimated" if host else f"reserved, {plan.source}"
         line = (
             f"ctx {plan.ctx}: {place_.name} ({figure}): {parts_text(judged)}"
@@ -62,8 +63,6 @@ def explain_memory(plan: MemoryPlan, host_usable: tuple[int, str] | None = None)
             op = "<=" if judged.total <= place_.available else ">"
             what = "usable" if place_.name == "Host" else "free"
             line += f" {op} {size_text(place_.available)} {what}"
-        if host and place_.reserved != place_.total:
-            line += f"; reserves {size_text(place_.reserved)}"
         lines.append(line)
         if host and plan.source == "measured":
             lines.append(

@@ -14,6 +14,9 @@ Rules, per flag table (`exedra_engine._core.executors.flags`):
 - API keys accumulate as the executor reads them: every key flag's value (llama-server's
   ``--api-key``) moves into the profile's key variable (``LLAMA_API_KEY``), after the
   variable's own keys, so no key is ever visible in argv.
+- Every other secret flag of the profile travels in the variable the executor reads for it
+  (llama-server's ``--hf-token`` / ``-hft`` in ``HF_TOKEN``): the winning value moves there,
+  so ``/proc/PID/cmdline`` of a launched executor never holds a secret.
 - The caller's key (`merge`'s `required_key`) is never dropped: a layer's key variable adds
   keys to it, and an empty one that would switch authentication off is an error naming the
   layer.
@@ -26,11 +29,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import chain
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable, Item
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.plan.layer_checks import all_fit, check_layer, refuse_foreign_key
+from exedra_engine._core.plan.layer_checks import unfit as unfit  # noqa: PLC0414 (planner reads it here)
+from exedra_engine._core.secrets.reprs import shown_source
+from exedra_engine._core.secrets.shown import redact_provenance, redact_said
 from exedra_engine._core.struct import EMPTY, Value, freeze, frozen_fields
 from exedra_engine.errors import PlanError
 
@@ -58,6 +65,12 @@ class Source(Value, frozen=True, kw_only=True):
     """The flag's canonical key (``--ctx-size`` for ``-c 8``) or the variable's name; "" for
     a token the flag table does not know."""
 
+    def shown_fields(self) -> dict[str, Any]:
+        return Value.shown_fields(shown_source(self))
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
+
 
 class Said(Value, frozen=True, kw_only=True):
     """One contribution of a layer: an argv item or a variable."""
@@ -74,6 +87,12 @@ class Said(Value, frozen=True, kw_only=True):
         """As `Source.text` spells it."""
         return " ".join(self.tokens) if self.what == "arg" else "=".join(self.tokens)
 
+    def shown_fields(self) -> dict[str, Any]:
+        return Value.shown_fields(redact_said(self, ()))
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
+
 
 class Provenance(Value, frozen=True, kw_only=True):
     """Provenance as data: which layer set one final argv item or variable, and what it
@@ -84,6 +103,12 @@ class Provenance(Value, frozen=True, kw_only=True):
     """The flag's canonical key, or the variable's name; None for a token the table does not
     know."""
     replaced: tuple[Said, ...] = ()
+
+    def shown_fields(self) -> dict[str, Any]:
+        return Value.shown_fields(redact_provenance(self, ()))
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
 
     def source(self) -> Source:
         """The entry ``plan --explain`` shows."""
@@ -233,7 +258,41 @@ def merge(
         _keep_key(profile, required_key, env)
     if key_flag is not None and key_flag in read.last:
         _move_keys(profile, read, key_flag, env)
+    moving = _secrets_by_env(profile, table, read)
+    if moving:
+        kept = _move_secrets(read, kept, moving, env)
     return _merged(read, kept, repeated, env, arg_over)
+
+
+def _secrets_by_env(profile: ExecutorProfile, table: FlagTable, read: _Read) -> dict[str, str]:
+    """The secret flags in `read` (other than the key flag) that the executor also reads from
+    a variable, by key, with that variable."""
+    out: dict[str, str] = {}
+    for name in profile.secret_flags:
+        hit = table.lookup(name)
+        if hit is None or name == profile.key_flag:
+            continue
+        flag = hit[0]
+        if flag.env and not flag.repeatable and flag.key in read.last:
+            out[flag.key] = flag.env[0]
+    return out
+
+
+def _move_secrets(
+    read: _Read, kept: list[int] | None, moving: dict[str, str], env: _Env
+) -> list[int]:
+    # The winning occurrence (the last, unless its variable won already) sets the variable;
+    # none stays in argv.
+    keep = []
+    for j in range(len(read.items)) if kept is None else kept:
+        key = read.keys[j]
+        if key not in moving:
+            keep.append(j)
+        elif j == read.last[key] and read.items[j].values:
+            name = moving[key]
+            env.val[name] = read.items[j].values[0]
+            env.layer[name] = read.layers[j]
+    return keep
 
 
 def _merged(
@@ -290,14 +349,14 @@ def _read(
     its: list[Item] = []
     lays: list[Layer] = []
     foreign = executors.foreign_key_flags(profile)
-    fits = _all_fit(ordered)  # else each layer is judged, in order, to name the culprit
+    fits = all_fit(ordered)  # else each layer is judged, in order, to name the culprit
     for layer in ordered:
         if not fits:
             check_layer(profile, layer)
         if layer.args:
             read = table.split_items(layer.args, layer.name)
             if foreign:
-                _refuse_foreign_key(profile, layer, read, foreign)
+                refuse_foreign_key(profile, layer, read, foreign)
             its += read
             lays += [layer] * len(read)
     keys: list[str | None] = [it.key for it in its]
@@ -405,57 +464,6 @@ def _keep_key(profile: ExecutorProfile, key: str, env: _Env) -> None:
     kept = next((o for o in over if o.tokens == (name, key)), None)
     if kept is not None:  # the caller's key was kept, not replaced
         over.remove(kept)
-
-
-def check_layer(profile: ExecutorProfile, layer: Layer) -> None:
-    """Raise `PlanError` for what cannot reach the executor as given (see the module's rules).
-    Positions count from 1; the offending text itself is not shown (it may be a key)."""
-    if _all_fit((layer,)):
-        return
-    for i, tok in enumerate(layer.args, 1):
-        what = unfit(tok) or ("is empty" if tok == "" else None)
-        if what:
-            raise PlanError(f"{layer.name} args: item {i} {what}")
-    for i, (n, v) in enumerate(layer.env, 1):
-        what = unfit(n) or unfit(v)
-        if what:
-            raise PlanError(
-                f"{layer.name} env: entry {i} ({'name' if unfit(n) else 'value'}) {what}"
-            )
-
-
-def _all_fit(layers: Sequence[Layer]) -> bool:
-    # The common case, cheaply, for every layer at once (one string to test): every token
-    # and variable ASCII, without NUL, no argument empty.
-    args = tuple(chain.from_iterable([layer.args for layer in layers]))
-    env = tuple(chain.from_iterable(chain.from_iterable([layer.env for layer in layers])))
-    text = "".join(args + env)
-    return text.isascii() and "\0" not in text and "" not in args
-
-
-def _refuse_foreign_key(
-    profile: ExecutorProfile, layer: Layer, items: Sequence[Item], foreign: frozenset[str]
-) -> None:
-    """A key flag of another executor (``--api-key`` for whisper-server), which this one's
-    table does not know, so the reader leaves it a token of its own."""
-    for it in items:
-        if it.key is None and it.name in foreign:
-            raise PlanError(
-                f"{layer.name} args: item {it.at + 1} is {it.name}, but {profile.binary} has "
-                "no API key option; put an authenticating proxy in front of it instead"
-            )
-
-
-def unfit(text: str) -> str | None:
-    """Why `text` cannot be an argument or variable of a process, or None."""
-    if "\0" in text:
-        return "contains a NUL character"
-    try:
-        # What open_process does: os.fsencode, surrogateescape for undecodable bytes.
-        text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return "contains a lone surrogate, which no encoding can write"
-    return None
 
 
 def _rank(layer: Layer) -> int:

@@ -20,7 +20,7 @@ warnings; they never change the plan.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from exedra_engine._core.config.check import check_plan_layers
 from exedra_engine._core.config.findings import Finding
@@ -42,8 +42,10 @@ from exedra_engine._core.plan.layers import (
     merge,
 )
 from exedra_engine._core.plan.load_files import load_files
+from exedra_engine._core.plan.model_findings import model_findings
 from exedra_engine._core.plan.ports import choose_port, port_origin
 from exedra_engine._core.plan.request_checks import check_request
+from exedra_engine._core.secrets.reprs import shown_explained
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import (
     Constraints,
@@ -79,6 +81,12 @@ class Explained(Value, frozen=True, kw_only=True):
     """The memory arithmetic and what the planner decided from it (``plan --explain``)."""
     provenance: tuple[Provenance, ...] = ()
     """Which layer set each argv item and env variable, and what it replaced, as data."""
+
+    def shown_fields(self) -> dict[str, Any]:
+        return shown_explained(self)
+
+    def __repr__(self) -> str:
+        return self.shown_repr()
 
 
 def plan_launch(
@@ -275,6 +283,7 @@ def _plan(
     )
     found = (
         _findings(profile, spec, constraints, *judge, executors=executors)
+        + model_findings(profile, spec, m, model, facts.inventory)
         if judge is not None
         else ()
     )
