@@ -4,6 +4,8 @@ ggml cannot take, a launch from another host's hardware file, a silent drain, an
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,11 +183,26 @@ def test_host_name_given_to_host_is_not_masked() -> None:
         render.hide_values({})
 
 
+@pytest.fixture
+def readable_model(tiny_llama: Path) -> Iterator[Path]:
+    """The tiny model where any user can read it: a Quadlet unit runs as 65532, and emit
+    refuses a model that user cannot reach (pytest's own tmp tree is 0700)."""
+    where = Path(tempfile.mkdtemp(prefix="exedra-test-", dir="/var/tmp"))
+    try:
+        where.chmod(0o755)
+        model = where / tiny_llama.name
+        shutil.copyfile(tiny_llama, model)
+        model.chmod(0o644)
+        yield model
+    finally:
+        shutil.rmtree(where)
+
+
 @pytest.mark.parametrize("target", ["k8s", "quadlet"])
 def test_emit_explain_prints_one_host_row(
-    target: str, tiny_llama: Path, tmp_path: Path, run: Run
+    target: str, readable_model: Path, tmp_path: Path, run: Run
 ) -> None:
-    r = _plan(run, tiny_llama, tmp_path, "--emit", target, "--explain")
+    r = _plan(run, readable_model, tmp_path, "--emit", target, "--explain")
     assert r.code == 0, r
     rows = [line.split() for line in r.err.splitlines() if line.startswith("  host ")]
     assert len(rows) == 1, rows

@@ -14,14 +14,14 @@ passes every other check and cannot start: these problems say so, and how to fix
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
 from exedra_engine._core.emit.formats import ini
 from exedra_engine._core.emit.formats.readback import env_words, words
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.load_files import named_files
-from exedra_engine._core.struct import Value
+from exedra_engine._core.struct import Value, freeze
 
 Role = Literal["executor", "waiter", "model"]
 
@@ -107,22 +107,26 @@ def container_reach_problems(facts: Sequence[PathFacts], user: str) -> list[str]
     return out
 
 
-_WHAT: Final[dict[Role, str]] = {
-    "executor": "the executor (ExecStart=)",
-    "waiter": "the readiness waiter (ExecStartPost=)",
-    "model": "the model file",
-}
-_FIX: Final[dict[Role, str]] = {
-    "executor": (
-        f"install it where the unit's user can reach it (docs/how-to/systemd.md: a copy of its "
-        f"directory under {INSTALL_DIR}) and plan with --executor PATH"
-    ),
-    "waiter": (
-        f"install exedra-engine where the unit's user can run it (docs/how-to/systemd.md: a "
-        f"venv under {INSTALL_DIR}) and emit with --waiter PATH"
-    ),
-    "model": "move the model where the unit's user can read it (e.g. /var/lib/exedra/models)",
-}
+_WHAT: Final[Mapping[Role, str]] = freeze(
+    {
+        "executor": "the executor (ExecStart=)",
+        "waiter": "the readiness waiter (ExecStartPost=)",
+        "model": "the model file",
+    }
+)
+_FIX: Final[Mapping[Role, str]] = freeze(
+    {
+        "executor": (
+            f"install it where the unit's user can reach it (docs/how-to/systemd.md: a copy of its "
+            f"directory under {INSTALL_DIR}) and plan with --executor PATH"
+        ),
+        "waiter": (
+            f"install exedra-engine where the unit's user can run it (docs/how-to/systemd.md: a "
+            f"venv under {INSTALL_DIR}) and emit with --waiter PATH"
+        ),
+        "model": "move the model where the unit's user can read it (e.g. /var/lib/exedra/models)",
+    }
+)
 
 
 def _why(f: PathFacts, *, dynamic: bool, private_tmp: bool, hidden_home: bool) -> str:

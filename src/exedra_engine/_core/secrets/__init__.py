@@ -47,7 +47,7 @@ from exedra_engine._core.secrets.walk import (
     secret_copies,
 )
 
-__all__ = [
+__all__ = (
     "ENGINE_LAYER",
     "REDACTED",
     "SHORT_KEY",
@@ -72,4 +72,4 @@ __all__ = [
     "redaction_markers",
     "refuse_redacted",
     "secret_copies",
-]
+)

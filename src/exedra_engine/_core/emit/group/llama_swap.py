@@ -26,14 +26,17 @@ from typing import Any
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError
 
-SCHEMA_FIELDS = {
-    "": frozenset({"healthCheckTimeout", "models", "groups"}),
-    "model": frozenset({"cmd", "proxy", "checkEndpoint", "env", "name"}),
-    "group": frozenset({"members", "swap", "exclusive", "persistent"}),
-}
+SCHEMA_FIELDS = freeze(
+    {
+        "": frozenset({"healthCheckTimeout", "models", "groups"}),
+        "model": frozenset({"cmd", "proxy", "checkEndpoint", "env", "name"}),
+        "group": frozenset({"members", "swap", "exclusive", "persistent"}),
+    }
+)
 """The fields this emitter writes, by where they stand: each is in llama-swap's schema."""
 _ENV = re.compile(r"[A-Z_][A-Z0-9_]*=.*")
 """llama-swap's pattern for one ``env`` entry."""
