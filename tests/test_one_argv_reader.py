@@ -1,5 +1,5 @@
 """One argv reader, provenance as data (issue 20 item 3). The property side, every consumer
-against the reader on hostile argvs, is properties/test_i20_item3_props.py."""
+against the reader on hostile argvs, is properties/test_one_argv_reader_props.py."""
 
 from __future__ import annotations
 
