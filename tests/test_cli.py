@@ -248,7 +248,7 @@ def test_the_module_and_the_console_script_are_entry_points(tiny_llama: Path) ->
 
 
 @pytest.mark.parametrize("argv", [("probe", "--json"), ("--help",), ("--version",)])
-def test_i18_item7_a_closed_stdout_exits_0_quietly(argv: tuple[str, ...]) -> None:
+def test_a_closed_stdout_exits_0_quietly(argv: tuple[str, ...]) -> None:
     # The reader went away (`| true`): not a failure, or `set -o pipefail` steps fail on it.
     read, write = os.pipe()
     os.close(read)  # every write to the pipe now fails with EPIPE
