@@ -34,14 +34,14 @@ def _names(name: str, module: str) -> bool:
     return module == name or module.endswith("/" + name)
 
 
-def test_i20_every_module_is_in_the_explanation() -> None:
+def test_every_module_is_in_the_explanation() -> None:
     text = PAGE.read_text()
     named = _named(text)
     missing = sorted(m for m in _modules() if not any(_names(n, m) for n in named))
     assert missing == [], f"docs/explanation.md does not name: {missing}"
 
 
-def test_i20_every_module_the_explanation_names_exists() -> None:
+def test_every_module_the_explanation_names_exists() -> None:
     modules = _modules()
     basenames = {Path(m).name for m in modules} | UNNAMED
     elsewhere = {p.name for p in ROOT.glob("*/**/*.py") if ".venv" not in p.parts}
