@@ -37,7 +37,7 @@ def _launch(model: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_i21_item2_refused_flag_text(llama_server: str, tiny_llama: Path) -> None:
+def test_refused_flag_text(llama_server: str, tiny_llama: Path) -> None:
     r = _launch(tiny_llama, "--arg=--ctx-szie", "--arg=64")
     assert r.returncode == 1
     err = r.stderr[r.stderr.index("exedra-engine: error:") :].splitlines()
@@ -47,7 +47,7 @@ def test_i21_item2_refused_flag_text(llama_server: str, tiny_llama: Path) -> Non
     assert "\\n" not in r.stderr and "sk-never-shown-123" not in r.stderr
 
 
-def test_i21_item2_refused_flag_json(llama_server: str, tiny_llama: Path) -> None:
+def test_refused_flag_json(llama_server: str, tiny_llama: Path) -> None:
     r = _launch(tiny_llama, "--arg=--ctx-szie", "--arg=64", "--json")
     assert r.returncode == 1
     body = json.loads(r.stdout)["error"]
