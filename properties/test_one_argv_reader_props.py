@@ -117,9 +117,7 @@ def _plain(items: Sequence[Item]) -> list[tuple[object, ...]]:
 
 @pytest.mark.parametrize("kind", KINDS)
 @given(data=st.data())
-def test_split_items_is_read_items_without_problems(
-    kind: str, data: st.DataObject
-) -> None:
+def test_split_items_is_read_items_without_problems(kind: str, data: st.DataObject) -> None:
     table = executor_profile(kind).flags
     args = data.draw(argvs(kind))
     read = table.read_items(args)

@@ -41,9 +41,7 @@ def test_find_executor_prefers_the_bin_dir_then_path(
     assert find_executor("llama-fit-params") is None
 
 
-def test_find_real_model_from_env_or_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_find_real_model_from_env_or_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EXEDRA_TEST_MODEL", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cached = tmp_path / "exedra-engine" / "models" / "gemma-3-270m-q4_k_m.gguf"

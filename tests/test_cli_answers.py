@@ -17,9 +17,7 @@ PLAN = ["plan", "--model", "/m.gguf", "--kind", "llama", "--no-config", "--execu
 
 
 @pytest.mark.parametrize("value", ["hello", '"--ctx-size 4096"'])
-def test_args_as_a_string_is_named_a_string(
-    value: str, tmp_path: Path, run: Run
-) -> None:
+def test_args_as_a_string_is_named_a_string(value: str, tmp_path: Path, run: Run) -> None:
     f = tmp_path / "args.yaml"
     f.write_text(f"engines:\n  llama:\n    args: {value}\n")
     r = run("config", str(f))
@@ -45,9 +43,7 @@ def test_a_mapping_given_a_string_is_named_a_string(tmp_path: Path, run: Run) ->
         ["launch", "--model", "/m.gguf", "--kind", "llama", "--config", "{missing}"],
     ],
 )
-def test_a_named_config_path_must_exist(
-    argv: list[str], tmp_path: Path, run: Run
-) -> None:
+def test_a_named_config_path_must_exist(argv: list[str], tmp_path: Path, run: Run) -> None:
     missing = str(tmp_path / "engine.dd")
     r = run(*[a.replace("{missing}", missing) for a in argv])
     assert r.code == 2 and r.err.count("\n") == 1, r.err

@@ -62,9 +62,7 @@ def test_wait_ready_url_credentials_not_echoed(scheme: str, run: Run) -> None:
 
 @pytest.mark.parametrize("value", ["sk-live-abc123XYZ", "=x", ""])
 @pytest.mark.parametrize("command", ["plan", "launch"])
-def test_env_entry_names_the_option(
-    command: str, value: str, tiny_llama: Path, run: Run
-) -> None:
+def test_env_entry_names_the_option(command: str, value: str, tiny_llama: Path, run: Run) -> None:
     # `--env sk-live-...` said "caller env: entry 1 is not KEY=VALUE", naming no option.
     r = run(command, "--model", str(tiny_llama), *PLAN, "--env", value)
     assert r.code == 2, r.err

@@ -357,9 +357,7 @@ def test_launch_answer_and_stop(
 
 @pytest.mark.executor
 @pytest.mark.slow
-def test_cancel_mid_load(
-    adapter: Adapter, real_hw: engine.Hardware, real_model: Path
-) -> None:
+def test_cancel_mid_load(adapter: Adapter, real_hw: engine.Hardware, real_model: Path) -> None:
     # --load-mode none (no mmap) makes the load read the whole file, so that the window in
     # which /health says 503 is wide enough to be seen; a model in the page cache can still
     # load between two polls, so a round that never saw the load is tried again (3 at most).
@@ -414,9 +412,7 @@ def test_real_executor_dies_before_ready(
 # -- faults, with the fake executor --------------------------------------------------------------
 
 
-def test_crash_before_ready(
-    adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
-) -> None:
+def test_crash_before_ready(adapter: Adapter, fake: Callable[..., engine.LaunchPlan]) -> None:
     err = adapter.failure(fake("die", FAKE_DELAY="0.2"))
     assert isinstance(err, engine.NotReady)
     assert "(exit 3)" in str(err) and "cannot load model (fake)" in str(err)
@@ -467,9 +463,7 @@ def test_stop_returns_when_the_group_is_gone(
     assert ended.exit_reason is not None and ended.exit_reason.clean
 
 
-def test_cancel_while_starting(
-    adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
-) -> None:
+def test_cancel_while_starting(adapter: Adapter, fake: Callable[..., engine.LaunchPlan]) -> None:
     trigger = threading.Event()
     timer = threading.Timer(0.3, trigger.set)
     timer.start()

@@ -351,9 +351,7 @@ def test_systemd_filter_and_limits_follow_the_flags(
 
 
 @pytest.mark.parametrize(("args", "flag"), [(("--prio", "2"), "--prio"), (("--mlock",), "--mlock")])
-def test_kubernetes_refuses_the_flag_it_cannot_honour(
-    args: tuple[str, ...], flag: str
-) -> None:
+def test_kubernetes_refuses_the_flag_it_cannot_honour(args: tuple[str, ...], flag: str) -> None:
     assert flag in _refused(_plan(extra_args=args), Target.K8S)
 
 
@@ -670,9 +668,7 @@ needs_systemd = pytest.mark.skipif(
 
 
 @pytest.mark.parametrize("tree", ALL_HOSTS)
-def test_every_fixture_host_passes_kubernetes_validate_strict(
-    tree: str, tmp_path: Path
-) -> None:
+def test_every_fixture_host_passes_kubernetes_validate_strict(tree: str, tmp_path: Path) -> None:
     paths = []
     for i, opts in enumerate(OPTION_SETS):
         plan = _plan(tree, api_key="k", extra_args=("--threads", "4"))

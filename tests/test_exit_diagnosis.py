@@ -210,9 +210,7 @@ _QWEN = ModelSpec(id="qwen", path="/m/qwen.gguf", kind=Kind.LLAMA)
 
 @pytest.mark.parametrize("written", [("-c", "9"), ("--ctx-size", "9"), ("--ctx-size=9",)])
 @pytest.mark.parametrize("named", ["-c", "--ctx-size", "--ctx-size=9"])
-def test_a_refused_flags_layer_is_found_by_its_key(
-    written: tuple[str, ...], named: str
-) -> None:
+def test_a_refused_flags_layer_is_found_by_its_key(written: tuple[str, ...], named: str) -> None:
     # Whatever spelling the layer wrote and the executor named, the plan's provenance ties
     # both to the flag's key.
     con = Constraints(overrides=Config(models={"qwen": Override(args=written)}))

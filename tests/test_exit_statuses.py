@@ -79,9 +79,7 @@ def test_launch_missing_model_exits_2_before_starting(
 
 @pytest.mark.parametrize("reader", ["head -1", "true"])
 @pytest.mark.parametrize("command", ["plan", "probe"])
-def test_a_pipe_closed_after_output_exits_0(
-    command: str, reader: str, tiny_llama: Path
-) -> None:
+def test_a_pipe_closed_after_output_exits_0(command: str, reader: str, tiny_llama: Path) -> None:
     argv = ["plan", "--model", str(tiny_llama), *PLAN] if command == "plan" else ["probe"]
     script = (
         "set -o pipefail; "

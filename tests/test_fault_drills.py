@@ -99,9 +99,7 @@ class _Clock:
         pass
 
 
-async def test_refused_flag(
-    real_hw: Hardware, real_model: Path, leaves_nothing: None
-) -> None:
+async def test_refused_flag(real_hw: Hardware, real_model: Path, leaves_nothing: None) -> None:
     spec = ModelSpec(id="gemma", path=str(real_model), kind=Kind.LLAMA)
     e = explain_launch(spec, real_hw, Constraints(extra_args=("-c", "512", "--ctx-szie", "64")))
     err, took = await _fails(e.unwrap().plan, sources=e.unwrap().sources)
@@ -131,9 +129,7 @@ async def test_refused_flag_drill_names_its_layer_by_key(
     assert err.layer == "config models.gemma" and "set by config models.gemma" in err.cause
 
 
-async def test_out_of_memory(
-    real_hw: Hardware, real_model: Path, leaves_nothing: None
-) -> None:
+async def test_out_of_memory(real_hw: Hardware, real_model: Path, leaves_nothing: None) -> None:
     # A KV cache half again as large as the host's memory, with the fitter off: the
     # allocation fails at once instead of being fitted (or the host swapping).
     # A KV cache half again as large as the host's memory, with the fitter off: the
@@ -248,9 +244,7 @@ async def test_caller_cancelled_mid_load(
 
 
 @pytest.mark.slow  # 20 loads of the real model: ~3 min on a busy 2-core machine
-async def test_20_stop_start_cycles_on_one_port(
-    real_hw: Hardware, real_model: Path
-) -> None:
+async def test_20_stop_start_cycles_on_one_port(real_hw: Hardware, real_model: Path) -> None:
     # A port of the kernel's choosing: a fixed one keeps the last run's TIME_WAIT sockets for
     # a minute, which the planner counts as in use for an explicitly requested port.
     port = free_port()

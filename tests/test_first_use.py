@@ -253,9 +253,7 @@ def test_completion_scripts_for_bash_and_zsh(run: Run) -> None:
         assert subprocess.run(["zsh", "-n"], input=zsh, text=True, check=False).returncode == 0
 
 
-def test_another_kinds_executor_is_refused(
-    run: Run, tiny_llama: Path, whisper_server: str
-) -> None:
+def test_another_kinds_executor_is_refused(run: Run, tiny_llama: Path, whisper_server: str) -> None:
     r = run(
         "plan",
         "--model",

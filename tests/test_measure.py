@@ -211,9 +211,7 @@ def gen_gemma3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_arch_model(tmp_path_factory.mktemp("measure") / "gemma3.gguf", "gemma3")
 
 
-def test_the_real_binary_gives_the_captured_figures(
-    fit_params: str, gen_gemma3: Path
-) -> None:
+def test_the_real_binary_gives_the_captured_figures(fit_params: str, gen_gemma3: Path) -> None:
     m = measure_model(LLAMA, str(gen_gemma3), ("-c", "8192"), binary=fit_params)
     want = measurement_from(
         (FIXTURES / "gemma3-gen-8192.stdout").read_text(),

@@ -147,9 +147,7 @@ def test_the_command_line_never_sees_a_result() -> None:
         (EngineError("bad option"), 2),
     ],
 )
-def test_one_table_maps_error_classes_to_exit_status(
-    error: EngineError, status: int
-) -> None:
+def test_one_table_maps_error_classes_to_exit_status(error: EngineError, status: int) -> None:
     assert exit_status(error) == status
 
 
@@ -238,9 +236,7 @@ def _copied_key_argv(*extra: str) -> list[str]:
 @pytest.mark.parametrize(
     "surface", [(), ("--json",), ("--explain",), ("--explain", "--json"), ("--strict",)]
 )
-def test_the_key_value_is_hidden_whatever_carries_it(
-    surface: tuple[str, ...], run: Run
-) -> None:
+def test_the_key_value_is_hidden_whatever_carries_it(surface: tuple[str, ...], run: Run) -> None:
     r = run(*_copied_key_argv(*surface), env={"EXEDRA_SEAMS_KEY": COPIED})
     assert r.code in (0, 2), r.err
     assert COPIED not in r.out + r.err
