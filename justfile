@@ -1,19 +1,21 @@
 # Recipes; ./dev RECIPE sets up .venv and the executors first, then runs one of these.
 set positional-arguments
 
-default: test
+# `just` alone lists the recipes (as `./dev` alone prints its commands); it runs nothing.
+default:
+    @just --list
 
 # plan and launch a real llama-server on a generated tiny model, ask it a question, stop it
 demo *args:
-    exedra-engine demo "$@"
+    @exedra-engine demo "$@"
 
 # everything CI checks: flag tables, lint, types, unit + property + integration tests
 test *args: lint typecheck
-    python -m pytest -q "$@"
+    @scripts/test-phases.sh "" "$@"
 
 # the quick loop while editing: no lint, no types, no test marked slow (CI's `just test` runs them)
 test-quick *args:
-    python -m pytest -q -m "not slow" "$@"
+    @scripts/test-phases.sh "not slow" "$@"
 
 # the hypothesis suites with a much larger example budget
 soak *args:

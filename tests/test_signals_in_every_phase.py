@@ -202,7 +202,7 @@ def test_launch_signal_while_loading(
 def _until_ready(p: subprocess.Popen[str]) -> str:
     assert p.stdout is not None
     line = p.stdout.readline()
-    assert line.startswith("ready     http://127.0.0.1:"), line
+    assert line.startswith("ready     ") and " at http://127.0.0.1:" in line, line
     return line
 
 

@@ -223,3 +223,42 @@ def test_emit_quadlet_refuses_a_model_its_container_user_cannot_read(
     closed.chmod(0o755)
     r = cli("emit", str(saved), "--target", "quadlet")
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        ("systemd", "the model file {model}: DynamicUser= cannot enter {closed} (mode 0700"),
+        ("quadlet", "the model file {model}: User=65532 cannot enter {closed} (mode 0700"),
+    ],
+)
+def test_plan_group_emit_refuses_a_member_whose_unit_cannot_reach_its_model(
+    tree: Path, tmp_path: Path, target: str, said: str
+) -> None:
+    from exedra_engine.testing import write_tiny_llama
+
+    exe = tree / "llama-server"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    open_model, closed = tree / "open.gguf", tree / "private"
+    closed.mkdir()
+    write_tiny_llama(open_model)
+    write_tiny_llama(closed / "m.gguf")
+    group = tmp_path / "group.yaml"
+    group.write_text(
+        f"members:\n  - {{id: a, model: {open_model}}}\n  - {{id: b, model: {closed / 'm.gguf'}}}\n"
+    )
+    hw = tmp_path / "hw.json"
+    llama = ExecutorInfo(kind=Kind.LLAMA, path=str(exe))
+    hw.write_bytes(msgspec.json.encode(Hardware(cpu=CPU(threads=2), executors=(llama,))))
+    argv = ["plan", "--group", str(group), "--hardware", str(hw), "--no-config"]
+    argv += ["--no-port-check", "--emit", target, "--waiter", "/usr/bin/exedra-engine-absent"]
+    closed.chmod(0o700)
+    r = cli(*argv)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    problem = said.format(model=closed / "m.gguf", closed=closed)
+    assert f"error: member b: {problem}" in r.stderr
+    assert "member a:" not in r.stderr
+    closed.chmod(0o755)  # opened to other users, every member's files are emitted
+    r = cli(*argv)
+    assert r.returncode == 0, r.stderr

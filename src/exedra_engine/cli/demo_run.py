@@ -101,26 +101,22 @@ def run_demo(a: argparse.Namespace, sigs: Signals) -> int:
 async def _run(
     p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float], sigs: Signals
 ) -> int:
-    from exedra_engine.cli.signals import SIGNALS, interrupted_exit
+    from exedra_engine.cli.signal_scope import signal_watch
+    from exedra_engine.cli.signals import interrupted_exit
 
     phase = "starting"
-    with trio.open_signal_receiver(*SIGNALS) as signals:
-        async with trio.open_nursery() as nursery:
-            work = trio.CancelScope()
-            nursery.start_soon(sigs.cancel_on, signals, work)
-            if sigs.first is not None:
-                work.cancel()
-            code: int | None = None
-            failed: EngineError | None = None
-            with work:
-                try:
-                    code = await _demo(p, a, timings)
-                except EngineError as e:
-                    # Raised after the nursery: inside it, trio would wrap it in an
-                    # ExceptionGroup, and main would print that as a traceback.
-                    failed = e
-            nursery.cancel_scope.cancel()
-            phase = "starting" if "launch_to_ready" not in timings else "serving"
+    async with signal_watch(sigs) as (nursery, work):
+        code: int | None = None
+        failed: EngineError | None = None
+        with work:
+            try:
+                code = await _demo(p, a, timings)
+            except EngineError as e:
+                # Raised after the nursery: inside it, trio would wrap it in an
+                # ExceptionGroup, and main would print that as a traceback.
+                failed = e
+        nursery.cancel_scope.cancel()
+        phase = "starting" if "launch_to_ready" not in timings else "serving"
     if failed is not None:
         raise failed
     if code is None:
@@ -165,9 +161,8 @@ async def _demo(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float])
             + "\n"
         )
         return 0 if reason.clean else 1
-    print_plan(shown_plan(p, False))
-    print(f"\nendpoint  {inst.endpoint.url}")
-    print(f"question  {a.question}")
+    print_plan(shown_plan(p, False))  # its endpoint line is the instance's (port kept)
+    print(f"\nquestion  {a.question}")
     print(f"answer    {text.strip()!r}  (a 2-block model with random weights: words, not sense)")
     print(f"stopped   {reason.describe()}")
     print("timings   " + ", ".join(f"{k.replace('_', ' ')} {v:g} ms" for k, v in ms.items()))

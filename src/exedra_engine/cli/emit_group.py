@@ -45,11 +45,32 @@ def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Name
             emitted = emit_group_files(
                 group, Target(a.emit), options_from(a), hardware, executors=a.executors
             )
+            if problems := unreachable_members(group, emitted.files, a):
+                raise EmitRefused(tuple(problems))
         except EmitRefused as refused:
             for problem in refused.problems:
                 print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
             return 2
     return hand_out(emitted, a)
+
+
+def unreachable_members(
+    group: GroupPlan, files: dict[str, str], a: argparse.Namespace
+) -> list[str]:
+    """What each member's systemd unit or Quadlet container cannot reach on this host (its
+    executor, waiter and models: `exedra_engine._shell.path_modes.unreachable`, as ``plan
+    --emit`` judges a single plan's), naming the member."""
+    from exedra_engine._core.emit.group.units import DEFAULT_NAME, member_name
+    from exedra_engine._shell.path_modes import unreachable
+
+    target = Target(a.emit)
+    name = a.name or DEFAULT_NAME
+    out: list[str] = []
+    for share, plan in zip(group.shares, group.plans, strict=True):
+        stem = member_name(name, share.id)
+        own = {f: text for f, text in files.items() if f.rpartition(".")[0] == stem}
+        out += [f"member {share.id}: {p}" for p in unreachable(plan, target, own, a.executors)]
+    return out
 
 
 def router_text(group: GroupPlan, path: str, a: argparse.Namespace) -> str:

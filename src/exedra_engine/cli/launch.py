@@ -17,11 +17,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 
+from exedra_engine._core.config.findings import Finding, TableOrigin
 from exedra_engine.cli import options
+from exedra_engine.cli.launch_output import log_sink, refusal
 from exedra_engine.cli.parser import Subparsers
-from exedra_engine.cli.plan import cpu_note, findings_verdict, hide_findings
-from exedra_engine.cli.render import PROG
+from exedra_engine.cli.plan import cpu_note, hide_findings
+from exedra_engine.cli.render import PROG, fail, findings_summary
 from exedra_engine.cli.request import add_plan_options, planned
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EngineError
@@ -65,16 +68,24 @@ def add_parser(sub: Subparsers) -> None:
         help="on Ctrl-C or SIGTERM, first wait up to S seconds until the executor answers no "
         "request (default 0: stop at once)",
     )
-    s.add_argument(
+    shown = s.add_mutually_exclusive_group()
+    shown.add_argument(
         "--quiet",
         action="store_true",
-        help="do not forward the executor's logs (its last lines still explain a failure)",
+        help="do not show the executor's log, even when stderr is no terminal (it is kept in "
+        "a file the ready line names; its last lines still explain a failure)",
+    )
+    shown.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show the executor's log on stderr; by default it is shown only when stderr is "
+        "no terminal (a journal), and kept in a file the ready line names on a terminal",
     )
     s.add_argument(
         "--log-file",
         type=options.log_file,
         metavar="FILE",
-        help="append the executor's logs to FILE instead of stderr (keys redacted)",
+        help="append the executor's log to FILE instead (keys redacted)",
     )
     s.set_defaults(func=launch_command, explain=False, strict=False, measure=False)
 
@@ -108,19 +119,39 @@ def launch_command(a: argparse.Namespace) -> int:
         try:
             from exedra_engine.cli.launch_run import run_launch
 
-            _, e, _ = planned(a)
+            # Judged by the binary that is about to start (its own --help, cached per
+            # binary): a flag it refuses stops the launch here, not after the executor's
+            # start-up, with the layer that set it.
+            _, e, origin = planned(a, live=True)
             if a.hardware and (why := _not_runnable_here(e.plan.command)):
                 raise EngineError(
                     f"--hardware {a.hardware}: its executor {e.plan.command} {why} on this "
                     "host; launch starts the executor here (that file describes the host it "
                     "was probed on): drop --hardware, or name a binary with --executor PATH"
                 )
-            findings_verdict(a, hide_findings(e, a.show_secrets, a.executors))
+            e = hide_findings(e, a.show_secrets, a.executors)
+            if (refused := _judged(a, e.findings, origin)) is not None:
+                return refused
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
-        if not (a.quiet or a.log_file) and (note := cpu_note(e.plan, a.executors)):
+        # Only where the executor's start-up warning is seen: its log on stderr.
+        if not log_sink(a, e.plan).path and (note := cpu_note(e.plan, a.executors)):
             print(f"{PROG}: note: {note}", file=sys.stderr)  # before the executor's logs
         return run_launch(e.plan, a, sigs, e.sources)
+
+
+def _judged(a: argparse.Namespace, findings: Sequence[Finding], origin: TableOrigin) -> int | None:
+    """Exit 2 (said) when the binary's own table refuses a flag: nothing is started; else
+    None, the findings summed up in a warning."""
+    if refused := refusal(findings, origin):
+        return fail(refused, 2, as_json=a.json)  # a usage error: nothing started
+    if findings:
+        print(
+            f"{PROG}: warning: {findings_summary(findings)} in what this plan passes on, "
+            f"judged by {origin.describe()}; plan --explain lists them",
+            file=sys.stderr,
+        )
+    return None
 
 
 def _launch_group(a: argparse.Namespace) -> int:

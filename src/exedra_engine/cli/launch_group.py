@@ -24,7 +24,7 @@ from exedra_engine._trio.group import open_group
 from exedra_engine._trio.launcher import Instance
 from exedra_engine.cli.signal_scope import signal_phase
 from exedra_engine.cli.signals import Signals, interrupted_exit
-from exedra_engine.errors import MemberFailed
+from exedra_engine.errors import LaunchError, MemberFailed
 
 
 def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
@@ -73,13 +73,14 @@ def run_group_launch(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> 
         return interrupted_exit(sigs.first, "planning", "nothing was started")
     log_file: IO[bytes] | None = None
     if a.log_file:
-        try:
-            log_file = open(a.log_file, "ab")  # noqa: SIM115  (closed below, after trio.run)
-        except OSError as e:
-            from exedra_engine.cli.render import fail
-            from exedra_engine.errors import LaunchError
+        from exedra_engine.cli.launch_run import open_log
 
-            return fail(LaunchError(f"--log-file: cannot open it: {e.strerror or e}"))
+        try:
+            log_file = open_log(a.log_file, "--log-file")
+        except LaunchError as e:
+            from exedra_engine.cli.render import fail
+
+            return fail(e)
     try:
         return trio.run(_main, group, a, sigs, log_file)
     finally:

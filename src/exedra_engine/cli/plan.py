@@ -90,16 +90,38 @@ def plan_command(a: argparse.Namespace) -> int:
             "(or --group FILE, whose members name their models)"
         )
     if getattr(a, "emit", None):
-        if a.emit in ("router", "llama-swap"):
-            raise EngineError(f"--emit {a.emit} serves several models: give --group FILE")
-        if a.json:
-            # Ignored before: emit writes files and prints text, so a script reading JSON
-            # from `plan --emit ... --json` got "wrote ..." instead.
-            raise EngineError(
-                "--json does not go with --emit: the emitted files are the output "
-                "(plan ... --json > plan.json saves the plan; emit PLAN.json renders it)"
-            )
+        _check_emit(a)
         return _plan_and_emit(a)
+    _check_no_emit_options(a)
+    _, e, origin = planned(a)
+    e = hide_findings(e, a.show_secrets, a.executors)
+    if a.strict and failing(e.findings) and not a.explain:
+        return findings_verdict(a, e)
+    plan = shown_plan(e.plan, a.show_secrets, e.sources, executors=a.executors)
+    sources = _shown_sources(e, a.show_secrets, a.executors)
+    if a.json:
+        _print_plan_json(a, plan, sources, e, origin)
+    else:
+        print_plan(plan)
+    if a.explain and not a.json:
+        _print_explain(sources, e, origin, a.executors)
+    return findings_verdict(a, e)
+
+
+def _check_emit(a: argparse.Namespace) -> None:
+    """Refuse what a single plan's --emit does not go with."""
+    if a.emit in ("router", "llama-swap"):
+        raise EngineError(f"--emit {a.emit} serves several models: give --group FILE")
+    if a.json:
+        # Ignored before: emit writes files and prints text, so a script reading JSON
+        # from `plan --emit ... --json` got "wrote ..." instead.
+        raise EngineError(
+            "--json does not go with --emit: the emitted files are the output "
+            "(plan ... --json > plan.json saves the plan; emit PLAN.json renders it)"
+        )
+
+
+def _check_no_emit_options(a: argparse.Namespace) -> None:
     # An emit option without --emit would be ignored: refused, as config --strict without
     # --check is, so that `plan --out DIR` does not look as if it wrote something.
     given = [opt for dest, opt, default in a.emit_only if getattr(a, dest) != default]
@@ -108,30 +130,27 @@ def plan_command(a: argparse.Namespace) -> int:
             f"{', '.join(given)} go{'es' * (len(given) == 1)} with --emit "
             "(plan ... --emit k8s|systemd|quadlet); without it nothing is emitted"
         )
-    _, e, origin = planned(a)
-    e = hide_findings(e, a.show_secrets, a.executors)
-    if a.strict and failing(e.findings) and not a.explain:
-        return findings_verdict(a, e)
-    plan = shown_plan(e.plan, a.show_secrets, e.sources, executors=a.executors)
-    sources = _shown_sources(e, a.show_secrets, a.executors)
-    if a.json:
-        if a.explain:
-            print_json(
-                {
-                    "plan": plan,
-                    "sources": sources,
-                    "findings": e.findings,
-                    "flag_table": origin,
-                    "memory": e.memory,
-                }
-            )
-        else:
-            print_json(plan)
-    else:
-        print_plan(plan)
-    if a.explain and not a.json:
-        _print_explain(sources, e, origin, a.executors)
-    return findings_verdict(a, e)
+
+
+def _print_plan_json(
+    a: argparse.Namespace,
+    plan: LaunchPlan,
+    sources: list[Source],
+    e: Explained,
+    origin: TableOrigin,
+) -> None:
+    if not a.explain:
+        print_json(plan)
+        return
+    print_json(
+        {
+            "plan": plan,
+            "sources": sources,
+            "findings": e.findings,
+            "flag_table": origin,
+            "memory": e.memory,
+        }
+    )
 
 
 def _shown_sources(e: Explained, show_secrets: bool, executors: Executors) -> list[Source]:
@@ -187,9 +206,8 @@ def cpu_note(plan: LaunchPlan, executors: Executors = BUILTIN) -> str:
         return ""
     flags = " ".join(p.cpu_only_args)
     return (
-        f"{flags} keeps the model on the CPU: this host has no GPU that this {p.binary} "
-        "can use, or --no-gpu asked for it. A start-up warning of the executor about no "
-        "usable GPU is expected then, not a broken build"
+        f"{flags} keeps the model on the CPU (no GPU here that it can use, or --no-gpu): the "
+        "warning of the executor about no usable GPU is expected"
     )
 
 

@@ -5,12 +5,10 @@ group planner decided; ``--explain`` says why each share is what it is."""
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 
 import msgspec
 
-from exedra_engine._core.config.parse import merge_all
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.cpus import cpu_set_text
@@ -18,14 +16,13 @@ from exedra_engine._core.group.planner import GroupExplained
 from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.plan.planner import Explained
-from exedra_engine._core.values import Constraints
 from exedra_engine._shell.config_check import located_configs
 from exedra_engine._shell.group_plan import GroupRequest, explain_group_request, read_group
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.render import finding_line, print_json, print_plan, shown, shown_plan
-from exedra_engine.cli.request import api_key_env_problem
-from exedra_engine.errors import EngineError, PlanError
+from exedra_engine.cli.request import shared_constraints
+from exedra_engine.errors import EngineError
 
 _PER_MEMBER = (
     ("model", "--model"),
@@ -100,22 +97,7 @@ def group_request(a: argparse.Namespace) -> GroupRequest:
     members = read_group(a.group, executors=ex)
     hw = read_hardware(a.hardware, executors=ex) if a.hardware else host_hardware(executors=ex)
     files = () if a.no_config else located_configs(a.config, executors=ex)
-    key = ""
-    if a.api_key_env:
-        key = os.environ.get(a.api_key_env, "")
-        if not key:
-            raise PlanError(api_key_env_problem(a.api_key_env))
-    group = Constraints(
-        host=a.host,
-        port_base=a.port_base,
-        api_key=key,
-        api_key_env=a.api_key_env or "",
-        no_gpu=a.no_gpu,
-        ui=a.ui,
-        overrides=None if a.no_config else merge_all([f.config for f in files]),
-        extra_args=tuple(a.arg),
-        extra_env=tuple(a.env),
-    )
+    group = shared_constraints(a, files)
     return GroupRequest(
         members=members,
         hardware=hw,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -23,6 +24,11 @@ from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli import options
 from exedra_engine.cli.render import is_variable_name
 from exedra_engine.constants import DEFAULT_CONFIG_PATH, DEFAULT_PORT_BASE
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from exedra_engine._core.config.parse import LocatedConfig
 
 
 def add_plan_options(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
@@ -148,7 +154,6 @@ def _refuse_other_kinds_binary(path: str, kind: str, executors: Executors) -> No
 
 
 def _gathered(a: argparse.Namespace) -> PlanRequest:
-    from exedra_engine.errors import PlanError
 
     ex: Executors = a.executors
     spec = ModelSpec(
@@ -166,24 +171,8 @@ def _gathered(a: argparse.Namespace) -> PlanRequest:
             hw, executors=(*others, ExecutorInfo(kind=spec.kind, path=a.executor))
         )
     files = () if a.no_config else located_configs(a.config, executors=ex)
-    key = ""
-    if a.api_key_env:
-        key = os.environ.get(a.api_key_env, "")
-        if not key:
-            raise PlanError(api_key_env_problem(a.api_key_env))
-    constraints = Constraints(
-        host=a.host,
-        ctx=a.ctx,
-        threads=a.threads,
-        port=a.port,
-        port_base=a.port_base,
-        api_key=key,
-        api_key_env=a.api_key_env or "",
-        no_gpu=a.no_gpu,
-        ui=a.ui,
-        overrides=None if a.no_config else merge_all([f.config for f in files]),
-        extra_args=tuple(a.arg),
-        extra_env=tuple(a.env),
+    constraints = msgspec.structs.replace(
+        shared_constraints(a, files), ctx=a.ctx, threads=a.threads, port=a.port
     )
     return PlanRequest(
         spec=spec,
@@ -192,6 +181,29 @@ def _gathered(a: argparse.Namespace) -> PlanRequest:
         config_files=files,
         check_ports=not a.no_port_check,
         executors=ex,
+    )
+
+
+def shared_constraints(a: argparse.Namespace, files: Sequence[LocatedConfig]) -> Constraints:
+    """What the command line's options say of every executor it plans, over the override
+    `files`: a group's constraints (a single plan adds its context, threads and port)."""
+    from exedra_engine.errors import PlanError
+
+    key = ""
+    if a.api_key_env:
+        key = os.environ.get(a.api_key_env, "")
+        if not key:
+            raise PlanError(api_key_env_problem(a.api_key_env))
+    return Constraints(
+        host=a.host,
+        port_base=a.port_base,
+        api_key=key,
+        api_key_env=a.api_key_env or "",
+        no_gpu=a.no_gpu,
+        ui=a.ui,
+        overrides=None if a.no_config else merge_all([f.config for f in files]),
+        extra_args=tuple(a.arg),
+        extra_env=tuple(a.env),
     )
 
 
@@ -228,16 +240,18 @@ def api_key_env_problem(name: str) -> str:
     )
 
 
-def planned(a: argparse.Namespace) -> tuple[PlanRequest, Explained, TableOrigin]:
+def planned(
+    a: argparse.Namespace, *, live: bool = False
+) -> tuple[PlanRequest, Explained, TableOrigin]:
     """The request, its plan explained, and the table its layers were judged by: with
-    ``--explain`` or ``--strict`` the executor's own (its ``--help``, cached), else the
-    bundled one."""
+    ``--explain``, ``--strict`` or `live` (``launch``, which starts that binary) the
+    executor's own (its ``--help``, cached), else the bundled one."""
     req = plan_request(a)
     kind = req.spec.kind
     exe = req.hardware.executor(kind) if req.hardware else None
     profile = req.executors.profile(kind)
     flags, origin = None, bundled_origin(profile)
-    if exe is not None and (a.explain or a.strict):
+    if exe is not None and (a.explain or a.strict or live):
         if a.hardware and not a.executor:
             flags, origin = recorded_table(profile, exe, a.hardware)
         else:

@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from exedra_engine.cli import options
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.render import PROG, shown
 from exedra_engine.errors import PlanError
+
+if TYPE_CHECKING:
+    import urllib.parse
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -26,26 +30,9 @@ def add_parser(sub: Subparsers) -> None:
 def wait_ready_command(a: argparse.Namespace) -> int:
     """Ask URL until it answers 200 (exit 0) or the timeout passes (exit 1)."""
     import http.client
-    import urllib.parse
 
     url = shown_url(a.url)
-    try:
-        u = urllib.parse.urlsplit(a.url)
-        host, port = u.hostname, u.port
-    except ValueError as e:
-        # urllib's own words echo the port it could not read: ours name the part only.
-        why = (
-            "its port is not from 1 to 65535"
-            if "out of range" in str(e)
-            else "its port is not a number"
-            if "Port" in str(e)
-            else "its host cannot be read (an IPv6 address in brackets?)"
-        )
-        raise PlanError(f"wait-ready: {url}: {why}") from None
-    if u.scheme != "http" or not host:
-        raise PlanError(f"wait-ready: {url} is not an http:// URL")
-    if port is not None and not 1 <= port <= 65535:
-        raise PlanError(f"wait-ready: {url}: its port is not from 1 to 65535")
+    u, host, port = _read_url(a.url, url)
     start = time.monotonic()
     deadline = start + a.timeout
     last, attempts = "no answer", 0
@@ -75,6 +62,30 @@ def wait_ready_command(a: argparse.Namespace) -> int:
             return 1
         # The last attempt is made at the deadline, not an interval before it.
         time.sleep(min(a.interval, remaining))
+
+
+def _read_url(raw: str, url: str) -> tuple[urllib.parse.SplitResult, str, int | None]:
+    """`raw` split, its host and its port; refused, named as `url`, unless an http:// URL."""
+    import urllib.parse
+
+    try:
+        u = urllib.parse.urlsplit(raw)
+        host, port = u.hostname, u.port
+    except ValueError as e:
+        # urllib's own words echo the port it could not read: ours name the part only.
+        why = (
+            "its port is not from 1 to 65535"
+            if "out of range" in str(e)
+            else "its port is not a number"
+            if "Port" in str(e)
+            else "its host cannot be read (an IPv6 address in brackets?)"
+        )
+        raise PlanError(f"wait-ready: {url}: {why}") from None
+    if u.scheme != "http" or not host:
+        raise PlanError(f"wait-ready: {url} is not an http:// URL")
+    if port is not None and not 1 <= port <= 65535:
+        raise PlanError(f"wait-ready: {url}: its port is not from 1 to 65535")
+    return u, host, port
 
 
 def shown_url(raw: str) -> str:

@@ -86,6 +86,28 @@ LLAMA: Final = ExecutorProfile(
     slot_busy_field="is_processing",
     props_path="/props",
     props_ctx=("default_generation_settings", "n_ctx"),
+    # Router mode (tools/server/README.md "Model presets"); the owned flags are those
+    # server-models.cpp's unset_reserved_args drops and the HOST/PORT/ALIAS it sets itself.
+    router_preset_flag="--models-preset",
+    router_max_flag="--models-max",
+    router_owned=frozenset(
+        {
+            "--host",
+            "--port",
+            "--alias",
+            "--api-key",
+            "--api-key-file",
+            "--ssl-key-file",
+            "--ssl-cert-file",
+            "--models-dir",
+            "--models-max",
+            "--models-preset",
+            "--models-autoload",
+        }
+    ),
+    # Checked with llama-server's router mode: /models answers once the preset is read; with
+    # an API key only to the key, while /health (ready_path) stays public.
+    router_ready_path="/models",
     alias_flag="--alias",
     alias_separator=",",  # "set model name aliases, comma-separated"
     ctx_flag="--ctx-size",

@@ -130,6 +130,18 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """Says what the executor really runs with ("": nothing to ask)."""
     props_ctx: tuple[str, ...] = ()
     """Where the context it really allocated stands in `props_path`'s answer."""
+    router_preset_flag: str = ""
+    """Makes the executor a router serving the models a preset file lists (llama.cpp's
+    ``--models-preset``); "": it cannot route."""
+    router_max_flag: str = ""
+    """The router's flag for the most models it holds at once."""
+    router_owned: frozenset[str] = frozenset()
+    """Flags the router sets on each child itself or keeps to itself: dropped from a member's
+    preset section."""
+    router_ready_path: str = ""
+    """The router's readiness path without an API key (it answers once the preset is read,
+    before any model loads); with a key it answers there only to the key, and `ready_path`
+    is the public one."""
 
     model_flag: str = "--model"
     alias_flag: str = ""

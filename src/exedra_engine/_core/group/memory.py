@@ -146,34 +146,45 @@ def device_shares(
     if n == 0:
         return DeviceShares((), tuple(() for _ in ids), ())
     notes: list[str] = []
-    needs = [
-        tuple(
-            p.memory.devices[j].reserved
-            if p.memory is not None and j < len(p.memory.devices)
-            else 0
-            for j in range(n)
-        )
-        for p in plans
-    ]
+    needs = [_reserved_per_device(p, n) for p in plans]
     budgets: list[int] = []
     columns: list[tuple[int, ...]] = []
     for j in range(n):
-        have = device_available(hw, j) or 0
-        have = max(have - (held[j] if j < len(held) else 0), 0)
+        have = _free_for_group(hw, j, held)
         col = [need[j] for need in needs]
         if have and sum(col) > have:
-            named = sorted(zip(ids, col, strict=True), key=lambda t: (-t[1], t[0]))
-            each = ", ".join(f"{i} {size_text(b)}" for i, b in named if b)
-            said = (
-                f"the group reserves {size_text(sum(col))} of GPU {j} ({hw.gpus[j].card}) but "
-                f"{size_text(have)} is free: {each}"
-            )
-            if any(judge and b for judge, b in zip(judged, col, strict=True)):
-                raise DoesNotFit(said)
-            notes.append(f"{said}; llama.cpp's fitter keeps layers on the host for the last")
+            notes.append(_over_device(ids, col, hw, j, have=have, judged=judged))
             columns.append(tuple(col))
         else:
             columns.append(split_budget(have, col, col) if have else tuple(col))
         budgets.append(have)
     shares = tuple(tuple(columns[j][i] for j in range(n)) for i in range(len(ids)))
     return DeviceShares(tuple(budgets), shares, tuple(notes))
+
+
+def _free_for_group(hw: Hardware, j: int, held: tuple[int, ...]) -> int:
+    """GPU `j`'s free memory less what running executors hold there (0: unknown)."""
+    have = device_available(hw, j) or 0
+    return max(have - (held[j] if j < len(held) else 0), 0)
+
+
+def _reserved_per_device(plan: LaunchPlan, n: int) -> tuple[int, ...]:
+    """What `plan` reserves on each of the host's `n` GPUs (0 where it says nothing)."""
+    devices = plan.memory.devices if plan.memory is not None else ()
+    return tuple(devices[j].reserved if j < len(devices) else 0 for j in range(n))
+
+
+def _over_device(
+    ids: Sequence[str], col: list[int], hw: Hardware, j: int, *, have: int, judged: Sequence[bool]
+) -> str:
+    """The note for GPU `j`, whose reservations `col` are above the `have` bytes free there;
+    raises `DoesNotFit` instead when a member reserving there is judged."""
+    named = sorted(zip(ids, col, strict=True), key=lambda t: (-t[1], t[0]))
+    each = ", ".join(f"{i} {size_text(b)}" for i, b in named if b)
+    said = (
+        f"the group reserves {size_text(sum(col))} of GPU {j} ({hw.gpus[j].card}) but "
+        f"{size_text(have)} is free: {each}"
+    )
+    if any(judge and b for judge, b in zip(judged, col, strict=True)):
+        raise DoesNotFit(said)
+    return f"{said}; llama.cpp's fitter keeps layers on the host for the last"

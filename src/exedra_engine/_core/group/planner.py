@@ -17,15 +17,16 @@ A group of one is planned exactly as `plan_launch` plans its member.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, TypedDict, Unpack
 
 import msgspec
 
 from exedra_engine._core.config.parse import LocatedConfig
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.cpus import CpuShare, cpu_set_text, partition_cpus, pinning_args
+from exedra_engine._core.group.member import Member, members_of
 from exedra_engine._core.group.memory import (
     Running,
     device_shares,
@@ -43,7 +44,7 @@ from exedra_engine._core.plan.ports import next_free_port
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan
 from exedra_engine.constants import DEFAULT_PORT_BASE
-from exedra_engine.errors import DoesNotFit, EngineError, NoHardware, PlanError, PortInUse
+from exedra_engine.errors import DoesNotFit, EngineError, NoHardware, PortInUse
 
 if TYPE_CHECKING:
     from returns.result import Result
@@ -56,6 +57,19 @@ class GroupExplained(Value, frozen=True, kw_only=True):
     plan: GroupPlan
     members: tuple[Explained, ...]
     shares: tuple[str, ...] = ()
+
+
+class GroupOptions(TypedDict, total=False):
+    """What `explain_group_plan` takes besides the members, host and constraints (the
+    keywords of `explain_group`, documented there)."""
+
+    facts: Sequence[MemberFacts]
+    ports_in_use: Set[int]
+    cpus: Sequence[int] | None
+    running: Sequence[Running]
+    flags: dict[str, FlagTable] | None
+    config_files: Sequence[LocatedConfig]
+    executors: Executors
 
 
 def plan_group(
@@ -81,18 +95,12 @@ def plan_group(
     already running that the group joins (their plans or `Instance.actual`): what they hold
     is taken out of the budget, and their ports are skipped.
     """
-    return as_result(
-        explain_group_plan,
-        members,
-        hw,
-        constraints,
-        facts=facts,
-        ports_in_use=ports_in_use,
-        cpus=cpus,
-        running=running,
-        executors=executors,
-        explain=False,
-    ).map(lambda e: e.plan)
+    options = GroupOptions(
+        facts=facts, ports_in_use=ports_in_use, cpus=cpus, running=running, executors=executors
+    )
+    return as_result(_explained, members, hw, constraints, options, explain=False).map(
+        lambda e: e.plan
+    )
 
 
 def explain_group(
@@ -111,11 +119,7 @@ def explain_group(
     """`plan_group`, with each member's `Explained` and each share and why. `flags` are
     the flag tables the members' layers are judged by, by kind (default: the profiles'),
     `config_files` the override files their constraints were merged from."""
-    return as_result(
-        explain_group_plan,
-        members,
-        hw,
-        constraints,
+    options = GroupOptions(
         facts=facts,
         ports_in_use=ports_in_use,
         cpus=cpus,
@@ -124,58 +128,22 @@ def explain_group(
         config_files=config_files,
         executors=executors,
     )
+    return as_result(_explained, members, hw, constraints, options, explain=True)
 
 
-class _Member:
-    """One member while it is planned."""
+class _Planning(NamedTuple):
+    """What every member's plan is made with."""
 
-    def __init__(self, m: GroupMember, c: Constraints, f: MemberFacts, p: ExecutorProfile) -> None:
-        self.m, self.c, self.f, self.p = m, c, f, p
-        self.cpu: CpuShare | None = None
-        self.extra: tuple[str, ...] = ()
-        self.in_use: frozenset[int] = frozenset()
-        self.floor = self.want = 0
-        self.why = ""
+    hw: Hardware
+    flags: dict[str, FlagTable]
+    config_files: Sequence[LocatedConfig]
+    executors: Executors
+    explain: bool
+    solo: bool
+    """A group of one, joining nothing: planned, and failing, as `plan_launch` plans it."""
 
-    @property
-    def id(self) -> str:
-        return self.m.spec.id
-
-
-def explain_group_plan(
-    members: Sequence[GroupMember],
-    hw: Hardware | None,
-    constraints: Constraints = Constraints(),
-    *,
-    facts: Sequence[MemberFacts] = (),
-    ports_in_use: Set[int] = frozenset(),
-    cpus: Sequence[int] | None = None,
-    running: Sequence[Running] = (),
-    flags: dict[str, FlagTable] | None = None,
-    config_files: Sequence[LocatedConfig] = (),
-    executors: Executors = BUILTIN,
-    explain: bool = True,
-) -> GroupExplained:
-    """`explain_group`, raising its `EngineError` (for the shells)."""
-    if hw is None:
-        raise NoHardware("hardware snapshot is None: call probe() first")
-    _check_members(members)
-    if facts and len(facts) != len(members):
-        raise PlanError(f"{len(facts)} member facts for {len(members)} members")
-    notes: list[str] = []
-    ms = [
-        _Member(
-            m, _constraints(constraints, m, executors, notes), f, executors.profile(m.spec.kind)
-        )
-        for m, f in zip(members, facts or [MemberFacts()] * len(members), strict=True)
-    ]
-    _share_cpus(ms, hw, cpus, notes)
-    _reserve_ports(ms, ports_in_use, running)
-    profiles = {p.kind: p for p in executors}
-    budget, how, dev_held = group_budget(hw, running, profiles)
-    solo = len(ms) == 1 and not running
-
-    def planned(x: _Member, share: tuple[int, str] | None, *, full: bool) -> Explained:
+    def planned(self, x: Member, share: tuple[int, str] | None, *, full: bool) -> Explained:
+        """Member `x`'s plan within `share` (bytes, and why); explained when `full`."""
         pf = PlanFacts(
             model=x.f.model,
             ports_in_use=x.in_use,
@@ -187,50 +155,130 @@ def explain_group_plan(
         try:
             return plan_facts(
                 x.m.spec,
-                hw,
+                self.hw,
                 x.c,
                 pf,
-                explain=full and explain,
-                flags=(flags or {}).get(x.m.spec.kind),
-                config_files=config_files,
-                executors=executors,
+                explain=full and self.explain,
+                flags=self.flags.get(x.m.spec.kind),
+                config_files=self.config_files,
+                executors=self.executors,
             )
         except EngineError as e:
-            if solo:
+            if self.solo:
                 raise  # a group of one fails as `plan_launch` fails
             raise _named(e, x.id) from e
 
+
+def explain_group_plan(
+    members: Sequence[GroupMember],
+    hw: Hardware | None,
+    constraints: Constraints = Constraints(),
+    *,
+    explain: bool = True,
+    **options: Unpack[GroupOptions],
+) -> GroupExplained:
+    """`explain_group`, raising its `EngineError` (for the shells)."""
+    return _explained(members, hw, constraints, options, explain=explain)
+
+
+def _explained(
+    members: Sequence[GroupMember],
+    hw: Hardware | None,
+    constraints: Constraints,
+    options: GroupOptions,
+    *,
+    explain: bool,
+) -> GroupExplained:
+    if hw is None:
+        raise NoHardware("hardware snapshot is None: call probe() first")
+    executors = options.get("executors", BUILTIN)
+    running = options.get("running", ())
+    notes: list[str] = []
+    ms = members_of(members, constraints, options.get("facts", ()), executors, notes)
+    _share_cpus(ms, hw, options.get("cpus"), notes)
+    _reserve_ports(ms, options.get("ports_in_use", frozenset()), running)
+    budget, how, dev_held = group_budget(hw, running, {p.kind: p for p in executors})
+    planning = _Planning(
+        hw=hw,
+        flags=options.get("flags") or {},
+        config_files=options.get("config_files", ()),
+        executors=executors,
+        explain=explain,
+        solo=len(ms) == 1 and not running,
+    )
     whole = None if budget is None else (budget, how)
     for x in ms:
-        _want_and_floor(x, hw, planned(x, whole, full=False))
-    if solo and budget is not None:
-        # As `plan_launch` judges it: a llama plan that cannot fit was refused above; an
-        # executor judged by its file's estimate alone is planned, and told.
-        shares: tuple[int, ...] = (budget,)
-        if ms[0].floor > budget:
-            notes.append(
-                f"{ms[0].id}: its estimate, {size_text(ms[0].floor)}, is above the "
-                f"{size_text(budget)} usable ({how})"
-            )
-    else:
-        shares = _memory_shares(ms, budget, how)
-    out: list[Explained] = []
-    for x, share in zip(ms, shares, strict=True):
-        mine = whole if solo or budget is None else (share, _share_how(x, budget, how))
-        # The ports the members before it really listen on (a layer may have moved one).
-        x.in_use = x.in_use | {e.plan.port for e in out}
-        out.append(planned(x, mine, full=True))
+        _want_and_floor(x, hw, planning.planned(x, whole, full=False))
+    shares = _host_shares(ms, budget, how, solo=planning.solo, notes=notes)
+    out = _plan_in_order(ms, shares, planning, budget, how)
     _check_ports(ms, out)
     plans = tuple(e.plan for e in out)
-    judged = [
+    dev_budgets, dev_shares, said = device_shares(
+        [x.id for x in ms], plans, hw, dev_held, judged=_judged(ms, plans, solo=planning.solo)
+    )
+    notes.extend(said)
+    if budget is None:
+        notes.append(f"memory not shared: {how}")
+    group = GroupPlan(
+        plans=plans,
+        shares=_member_shares(ms, plans, shares, dev_shares),
+        budget=budget or 0,
+        device_budgets=dev_budgets,
+        notes=tuple(notes),
+    )
+    lines = _share_lines(ms, group, how) if explain else ()
+    return GroupExplained(plan=group, members=tuple(out), shares=lines)
+
+
+def _host_shares(
+    ms: list[Member], budget: int | None, how: str, *, solo: bool, notes: list[str]
+) -> tuple[int, ...]:
+    """Each member's share of the host memory budget."""
+    if not (solo and budget is not None):
+        return _memory_shares(ms, budget, how)
+    # As `plan_launch` judges it: a llama plan that cannot fit was refused above; an
+    # executor judged by its file's estimate alone is planned, and told.
+    if ms[0].floor > budget:
+        notes.append(
+            f"{ms[0].id}: its estimate, {size_text(ms[0].floor)}, is above the "
+            f"{size_text(budget)} usable ({how})"
+        )
+    return (budget,)
+
+
+def _plan_in_order(
+    ms: list[Member],
+    shares: tuple[int, ...],
+    planning: _Planning,
+    budget: int | None,
+    how: str,
+) -> list[Explained]:
+    """Each member's plan within its share, in member order."""
+    whole = None if budget is None else (budget, how)
+    out: list[Explained] = []
+    for x, share in zip(ms, shares, strict=True):
+        mine = whole if planning.solo or budget is None else (share, _share_how(x, budget, how))
+        # The ports the members before it really listen on (a layer may have moved one).
+        x.in_use = x.in_use | {e.plan.port for e in out}
+        out.append(planning.planned(x, mine, full=True))
+    return out
+
+
+def _judged(ms: list[Member], plans: tuple[LaunchPlan, ...], *, solo: bool) -> list[bool]:
+    """Which members' device reservations are judged (their argv switched the fitter off)."""
+    return [
         not solo and p.memory is not None and bool(fitter_off(read_settings(x.p, p.args, p.env)))
         for x, p in zip(ms, plans, strict=True)
     ]
-    dev_budgets, dev_shares, said = device_shares(
-        [x.id for x in ms], plans, hw, dev_held, judged=judged
-    )
-    notes.extend(said)
-    member_shares = tuple(
+
+
+def _member_shares(
+    ms: list[Member],
+    plans: tuple[LaunchPlan, ...],
+    shares: tuple[int, ...],
+    dev_shares: tuple[tuple[int, ...], ...],
+) -> tuple[MemberShare, ...]:
+    return tuple(
         MemberShare(
             id=x.id,
             port=p.port,
@@ -242,17 +290,6 @@ def explain_group_plan(
         )
         for i, (x, p, share) in enumerate(zip(ms, plans, shares, strict=True))
     )
-    if budget is None:
-        notes.append(f"memory not shared: {how}")
-    group = GroupPlan(
-        plans=plans,
-        shares=member_shares,
-        budget=budget or 0,
-        device_budgets=dev_budgets,
-        notes=tuple(notes),
-    )
-    lines = _share_lines(ms, group, how) if explain else ()
-    return GroupExplained(plan=group, members=tuple(out), shares=lines)
 
 
 def _named(e: EngineError, member_id: str) -> EngineError:
@@ -263,52 +300,8 @@ def _named(e: EngineError, member_id: str) -> EngineError:
         return e
 
 
-def _check_members(members: Sequence[GroupMember]) -> None:
-    if not members:
-        raise PlanError("a group needs at least one member")
-    seen: set[str] = set()
-    for i, m in enumerate(members):
-        if not m.spec.id:
-            raise PlanError(f"members[{i}]: the member has no id (ModelSpec.id names it)")
-        if m.spec.id in seen:
-            raise PlanError(f"members[{i}] ({m.spec.id}): the id is used by an earlier member")
-        seen.add(m.spec.id)
-        if m.weight < 1:
-            raise PlanError(f"members[{i}] ({m.spec.id}): weight {m.weight} is below 1")
-
-
-def _constraints(
-    g: Constraints, m: GroupMember, executors: Executors, notes: list[str]
-) -> Constraints:
-    """The member's constraints over the group's: a field the member sets wins."""
-    c = m.constraints
-    if g == Constraints():
-        return c
-    key = c.api_key or g.api_key
-    if key and not c.api_key and not executors.profile(m.spec.kind).has_api_key:
-        key = ""
-        notes.append(
-            f"{m.spec.id}: {executors.profile(m.spec.kind).binary} has no API key option: "
-            "the group's API key is not applied to it (put an authenticating proxy in front)"
-        )
-    return Constraints(
-        host=c.host or g.host,
-        ctx=c.ctx or g.ctx,
-        threads=c.threads or g.threads,
-        port=c.port,
-        port_base=c.port_base or g.port_base,
-        api_key=key,
-        api_key_env=c.api_key_env or (g.api_key_env if key else ""),
-        no_gpu=c.no_gpu or g.no_gpu,
-        ui=c.ui or g.ui,
-        overrides=c.overrides if c.overrides is not None else g.overrides,
-        extra_args=(*g.extra_args, *c.extra_args),
-        extra_env=(*g.extra_env, *c.extra_env),
-    )
-
-
 def _share_cpus(
-    ms: list[_Member], hw: Hardware, cpus: Sequence[int] | None, notes: list[str]
+    ms: list[Member], hw: Hardware, cpus: Sequence[int] | None, notes: list[str]
 ) -> None:
     if len(ms) < 2:
         return  # a lone executor already has every core: planned as `plan_launch` plans it
@@ -337,7 +330,7 @@ def _share_cpus(
                 )
 
 
-def _reserve_ports(ms: list[_Member], in_use: Set[int], running: Sequence[Running]) -> None:
+def _reserve_ports(ms: list[Member], in_use: Set[int], running: Sequence[Running]) -> None:
     """Each member's ports in use: the host's, the running plans', every member's explicit
     port but its own, and the ports the members before it were given."""
     taken = set(in_use) | {r.port for r in running if isinstance(r, LaunchPlan)}
@@ -358,7 +351,7 @@ def _reserve_ports(ms: list[_Member], in_use: Set[int], running: Sequence[Runnin
                 taken.add(port)
 
 
-def _want_and_floor(x: _Member, hw: Hardware, alone: Explained) -> None:
+def _want_and_floor(x: Member, hw: Hardware, alone: Explained) -> None:
     """The member's want (its plan on the whole budget) and floor (`floor_memory`)."""
     p, f = x.p, x.f
     mem = alone.plan.memory
@@ -380,7 +373,7 @@ def _want_and_floor(x: _Member, hw: Hardware, alone: Explained) -> None:
     x.why = "file" if x.want else "unknown"
 
 
-def _memory_shares(ms: list[_Member], budget: int | None, how: str) -> tuple[int, ...]:
+def _memory_shares(ms: list[Member], budget: int | None, how: str) -> tuple[int, ...]:
     if budget is None:
         return tuple(0 for _ in ms)
     floors = [x.floor for x in ms]
@@ -395,11 +388,11 @@ def _memory_shares(ms: list[_Member], budget: int | None, how: str) -> tuple[int
     return split_budget(budget, floors, [x.want for x in ms])
 
 
-def _share_how(x: _Member, budget: int, how: str) -> str:
+def _share_how(x: Member, budget: int, how: str) -> str:
     return f"{x.id}'s share of the group's {size_text(budget)}: {how}"
 
 
-def _check_ports(ms: list[_Member], out: list[Explained]) -> None:
+def _check_ports(ms: list[Member], out: list[Explained]) -> None:
     seen: dict[int, str] = {}
     for x, e in zip(ms, out, strict=True):
         port = e.plan.port
@@ -411,13 +404,13 @@ def _check_ports(ms: list[_Member], out: list[Explained]) -> None:
         seen[port] = x.id
 
 
-def _resident(x: _Member, p: LaunchPlan) -> int:
+def _resident(x: Member, p: LaunchPlan) -> int:
     if p.memory is not None:
         return p.memory.host.total
     return x.want if x.why == "file" else 0
 
 
-def _share_lines(ms: list[_Member], g: GroupPlan, how: str) -> tuple[str, ...]:
+def _share_lines(ms: list[Member], g: GroupPlan, how: str) -> tuple[str, ...]:
     """Each share and why, one line a decision."""
     lines: list[str] = []
     if g.budget:

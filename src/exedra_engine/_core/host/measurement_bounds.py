@@ -36,6 +36,17 @@ def measurement_problems(
     measurement, as (field, what): bounds, printable names, no device twice, and
     `settings` that each of `profiles` (those with a measuring companion) can cut, so that
     one bad entry is refused naming its file and field, not at every plan without either."""
+    out = _text_problems(m)
+    for p in profiles:
+        try:
+            p.flags.split_items(m.settings, "settings")
+        except PlanError as e:
+            out.append((".settings", f"{p.binary} cannot read them: {e}"))
+    return out + _rows_problems(m)
+
+
+def _text_problems(m: FitMeasurement) -> list[tuple[str, str]]:
+    """The measurement's texts, context and flags out of bounds."""
     out: list[tuple[str, str]] = []
     for field, text in (("model", m.model), ("build", m.build)):
         if _CONTROL.search(text) or len(text) > MAX_TEXT:
@@ -49,11 +60,12 @@ def measurement_problems(
             out.append((f".{field}", f"{len(tokens)} flags: more than {MAX_TOKENS}"))
         elif any(_CONTROL.search(t) or len(t) > MAX_TEXT for t in tokens):
             out.append((f".{field}", "a flag holds a control character or is too long"))
-    for p in profiles:
-        try:
-            p.flags.split_items(m.settings, "settings")
-        except PlanError as e:
-            out.append((".settings", f"{p.binary} cannot read them: {e}"))
+    return out
+
+
+def _rows_problems(m: FitMeasurement) -> list[tuple[str, str]]:
+    """The host's and the devices' rows: how many, their names and sizes."""
+    out: list[tuple[str, str]] = []
     if len(m.devices) > MAX_ROWS:
         out.append((".devices", f"{len(m.devices)} rows: more than {MAX_ROWS}"))
     rows = ((".host", m.host), *((f".devices[{j}]", d) for j, d in enumerate(m.devices)))

@@ -1,8 +1,8 @@
 """What one launch is given besides the plan, in one frozen value (`LaunchOptions`), and
 the keywords every adapter's entry points take to make it (`Options`).
 
-A load-progress stream would join here, as one more option (a callback the readiness wait
-calls), so every adapter gets it at once."""
+The load-progress stream is one of them (`on_progress`, a callback the readiness wait feeds
+with `LoadProgress` samples), so every adapter has it at once."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch.budget import load_limits
 from exedra_engine._core.launch.child import ChildSpec
+from exedra_engine._core.launch.progress import LoadProgress
 from exedra_engine._core.launch.readiness import LoadLimits
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import LaunchPlan
@@ -28,6 +29,9 @@ L = TypeVar("L")
 
 PortsReader = Callable[[str], frozenset[int]]
 """Which ports an executor of a kind could not bind now (`exedra_engine._shell.plan`)."""
+
+ProgressCallback = Callable[[LoadProgress], object]
+"""What `LaunchOptions.on_progress` is called with: one sample of the load."""
 
 Spawn = Callable[[ChildSpec], tree.Started]
 """Starts a `ChildSpec` as the root of a process tree (`tree.start`; blocking)."""
@@ -48,6 +52,7 @@ class Options(TypedDict, total=False):
     sockets: ProcessSockets | None
     sources: Sequence[Source]
     executors: Executors
+    on_progress: ProgressCallback | None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,6 +77,11 @@ class LaunchOptions(Generic[L]):
     tuple)."""
     executors: Executors = BUILTIN
     """The executors the plan's kind is looked up in."""
+    on_progress: ProgressCallback | None = None
+    """Called at each poll of the readiness wait with the load's progress: the bytes of the
+    plan's files the executor has mapped or read, of their total (`LoadProgress`; measured
+    from /proc, `exedra_engine._shell.load_progress`). It runs in the event loop: keep it
+    quick. None: not measured."""
     spawn: Spawn = tree.start
     """The process port: how a child is started, and its tree followed (tests fake it)."""
 

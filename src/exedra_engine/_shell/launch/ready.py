@@ -70,6 +70,7 @@ async def until_ready(
     *,
     sockets: ProcessSockets,
     now: Callable[[], float],
+    tick: Callable[[int, float], object] | None = None,
 ) -> Outcome:
     """Poll until the ready path answers 200 from `inst`'s process, it exits, or a
     limit of `limits` passes (counted from now). The poll is asked every
@@ -87,6 +88,8 @@ async def until_ready(
             # yet. Its exit, or its own answer, decides.
             await probe.close()
         t = now()
+        if tick is not None:
+            tick(inst.pid, t - started)  # the load's progress (`LaunchOptions.on_progress`)
         overdue = limits.overdue(started, news.last_output, t)
         if overdue is not None:
             return overdue
@@ -115,6 +118,8 @@ async def await_ready(
     limits: LoadLimits,
     sockets: ProcessSockets,
     loop: Loop,
+    *,
+    tick: Callable[[int, float], object] | None = None,
 ) -> Outcome:
     """One start's wait (`until_ready`, within `limits`): "ready" once `inst` is ready
     (`InstanceState.became_ready`, `runs_with`); else why not, once it is killed. A cancellation
@@ -122,7 +127,9 @@ async def await_ready(
     r = inst.resolved
     probe = ReadyProbe(connect_host(r.host), r.port, inst.plan.ready, loop)
     try:
-        outcome = await until_ready(probe, news, inst, limits, sockets=sockets, now=loop.now)
+        outcome = await until_ready(
+            probe, news, inst, limits, sockets=sockets, now=loop.now, tick=tick
+        )
     except BaseException:
         await inst.kill()  # cancelled while waiting: the child goes first
         raise

@@ -72,7 +72,12 @@ async def become_ready(
     (`not_ready`), `inst` killed by then. A cancellation meanwhile kills it, then
     propagates."""
     limits = opts.limits(inst.plan)
-    outcome = await await_ready(inst, news, limits, opts.process_sockets(), loop)
+    tick = None
+    if opts.on_progress is not None:
+        from exedra_engine._shell.load_progress import ProgressFeed
+
+        tick = ProgressFeed(inst.plan, opts.on_progress).tick
+    outcome = await await_ready(inst, news, limits, opts.process_sockets(), loop, tick=tick)
     if outcome == "ready":
         return None
     return await not_ready(inst, outcome, limits, opts, loop)

@@ -27,38 +27,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exedra_engine._core.executors.builtin import BUILTIN
-from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan, ModelSpec
 from exedra_engine.errors import EmitError
 
-ROUTER_OWNED = frozenset(
-    {
-        "--host",
-        "--port",
-        "--alias",
-        "--api-key",
-        "--api-key-file",
-        "--ssl-key-file",
-        "--ssl-cert-file",
-        "--models-dir",
-        "--models-max",
-        "--models-preset",
-        "--models-autoload",
-    }
-)
-"""Flags the router sets on each child itself or keeps to itself (llama.cpp
-``server-models.cpp``: ``unset_reserved_args`` and the HOST/PORT/ALIAS it sets)."""
-
-_MODEL = "--model"
 _CUT = (";", "#", "\n", "\r")
-READY = "/models"
-"""The router's readiness path: it answers once the preset is read, before any model loads."""
-READY_KEYED = "/health"
-"""With an API key the router answers ``/models`` only to the key, and the readiness probe
-carries none; ``/health`` stays public (checked with llama-server's router mode)."""
 
 
 class RouterPreset(Value, frozen=True, kw_only=True):
@@ -105,12 +80,13 @@ def router_preset(group: GroupPlan, *, executors: Executors = BUILTIN) -> Router
             "the group has no llama member: a llama.cpp router serves llama models only"
         )
     lines = [
-        "; llama-server --models-preset (llama.cpp router mode), made by exedra-engine",
+        f"; {llama.binary} {llama.router_preset_flag} (llama.cpp router mode), made by "
+        "exedra-engine",
         "version = 1",
     ]
     dropped: list[str] = []
     for m in members:
-        keys, why = preset_section(group.plan_of(m), llama.flags, llama.env_prefix)
+        keys, why = preset_section(group.plan_of(m), llama)
         dropped += [f"{m}: {w}" for w in why]
         lines += ["", f"[{m}]", *(f"{k} = {v}" for k, v in keys)]
     return RouterPreset(
@@ -122,10 +98,12 @@ def router_preset(group: GroupPlan, *, executors: Executors = BUILTIN) -> Router
 
 
 def preset_section(
-    plan: LaunchPlan, flags: FlagTable, env_prefix: str
+    plan: LaunchPlan, profile: ExecutorProfile
 ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """One member's section: its keys and values in the plan's order (the model first),
-    and what was dropped as router-owned or not expressible in a preset."""
+    and what was dropped as router-owned (`ExecutorProfile.router_owned`) or not
+    expressible in a preset."""
+    flags, owned, model_flag = profile.flags, profile.router_owned, profile.model_flag
     member = plan.spec.id
     if not member or any(c in member for c in "[]\n\r") or member != member.strip():
         raise EmitError(f"member id {member!r} cannot name a preset section")
@@ -134,18 +112,18 @@ def preset_section(
     model = plan.spec.path
     for it in flags.split_items(plan.args, f"member {member} args"):
         if it.key is None:
-            raise EmitError(f"member {member}: {it.name} is not a flag llama-server knows")
-        if it.key in ROUTER_OWNED:
+            raise EmitError(f"member {member}: {it.name} is not a flag {profile.binary} knows")
+        if it.key in owned:
             dropped.append(f"{it.key} (set by the router)")
             continue
-        if it.key == _MODEL:
+        if it.key == model_flag:
             model = it.values[0]
             continue
         _put(out, member, it.key, _value(member, it.key, it.values, it.negated))
     for entry in plan.env:
         name, _, value = entry.partition("=")
         flag = flags.flag_for_env(name)
-        if flag is None or flag.key in ROUTER_OWNED or not name.startswith(env_prefix):
+        if flag is None or flag.key in owned or not name.startswith(profile.env_prefix):
             dropped.append(f"{name} (not a preset key: set it in the router's environment)")
             continue
         _put(out, member, flag.key, _value(member, flag.key, (value,) if flag.nargs else (), False))
@@ -154,7 +132,7 @@ def preset_section(
             f"member {member}: model {model!r} is not an absolute path (the router would "
             "resolve it against its own working directory)"
         )
-    _check_value(member, _MODEL, model)
+    _check_value(member, model_flag, model)
     return (("model", model), *out.items()), tuple(dropped)
 
 
@@ -197,13 +175,13 @@ def router_plan(
     llama = executors.profile("llama")
     env = (f"{llama.key_env}={first.api_key}",) if first.api_key else ()
     args = (
-        "--models-preset",
+        llama.router_preset_flag,
         preset_path,
-        "--models-max",
+        llama.router_max_flag,
         str(preset.models_max),
-        "--host",
+        llama.host_flag,
         first.host,
-        "--port",
+        llama.port_flag,
         str(first.port),
     )
     return LaunchPlan(
@@ -214,5 +192,5 @@ def router_plan(
         host=first.host,
         port=first.port,
         api_key=first.api_key,
-        ready=READY_KEYED if first.api_key else READY,
+        ready=llama.ready_path if first.api_key else llama.router_ready_path,
     )
