@@ -2,7 +2,8 @@
 
 A goal's `met` reads the figures its row records (the row's JSON data, or the few counts a
 row names), so what the closing column says and what the table promises cannot drift apart.
-Goals come from issue #6, tightened by #11 (rows 2, 6 and 9) and #20 item 8 (rows 2 and 6);
+Goals come from issue #6, tightened by #11 (rows 2, 6 and 9) and #20 item 8 (rows 2 and 6),
+restated by #27 (row 2: 8x the merge);
 "(reported)" marks a figure printed for comparison with no goal.
 """
 
@@ -33,6 +34,8 @@ def _reported(_: Figures) -> bool:
 
 
 PLAN_S = 25e-6
+PLAN_MERGE_RATIO = 8
+"""Row 2: at most this many times a bare dict merge of the same tokens (issue 27)."""
 CLI_EXTRA_S = 60e-3
 HEAVY_IMPORTS = ("trio", "numpy", "gguf", "yaml", "returns")
 MEM_TOLERANCE = 0.10
@@ -55,9 +58,9 @@ GOALS: dict[str, Goal] = {
     ),
     "plan": Goal(
         row=2,
-        text="<=25 µs (<=1x), <=5x merge",
+        text=f"<=25 µs (<=1x), <={PLAN_MERGE_RATIO:g}x merge",
         reference="a bare dict merge of the same five layers",
-        met=lambda f: f["ours_s"] <= PLAN_S and f["ratio"] <= 5,
+        met=lambda f: f["ours_s"] <= PLAN_S and f["ratio"] <= PLAN_MERGE_RATIO,
     ),
     "explain": Goal(
         row=2,

@@ -241,7 +241,7 @@ numbers = st.one_of(
 
 
 @given(st.sampled_from(NUMERIC), numbers)
-def test_i18_item5_every_numeric_option_is_checked_where_parsed(
+def test_every_numeric_option_is_checked_where_parsed(
     case: tuple[list[str], str, str], value: str
 ) -> None:
     prefix, option, kind = case
@@ -287,7 +287,7 @@ PATH_OPTIONS = [
 
 
 @given(st.sampled_from(PATH_OPTIONS), st.sampled_from(sorted(_path_shapes())))
-def test_i18_item5_every_path_option_is_one_line_or_success(
+def test_every_path_option_is_one_line_or_success(
     case: tuple[list[str], str | None], shape: str
 ) -> None:
     prefix, option = case

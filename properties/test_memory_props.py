@@ -20,7 +20,7 @@ from exedra_engine._core.executors.kinds import Kind
 from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
 from exedra_engine._core.memory.decide import HOST_MARGIN
 from exedra_engine._core.memory.estimate import estimate_memory
-from exedra_engine._core.memory.kv import kv_bytes, shape
+from exedra_engine._core.memory.kv import context_geometry, kv_bytes
 from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
 
@@ -135,7 +135,7 @@ def test_monotone_in_slots_when_not_unified(
     kv = []
     for n in (lo, hi):
         s = read_settings(LLAMA, ["-c", str(ctx), "-np", str(n), *extra])
-        kv.append(sum(kv_bytes(inv, s, shape(inv, s))))
+        kv.append(sum(kv_bytes(inv, s, context_geometry(inv, s))))
     assert kv[0] <= kv[1]
 
 
@@ -171,7 +171,7 @@ def test_a_layer_moved_to_a_device_moves_its_bytes(
         kv = 0
     else:
         w = sum(t.size for t in inv.tensors if t.layer == moved)
-        kv = kv_bytes(inv, s, shape(inv, s))[moved]
+        kv = kv_bytes(inv, s, context_geometry(inv, s))[moved]
     assert before.host.parts.weights - after.host.parts.weights == w
     assert after.devices[0].parts.weights - before.devices[0].parts.weights == w
     assert before.host.parts.kv - after.host.parts.kv == kv

@@ -27,8 +27,8 @@ from exedra_engine._core.executors.profile import ExecutorProfile  # noqa: E402
 
 # The bundled tables: (module constant, profile, reference help text).
 SOURCES: tuple[tuple[str, ExecutorProfile, str], ...] = (
-    ("LLAMA", LLAMA, "llama-server-help.txt"),
-    ("WHISPER", WHISPER, "whisper-server-help.txt"),
+    ("LLAMA_FLAGS", LLAMA, "llama-server-help.txt"),
+    ("WHISPER_FLAGS", WHISPER, "whisper-server-help.txt"),
 )
 
 
@@ -43,7 +43,7 @@ def render(tables: dict[str, tuple[Row, ...]]) -> str:
         "",
         "from __future__ import annotations",
         "",
-        "Row = tuple[tuple[str, ...], tuple[str, ...], int, tuple[str, ...], str]",
+        "from exedra_engine._core.executors.flags import Row",
         "",
     ]
     for name, rows in tables.items():

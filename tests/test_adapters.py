@@ -63,7 +63,7 @@ def _interrupt_after(seconds: float) -> threading.Timer:
 # -- asyncio -----------------------------------------------------------------------------------
 
 
-def test_i23_item2_asyncio_timeout_mid_start_kills_the_executor(
+def test_asyncio_timeout_mid_start_kills_the_executor(
     plan: engine.LaunchPlan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_MODE", "hang")
@@ -78,7 +78,7 @@ def test_i23_item2_asyncio_timeout_mid_start_kills_the_executor(
     assert time.monotonic() - t < 3
 
 
-def test_i23_item2_asyncio_timeout_while_running_stops_gracefully(
+def test_asyncio_timeout_while_running_stops_gracefully(
     plan: engine.LaunchPlan,
 ) -> None:
     async def main() -> aio.Instance:
@@ -95,7 +95,7 @@ def test_i23_item2_asyncio_timeout_while_running_stops_gracefully(
     assert inst.exit_reason.requested
 
 
-def test_i23_item2_a_stop_completes_under_a_cancelled_caller(plan: engine.LaunchPlan) -> None:
+def test_a_stop_completes_under_a_cancelled_caller(plan: engine.LaunchPlan) -> None:
     # The caller is cancelled again and again while it stops: the stop still ends with the
     # group gone, and the cancellation is raised after.
     async def main() -> aio.Instance:
@@ -113,7 +113,7 @@ def test_i23_item2_a_stop_completes_under_a_cancelled_caller(plan: engine.Launch
     assert inst.exit_reason is not None and inst.exit_reason.requested
 
 
-def test_i23_item2_loop_shutdown_stops_a_launched_instance(plan: engine.LaunchPlan) -> None:
+def test_loop_shutdown_stops_a_launched_instance(plan: engine.LaunchPlan) -> None:
     # launch() without a stop: the end of asyncio.run cancels the supervising task, which
     # stops the executor before the loop closes.
     async def main() -> aio.Instance:
@@ -124,7 +124,7 @@ def test_i23_item2_loop_shutdown_stops_a_launched_instance(plan: engine.LaunchPl
     assert not _alive(inst.pid)
 
 
-def test_i23_item2_log_lines_reach_the_sink_redacted(
+def test_log_lines_reach_the_sink_redacted(
     plan: engine.LaunchPlan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_ECHO", "LLAMA_API_KEY")
@@ -140,7 +140,7 @@ def test_i23_item2_log_lines_reach_the_sink_redacted(
     assert "k-adapters" not in text and not any("k-adapters" in ln for ln in inst.log_tail)
 
 
-def test_i23_item2_the_asyncio_adapter_runs_without_trio(plan: engine.LaunchPlan) -> None:
+def test_the_asyncio_adapter_runs_without_trio(plan: engine.LaunchPlan) -> None:
     import msgspec
 
     script = textwrap.dedent("""
@@ -168,7 +168,7 @@ def test_i23_item2_the_asyncio_adapter_runs_without_trio(plan: engine.LaunchPlan
 # -- blocking ----------------------------------------------------------------------------------
 
 
-def test_i23_item3_ctrl_c_inside_the_block_stops_the_executor(plan: engine.LaunchPlan) -> None:
+def test_ctrl_c_inside_the_block_stops_the_executor(plan: engine.LaunchPlan) -> None:
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt), engine.run(plan) as inst:
         timer = _interrupt_after(0.1)
@@ -179,7 +179,7 @@ def test_i23_item3_ctrl_c_inside_the_block_stops_the_executor(plan: engine.Launc
     assert signal.getsignal(signal.SIGINT) is before  # no handler of ours, before or after
 
 
-def test_i23_item3_a_second_ctrl_c_kills_at_once(
+def test_a_second_ctrl_c_kills_at_once(
     plan: engine.LaunchPlan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_MODE", "ignore-term")
@@ -196,7 +196,7 @@ def test_i23_item3_a_second_ctrl_c_kills_at_once(
     assert not _alive(inst.pid)
 
 
-def test_i23_item3_blocking_run_from_a_thread_of_an_asyncio_app(plan: engine.LaunchPlan) -> None:
+def test_blocking_run_from_a_thread_of_an_asyncio_app(plan: engine.LaunchPlan) -> None:
     def serve() -> tuple[int, engine.ExitReason | None, int]:
         with engine.run(plan) as inst:
             req = urllib.request.Request(
@@ -228,7 +228,7 @@ def test_i23_item3_blocking_run_from_a_thread_of_an_asyncio_app(plan: engine.Lau
     assert reason is not None and reason.clean and not _alive(pid)
 
 
-def test_i23_item3_a_failed_start_raises_and_leaves_no_thread(
+def test_a_failed_start_raises_and_leaves_no_thread(
     plan: engine.LaunchPlan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_MODE", "die")
@@ -239,7 +239,7 @@ def test_i23_item3_a_failed_start_raises_and_leaves_no_thread(
     assert "exedra-engine-run" not in {t.name for t in threading.enumerate()}
 
 
-def test_i23_item3_run_needs_no_loop_and_reports_the_instance(plan: engine.LaunchPlan) -> None:
+def test_run_needs_no_loop_and_reports_the_instance(plan: engine.LaunchPlan) -> None:
     with pytest.raises(RuntimeError):
         asyncio.get_running_loop()  # a plain script: no loop anywhere
     with engine.run(plan) as inst:
@@ -250,7 +250,7 @@ def test_i23_item3_run_needs_no_loop_and_reports_the_instance(plan: engine.Launc
     assert os.getpgid(os.getpid()) != inst.pid
 
 
-def test_i23_item2_a_slow_log_sink_never_blocks_the_executor(
+def test_a_slow_log_sink_never_blocks_the_executor(
     plan: engine.LaunchPlan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_MODE", "flood")

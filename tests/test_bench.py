@@ -23,7 +23,7 @@ def _executable(path: Path) -> Path:
     return path
 
 
-def test_i20_item7_find_executor_prefers_the_bin_dir_then_path(
+def test_find_executor_prefers_the_bin_dir_then_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bin_dir, on_path = tmp_path / "bin", tmp_path / "path"
@@ -41,9 +41,7 @@ def test_i20_item7_find_executor_prefers_the_bin_dir_then_path(
     assert find_executor("llama-fit-params") is None
 
 
-def test_i20_item7_find_real_model_from_env_or_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_find_real_model_from_env_or_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EXEDRA_TEST_MODEL", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cached = tmp_path / "exedra-engine" / "models" / "gemma-3-270m-q4_k_m.gguf"
@@ -59,7 +57,7 @@ def test_i20_item7_find_real_model_from_env_or_cache(
     assert find_real_model() == named
 
 
-def test_i20_item7_free_port_is_bindable() -> None:
+def test_free_port_is_bindable() -> None:
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
@@ -70,7 +68,7 @@ def _bench_imports() -> None:
         sys.path.append(str(ROOT))
 
 
-def test_i20_item7_every_row_and_goal_accounted_for() -> None:
+def test_every_row_and_goal_accounted_for() -> None:
     _bench_imports()
     from bench.goals import GOALS
     from bench.rows import ROWS
@@ -82,7 +80,7 @@ def test_i20_item7_every_row_and_goal_accounted_for() -> None:
     assert not unused, f"goals no row scores: {unused}"
 
 
-def test_i20_item7_memory_verdict_follows_the_goal_table() -> None:
+def test_memory_verdict_follows_the_goal_table() -> None:
     """Row 10 is met when every cell is within the table's tolerance (10 %, or 32 MiB for a
     model under 300 MiB), and says how many cells missed it."""
     _bench_imports()
@@ -106,7 +104,7 @@ def test_i20_item7_memory_verdict_follows_the_goal_table() -> None:
     assert not _memory_rows([])[0].met
 
 
-def test_i20_item7_run_py_measures_one_row_and_writes_json(tmp_path: Path) -> None:
+def test_run_py_measures_one_row_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     r = subprocess.run(

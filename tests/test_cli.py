@@ -248,7 +248,7 @@ def test_the_module_and_the_console_script_are_entry_points(tiny_llama: Path) ->
 
 
 @pytest.mark.parametrize("argv", [("probe", "--json"), ("--help",), ("--version",)])
-def test_i18_item7_a_closed_stdout_exits_0_quietly(argv: tuple[str, ...]) -> None:
+def test_a_closed_stdout_exits_0_quietly(argv: tuple[str, ...]) -> None:
     # The reader went away (`| true`): not a failure, or `set -o pipefail` steps fail on it.
     read, write = os.pipe()
     os.close(read)  # every write to the pipe now fails with EPIPE
@@ -297,3 +297,26 @@ def test_launch_runs_until_sigterm(tiny_llama: Path, tmp_path: Path, name: bytes
     _, err = p.communicate(timeout=20)
     assert p.returncode == 0, err
     assert "stopped   exit 0 after a stop request" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--model", "/m.gguf", "--kind", "llama", "--json", "--arg=--temp=0.5"],
+        ["probe", "--json"],
+        ["wait-ready", "http://127.0.0.1:8080", "--timeout", "5"],
+    ],
+)
+def test_a_command_named_first_is_parsed_by_its_parser_alone_as_by_the_whole(
+    argv: list[str],
+) -> None:
+    import argparse
+
+    from exedra_engine.cli import build_parser
+
+    alone = build_parser(only=argv[0])
+    sub = next(a for a in alone._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == [argv[0]]
+    got, want = vars(alone.parse_args(argv)), vars(build_parser().parse_args(argv))
+    assert got.pop("func").__qualname__ == want.pop("func").__qualname__
+    assert got == want

@@ -330,7 +330,7 @@ def _gemma(hw: engine.Hardware, model: Path, **kw: Any) -> engine.LaunchPlan:
 
 @pytest.mark.executor
 @pytest.mark.slow
-def test_i23_item4_launch_answer_and_stop(
+def test_launch_answer_and_stop(
     adapter: Adapter, real_hw: engine.Hardware, real_model: Path
 ) -> None:
     plan = _gemma(real_hw, real_model, api_key="k-conformance")
@@ -357,9 +357,7 @@ def test_i23_item4_launch_answer_and_stop(
 
 @pytest.mark.executor
 @pytest.mark.slow
-def test_i23_item4_cancel_mid_load(
-    adapter: Adapter, real_hw: engine.Hardware, real_model: Path
-) -> None:
+def test_cancel_mid_load(adapter: Adapter, real_hw: engine.Hardware, real_model: Path) -> None:
     # --load-mode none (no mmap) makes the load read the whole file, so that the window in
     # which /health says 503 is wide enough to be seen; a model in the page cache can still
     # load between two polls, so a round that never saw the load is tried again (3 at most).
@@ -401,7 +399,7 @@ def _cancel_on_loading(adapter: Adapter, plan: engine.LaunchPlan) -> tuple[list[
 
 
 @pytest.mark.executor
-def test_i23_item4_real_executor_dies_before_ready(
+def test_real_executor_dies_before_ready(
     adapter: Adapter, real_hw: engine.Hardware, tmp_path: Path
 ) -> None:
     spec = engine.ModelSpec(id="x", path=str(tmp_path / "missing.gguf"), kind=engine.Kind.LLAMA)
@@ -414,15 +412,13 @@ def test_i23_item4_real_executor_dies_before_ready(
 # -- faults, with the fake executor --------------------------------------------------------------
 
 
-def test_i23_item4_crash_before_ready(
-    adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
-) -> None:
+def test_crash_before_ready(adapter: Adapter, fake: Callable[..., engine.LaunchPlan]) -> None:
     err = adapter.failure(fake("die", FAKE_DELAY="0.2"))
     assert isinstance(err, engine.NotReady)
     assert "(exit 3)" in str(err) and "cannot load model (fake)" in str(err)
 
 
-def test_i23_item4_never_ready_is_killed_at_the_ready_timeout(
+def test_never_ready_is_killed_at_the_ready_timeout(
     adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
 ) -> None:
     t = time.monotonic()
@@ -431,7 +427,7 @@ def test_i23_item4_never_ready_is_killed_at_the_ready_timeout(
     assert 0.5 <= time.monotonic() - t < 3
 
 
-def test_i23_item4_a_silent_load_fails_as_stalled(
+def test_a_silent_load_fails_as_stalled(
     adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
 ) -> None:
     t = time.monotonic()
@@ -440,7 +436,7 @@ def test_i23_item4_a_silent_load_fails_as_stalled(
     assert 0.5 <= time.monotonic() - t < 3
 
 
-def test_i23_item4_ignoring_sigterm_is_killed_at_the_deadline(
+def test_ignoring_sigterm_is_killed_at_the_deadline(
     adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
 ) -> None:
     def stop(inst: Running) -> tuple[engine.ExitReason, float]:
@@ -452,7 +448,7 @@ def test_i23_item4_ignoring_sigterm_is_killed_at_the_deadline(
     assert 0.4 <= took < 1.5
 
 
-def test_i23_item4_stop_returns_when_the_group_is_gone(
+def test_stop_returns_when_the_group_is_gone(
     adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
 ) -> None:
     def stop(inst: Running) -> tuple[list[int], list[int]]:
@@ -467,9 +463,7 @@ def test_i23_item4_stop_returns_when_the_group_is_gone(
     assert ended.exit_reason is not None and ended.exit_reason.clean
 
 
-def test_i23_item4_cancel_while_starting(
-    adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
-) -> None:
+def test_cancel_while_starting(adapter: Adapter, fake: Callable[..., engine.LaunchPlan]) -> None:
     trigger = threading.Event()
     timer = threading.Timer(0.3, trigger.set)
     timer.start()
@@ -501,7 +495,7 @@ def _kill_the_parent(adapter: Adapter, plan: engine.LaunchPlan) -> None:
     assert not alive(executor)
 
 
-def test_i23_item4_killed_parent_leaves_no_executor(
+def test_killed_parent_leaves_no_executor(
     adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
 ) -> None:
     _kill_the_parent(adapter, fake("ok"))
@@ -509,13 +503,13 @@ def test_i23_item4_killed_parent_leaves_no_executor(
 
 @pytest.mark.executor
 @pytest.mark.slow
-def test_i23_item4_killed_parent_leaves_no_real_executor(
+def test_killed_parent_leaves_no_real_executor(
     adapter: Adapter, real_hw: engine.Hardware, real_model: Path
 ) -> None:
     _kill_the_parent(adapter, _gemma(real_hw, real_model))
 
 
-def test_i23_item4_50_cycles_leave_no_fd_or_thread(
+def test_50_cycles_leave_no_fd_or_thread(
     adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
 ) -> None:
     plan = fake("ok")

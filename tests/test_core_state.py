@@ -102,7 +102,7 @@ def _attr(node: ast.expr) -> str | None:
     return node.attr if isinstance(node, ast.Attribute) else None
 
 
-def test_i20_item4_no_module_level_mutable_state_in_core() -> None:
+def test_no_module_level_mutable_state_in_core() -> None:
     found = set()
     for path in sorted(CORE.rglob("*.py")):
         found |= state_changes(path.read_text(), str(path.relative_to(CORE)))

@@ -215,7 +215,7 @@ def _python_module(page: Path) -> str:
     return "\n\n".join(blocks(page, "python"))
 
 
-def test_i18_item15_python_examples_pass_mypy_strict(tmp_path: Path) -> None:
+def test_python_examples_pass_mypy_strict(tmp_path: Path) -> None:
     import subprocess
     import sys
 
@@ -256,7 +256,7 @@ def _ci_steps(page: Path) -> list[str]:
 @pytest.mark.parametrize(
     "page", [p for p in PAGES if _ci_steps(p)], ids=lambda p: str(p.relative_to(ROOT))
 )
-def test_i18_item15_ci_job_steps_run_on_the_minimum_python(
+def test_ci_job_steps_run_on_the_minimum_python(
     page: Path, tmp_path: Path, llama_server: str, whisper_server: str
 ) -> None:
     # The job runs "in the image the hosts run": its python3 may be the project's minimum,
@@ -292,7 +292,7 @@ def test_i18_item15_ci_job_steps_run_on_the_minimum_python(
         assert r.stdout.startswith("::error file=etc/exedra/engine.d/20-typo.yaml,line=3,")
 
 
-def test_i18_item14_readme_says_what_unwrap_raises() -> None:
+def test_readme_says_what_unwrap_raises() -> None:
     # `.unwrap()` raises returns' UnwrapFailedError (empty str()), never the EngineError,
     # which it carries: `except EngineError` around an unwrap catches nothing.
     from returns.primitives.exceptions import UnwrapFailedError

@@ -26,12 +26,12 @@ def _over(paths: list[Path], root: Path) -> list[str]:
     return over
 
 
-def test_i20_item6_every_emit_function_is_at_radon_cc_15_or_less() -> None:
+def test_every_emit_function_is_at_radon_cc_15_or_less() -> None:
     paths = sorted(p for p in EMIT.rglob("*.py") if "__pycache__" not in p.parts)
     assert _over(paths, EMIT) == []
 
 
-def test_i20_item6_every_function_of_the_package_is_at_radon_cc_15_or_less() -> None:
+def test_every_function_of_the_package_is_at_radon_cc_15_or_less() -> None:
     paths = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
     assert len(paths) > 80  # the whole package, not an empty glob
     assert _over(paths, PACKAGE) == []

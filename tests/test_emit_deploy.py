@@ -98,7 +98,7 @@ def _plan_cli(tmp_path: Path, *extra: str, tree: str = "none") -> list[str]:
 TWO_TREES = ("--mmproj", "/usr/share/mm/mmproj-x.gguf")
 
 
-def test_i22_item1_files_in_two_trees_mount_each_directory_never_the_root() -> None:
+def test_files_in_two_trees_mount_each_directory_never_the_root() -> None:
     plan = _plan(path="/srv/x/models/gemma/model.gguf", extra_args=TWO_TREES)
     pod = _pod(_files(plan, Target.K8S, storage=Storage.HOST))
     paths = [v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v]
@@ -114,7 +114,7 @@ def test_i22_item1_files_in_two_trees_mount_each_directory_never_the_root() -> N
     assert check_files(plan, Target.K8S, {"m.yaml": text}) == []
 
 
-def test_i22_item1_a_file_in_a_system_tree_is_mounted_alone() -> None:
+def test_a_file_in_a_system_tree_is_mounted_alone() -> None:
     plan = _plan(path="/tmp/m.gguf")
     quadlet = ini.read_ini(_files(plan, Target.QUADLET))
     assert ini.setting(quadlet, "Container", "Volume") == ["/tmp/m.gguf:/models/0/m.gguf:ro"]
@@ -122,12 +122,12 @@ def test_i22_item1_a_file_in_a_system_tree_is_mounted_alone() -> None:
     assert pod["volumes"][0]["hostPath"] == {"path": "/tmp/m.gguf", "type": "File"}
 
 
-def test_i22_item1_a_models_dir_option_that_is_a_system_tree_is_refused() -> None:
+def test_a_models_dir_option_that_is_a_system_tree_is_refused() -> None:
     said = _refused(_plan(path="/srv/m/x.gguf"), Target.QUADLET, models_dir="/srv")
     assert "whole system tree" in said
 
 
-def test_i22_item1_check_finds_an_edited_root_mount() -> None:
+def test_check_finds_an_edited_root_mount() -> None:
     plan = _plan()
     text = _files(plan, Target.K8S, storage=Storage.HOST)
     edited = text.replace("path: /var/lib/exedra/models/qwen", "path: /")
@@ -139,7 +139,7 @@ def test_i22_item1_check_finds_an_edited_root_mount() -> None:
 # -- 2. every file the executor loads is mounted and counted --------------------------------------
 
 
-def test_i22_item2_a_split_set_is_counted_whole(tmp_path: Path) -> None:
+def test_a_split_set_is_counted_whole(tmp_path: Path) -> None:
     first = tmp_path / "big-00001-of-00003.gguf"
     first.write_bytes(b"\0" * 62528)
     for i in (2, 3):
@@ -160,7 +160,7 @@ def test_i22_item2_a_split_set_is_counted_whole(tmp_path: Path) -> None:
     assert probe["periodSeconds"] * probe["failureThreshold"] >= load_budget(total)
 
 
-def test_i22_item2_projector_and_draft_are_counted() -> None:
+def test_projector_and_draft_are_counted() -> None:
     plan = _plan(extra_args=("--mmproj", "/var/lib/exedra/models/qwen/mm.gguf"))
     plan = msgspec.structs.replace(
         plan,
@@ -171,7 +171,7 @@ def test_i22_item2_projector_and_draft_are_counted() -> None:
     assert any(o.value == f"{load_budget(total)}s" for o in e.origins if o.field == "start budget")
 
 
-def test_i22_item2_an_unknown_size_is_never_a_short_budget() -> None:
+def test_an_unknown_size_is_never_a_short_budget() -> None:
     plan = _plan(extra_args=("--model-draft", "/var/lib/exedra/models/d/d.gguf"))
     e = emit_files(plan, Target.K8S, EmitOptions(), hardware("none"))
     budget = next(o for o in e.origins if o.field == "start budget")
@@ -183,14 +183,14 @@ def test_i22_item2_an_unknown_size_is_never_a_short_budget() -> None:
 
 
 @pytest.mark.parametrize("id_", ["7b-chat", "3", "Qwen 2.5/7B", "___", "模型"])
-def test_i22_item3_every_id_gives_a_service_name_kubernetes_accepts(id_: str) -> None:
+def test_every_id_gives_a_service_name_kubernetes_accepts(id_: str) -> None:
     text = _files(_plan(id_=id_), Target.K8S)
     for d in _docs(text):
         name = d["metadata"]["name"]
         assert DNS1035.fullmatch(name) and len(name) <= 63, name
 
 
-def test_i22_item3_a_name_option_kubernetes_refuses_is_refused_at_parse(
+def test_a_name_option_kubernetes_refuses_is_refused_at_parse(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = _cli(capsys, *_plan_cli(tmp_path, "--emit", "k8s", "--name", "7b-chat"))
@@ -202,7 +202,7 @@ def test_i22_item3_a_name_option_kubernetes_refuses_is_refused_at_parse(
 # -- 4. emit never writes what its own check rejects ----------------------------------------------
 
 
-def test_i22_item4_emit_refuses_a_plan_its_check_rejects(
+def test_emit_refuses_a_plan_its_check_rejects(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     plan = _plan()
@@ -227,7 +227,7 @@ def test_i22_item4_emit_refuses_a_plan_its_check_rejects(
 
 
 @pytest.mark.parametrize("port", [0, 70000])
-def test_i22_item4_a_plan_port_outside_tcp_is_refused(port: int) -> None:
+def test_a_plan_port_outside_tcp_is_refused(port: int) -> None:
     plan = msgspec.structs.replace(_plan(), port=port)
     for target in Target:
         assert "not a TCP port" in _refused(plan, target)
@@ -249,7 +249,7 @@ def test_i22_item4_a_plan_port_outside_tcp_is_refused(port: int) -> None:
         ("--gpu-group", "0"),
     ],
 )
-def test_i22_item4_bad_options_are_refused_where_parsed(
+def test_bad_options_are_refused_where_parsed(
     option: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = _cli(capsys, *_plan_cli(tmp_path, "--emit", "k8s", f"{option}={value}"))
@@ -261,11 +261,11 @@ def test_i22_item4_bad_options_are_refused_where_parsed(
     "opts",
     [{"uid": 0}, {"uid": -1}, {"gpu_count": -2}, {"claim": "Upper_/x"}, {"namespace": "Bad_NS"}],
 )
-def test_i22_item4_bad_options_are_refused_by_the_library_too(opts: dict[str, Any]) -> None:
+def test_bad_options_are_refused_by_the_library_too(opts: dict[str, Any]) -> None:
     _refused(_plan(), Target.K8S, **opts)
 
 
-def test_i22_item4_check_finds_what_the_kubelet_refuses() -> None:
+def test_check_finds_what_the_kubelet_refuses() -> None:
     plan = _plan()
     text = _files(plan, Target.K8S)
     for edit, said in [
@@ -281,14 +281,14 @@ def test_i22_item4_check_finds_what_the_kubelet_refuses() -> None:
 
 
 @pytest.mark.parametrize("ready", ["/v1/models", "health", "http://evil.example/x", "/health\n"])
-def test_i22_item5_a_tampered_ready_path_is_refused(ready: str) -> None:
+def test_a_tampered_ready_path_is_refused(ready: str) -> None:
     plan = msgspec.structs.replace(_plan(), ready=ready)
     for target in Target:
         assert "ready path" in _refused(plan, target)
     assert any("ready path" in p for p in check_files(plan, Target.K8S, {}))
 
 
-def test_i22_item5_a_prefix_set_in_the_argv_moves_the_probe() -> None:
+def test_a_prefix_set_in_the_argv_moves_the_probe() -> None:
     plan = _plan(extra_args=("--api-prefix", "/llm"))
     assert plan.ready == "/llm/health"
     pod = _pod(_files(plan, Target.K8S))
@@ -299,7 +299,7 @@ def test_i22_item5_a_prefix_set_in_the_argv_moves_the_probe() -> None:
 
 
 @pytest.mark.parametrize("path", ["/tmp/models/m.gguf", "/var/tmp/m.gguf"])
-def test_i22_item6_systemd_refuses_models_its_private_tmp_hides(path: str) -> None:
+def test_systemd_refuses_models_its_private_tmp_hides(path: str) -> None:
     said = _refused(_plan(path=path), Target.SYSTEMD)
     assert "private /tmp" in said and path in said
 
@@ -307,7 +307,7 @@ def test_i22_item6_systemd_refuses_models_its_private_tmp_hides(path: str) -> No
 # -- 7. Quadlet escapes $ in every field ----------------------------------------------------------
 
 
-def test_i22_item7_quadlet_escapes_dollar_in_every_field() -> None:
+def test_quadlet_escapes_dollar_in_every_field() -> None:
     path = "/srv/x/dollar$HOME${X}/m.gguf"
     plan = _plan(path=path, extra_env=("EXEDRA_T=a$HOME",))
     text = _files(plan, Target.QUADLET)
@@ -322,7 +322,7 @@ def test_i22_item7_quadlet_escapes_dollar_in_every_field() -> None:
 
 
 @pytest.mark.parametrize("path", ["/srv/my models/m.gguf", "/srv/q'uo\"te/m.gguf"])
-def test_i22_item7_quadlet_refuses_what_its_generator_writes_unquoted(path: str) -> None:
+def test_quadlet_refuses_what_its_generator_writes_unquoted(path: str) -> None:
     assert "RequiresMountsFor=" in _refused(_plan(path=path), Target.QUADLET)
 
 
@@ -342,7 +342,7 @@ def test_i22_item7_quadlet_refuses_what_its_generator_writes_unquoted(path: str)
                            "RestrictRealtime": "yes"}),
     ],
 )  # fmt: skip
-def test_i22_item8_systemd_filter_and_limits_follow_the_flags(
+def test_systemd_filter_and_limits_follow_the_flags(
     args: tuple[str, ...], want: dict[str, str]
 ) -> None:
     s = ini.read_ini(_files(_plan(extra_args=args), Target.SYSTEMD))
@@ -351,13 +351,11 @@ def test_i22_item8_systemd_filter_and_limits_follow_the_flags(
 
 
 @pytest.mark.parametrize(("args", "flag"), [(("--prio", "2"), "--prio"), (("--mlock",), "--mlock")])
-def test_i22_item8_kubernetes_refuses_the_flag_it_cannot_honour(
-    args: tuple[str, ...], flag: str
-) -> None:
+def test_kubernetes_refuses_the_flag_it_cannot_honour(args: tuple[str, ...], flag: str) -> None:
     assert flag in _refused(_plan(extra_args=args), Target.K8S)
 
 
-def test_i22_item8_quadlet_grants_what_the_flags_need() -> None:
+def test_quadlet_grants_what_the_flags_need() -> None:
     s = ini.read_ini(_files(_plan(extra_args=("--prio", "3", "--mlock")), Target.QUADLET))
     assert ini.setting(s, "Container", "AddCapability") == ["SYS_NICE"]
     assert ini.setting(s, "Container", "Ulimit") == ["memlock=-1:-1"]
@@ -366,7 +364,7 @@ def test_i22_item8_quadlet_grants_what_the_flags_need() -> None:
 # -- 9. names never collide -----------------------------------------------------------------------
 
 
-def test_i22_item9_ids_that_normalise_or_cut_alike_get_different_names() -> None:
+def test_ids_that_normalise_or_cut_alike_get_different_names() -> None:
     long = "x" * 48
     ids = ["___", "模型", "Qwen", "qwen!", f"{long}-q4_k_m", f"{long}-q8_0", "qwen"]
     names = [_docs(_files(_plan(id_=i), Target.K8S))[0]["metadata"]["name"] for i in ids]
@@ -422,7 +420,7 @@ OPTION_SETS: tuple[dict[str, Any], ...] = (
 
 @pytest.mark.parametrize("target", list(Target))
 @pytest.mark.parametrize("tree", ALL_HOSTS)
-def test_i22_item10_explain_covers_every_emitted_field(tree: str, target: Target) -> None:
+def test_explain_covers_every_emitted_field(tree: str, target: Target) -> None:
     for opts in OPTION_SETS:
         for extra in ((), ("--mlock",) if target is not Target.K8S else ()):
             plan = _plan(tree, api_key="k", extra_args=extra, extra_env=("EXEDRA_X=1",))
@@ -442,7 +440,7 @@ def test_i22_item10_explain_covers_every_emitted_field(tree: str, target: Target
 # -- what the review found that needs the hardware, handled by construction -----------------------
 
 
-def test_i22_gpu_group_access_per_vendor() -> None:
+def test_gpu_group_access_per_vendor() -> None:
     plan = _plan("amdgpu")
     text = _files(plan, Target.K8S, "amdgpu")
     assert "give --gpu-group" in text  # said where the manifest is read
@@ -460,7 +458,7 @@ def _vulkan_nvidia() -> Hardware:
     return Hardware(cpu=hw.cpu, gpus=(GPU(card="card0", driver="nvidia"),), executors=(exe,))
 
 
-def test_i22_vulkan_on_nvidia_gets_the_graphics_capability() -> None:
+def test_vulkan_on_nvidia_gets_the_graphics_capability() -> None:
     hw = _vulkan_nvidia()
     spec = ModelSpec(id="qwen", path=MODEL, kind=Kind.LLAMA)
     plan = plan_launch(spec, hw, Constraints(host="0.0.0.0", port=8080)).unwrap()
@@ -482,7 +480,7 @@ def test_i22_vulkan_on_nvidia_gets_the_graphics_capability() -> None:
         (Selinux.DISABLE, ":ro", ["true"]),
     ],
 )
-def test_i22_selinux_label_option_for_quadlet(
+def test_selinux_label_option_for_quadlet(
     selinux: Selinux, volume: str, disabled: list[str]
 ) -> None:
     s = ini.read_ini(_files(_plan(), Target.QUADLET, selinux=selinux))
@@ -490,7 +488,7 @@ def test_i22_selinux_label_option_for_quadlet(
     assert ini.setting(s, "Container", "SecurityLabelDisable") == disabled
 
 
-def test_i22_image_digest_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_image_digest_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ref = "ghcr.io/ggml-org/llama.cpp:server@sha256:" + "ab" * 32
     assert _pod(_files(_plan(), Target.K8S, image=ref))["containers"][0]["image"] == ref
     code, out, err = _cli(capsys, *_plan_cli(tmp_path, "--host", "0.0.0.0", "--emit", "k8s",
@@ -499,7 +497,7 @@ def test_i22_image_digest_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixt
     assert ref in out
 
 
-def test_i22_container_targets_bind_every_address_without_host(
+def test_container_targets_bind_every_address_without_host(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for target in ("k8s", "quadlet"):
@@ -513,7 +511,7 @@ def test_i22_container_targets_bind_every_address_without_host(
     assert code == 2 and "plan with --host 0.0.0.0" in err
 
 
-def test_i22_the_readiness_hook_runs_the_installed_command(
+def test_the_readiness_hook_runs_the_installed_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bindir = tmp_path / "bin"
@@ -550,7 +548,7 @@ def test_a_waiter_the_unit_cannot_reach_is_refused_with_the_fix(
 # -- issue 19 item 5: emitters use the plan's memory ---------------------------------------------
 
 
-def test_i19_item5_limits_are_the_resident_peak_plus_a_stated_margin() -> None:
+def test_limits_are_the_resident_peak_plus_a_stated_margin() -> None:
     plan = with_memory(_plan(extra_args=("--threads", "6")), 600 * MIB)
     res = _pod(_files(plan, Target.K8S))["containers"][0]["resources"]
     # margin max(20 %, 256 MiB) = 256 MiB: request the peak, limit the peak + margin
@@ -565,7 +563,7 @@ def test_i19_item5_limits_are_the_resident_peak_plus_a_stated_margin() -> None:
     assert limits["memory"] == f"{12 * 1024}Mi"
 
 
-def test_i19_item5_each_memory_field_is_explained() -> None:
+def test_each_memory_field_is_explained() -> None:
     plan = with_memory(_plan(extra_args=("--threads", "6")), 600 * MIB)
     for target, fields in (
         (Target.K8S, ("container.resources.requests.memory", "container.resources.limits.memory",
@@ -582,7 +580,7 @@ def test_i19_item5_each_memory_field_is_explained() -> None:
         assert "margin" in why or "threads" in why
 
 
-def test_i19_item5_no_memory_plan_no_memory_setting() -> None:
+def test_no_memory_plan_no_memory_setting() -> None:
     plan = _plan()
     assert plan.memory is None
     assert "resources" not in _pod(_files(plan, Target.K8S))["containers"][0]
@@ -590,7 +588,7 @@ def test_i19_item5_no_memory_plan_no_memory_setting() -> None:
     assert "Memory=" not in _files(plan, Target.QUADLET)
 
 
-def test_i19_item5_check_finds_a_limit_below_the_peak() -> None:
+def test_check_finds_a_limit_below_the_peak() -> None:
     plan = with_memory(_plan(), 600 * MIB)
     text = _files(plan, Target.K8S).replace("memory: 856Mi", "memory: 100Mi")
     assert any(
@@ -603,7 +601,7 @@ def test_i19_item5_check_finds_a_limit_below_the_peak() -> None:
     assert any("Memory=" in p for p in check_files(plan, Target.QUADLET, {"u": q}))
 
 
-def test_i19_item5_the_planners_memory_reaches_the_manifest(
+def test_the_planners_memory_reaches_the_manifest(
     tiny_llama: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = _cli(
@@ -670,9 +668,7 @@ needs_systemd = pytest.mark.skipif(
 
 
 @pytest.mark.parametrize("tree", ALL_HOSTS)
-def test_i22_every_fixture_host_passes_kubernetes_validate_strict(
-    tree: str, tmp_path: Path
-) -> None:
+def test_every_fixture_host_passes_kubernetes_validate_strict(tree: str, tmp_path: Path) -> None:
     paths = []
     for i, opts in enumerate(OPTION_SETS):
         plan = _plan(tree, api_key="k", extra_args=("--threads", "4"))
@@ -684,7 +680,7 @@ def test_i22_every_fixture_host_passes_kubernetes_validate_strict(
 
 @needs_systemd
 @pytest.mark.parametrize("tree", ALL_HOSTS)
-def test_i22_every_fixture_host_passes_systemd_analyze_verify(tree: str, tmp_path: Path) -> None:
+def test_every_fixture_host_passes_systemd_analyze_verify(tree: str, tmp_path: Path) -> None:
     exe = fake_binary(tmp_path)
     for extra in ((), ("--prio", "3", "--mlock", "--cpu-mask", "0xf")):
         plan = msgspec.structs.replace(_plan(tree, api_key="k", extra_args=extra), command=exe)
@@ -693,7 +689,7 @@ def test_i22_every_fixture_host_passes_systemd_analyze_verify(tree: str, tmp_pat
         assert systemd_verify(text, tmp_path, "qwen.service") == ""
 
 
-def test_i22_quadlet_generator_where_installed(tmp_path: Path) -> None:
+def test_quadlet_generator_where_installed(tmp_path: Path) -> None:
     quadlet = next(
         (
             p
@@ -724,7 +720,7 @@ def test_i22_quadlet_generator_where_installed(tmp_path: Path) -> None:
         assert r.returncode == 0 and "qwen.service" in r.stdout, r.stderr
 
 
-def test_i22_emitted_origins_are_json() -> None:
+def test_emitted_origins_are_json() -> None:
     # --explain renders them; a plan's JSON consumers read them too
     e = emit_files(_plan(), Target.K8S, EmitOptions(), hardware("none"))
     assert json.loads(msgspec.json.encode(e.origins))

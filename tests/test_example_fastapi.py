@@ -31,7 +31,7 @@ def _executors(pid: int) -> list[psutil.Process]:
 
 
 @pytest.mark.parametrize("stop_with", [signal.SIGINT, signal.SIGTERM])
-def test_i23_item5_fastapi_app_answers_and_leaves_nothing(
+def test_fastapi_app_answers_and_leaves_nothing(
     llama_server: str, real_model: Path, stop_with: signal.Signals, tmp_path: Path
 ) -> None:
     port = free_port()

@@ -65,7 +65,7 @@ def _hw(*kinds: str) -> Hardware:
     )
 
 
-def test_i20_item4_executors_is_an_immutable_value() -> None:
+def test_executors_is_an_immutable_value() -> None:
     before = BUILTIN_EXECUTORS.profiles
     with pytest.raises(AttributeError):
         BUILTIN_EXECUTORS.profiles = ()  # type: ignore[misc]
@@ -81,7 +81,7 @@ def test_i20_item4_executors_is_an_immutable_value() -> None:
     )
 
 
-def test_i20_item4_with_replaces_a_kind_in_place() -> None:
+def test_with_replaces_a_kind_in_place() -> None:
     mine = msgspec.structs.replace(LLAMA, binary="my-llama-server")
     ex = BUILTIN_EXECUTORS.with_(mine)
     assert ex.kinds == ("llama", "transcribe") and ex.profile("llama") is mine
@@ -92,7 +92,7 @@ def test_i20_item4_with_replaces_a_kind_in_place() -> None:
         BUILTIN_EXECUTORS.with_(msgspec.structs.replace(SD, kind="Stable Diffusion"))
 
 
-def test_i20_item4_two_sets_coexist_in_one_process() -> None:
+def test_two_sets_coexist_in_one_process() -> None:
     hw = _hw("llama", "sd")
     # Plan against the built-in set, then the extended one, then the built-in set again:
     # neither call changes what the other knows.
@@ -111,7 +111,7 @@ def test_i20_item4_two_sets_coexist_in_one_process() -> None:
     )
 
 
-def test_i20_item4_kind_is_never_patched() -> None:
+def test_kind_is_never_patched() -> None:
     members = dict(Kind.__members__)
     by_value = dict(Kind._value2member_map_)
     plan_launch(SD_SPEC, _hw("sd"), executors=WITH_SD).unwrap()
@@ -128,7 +128,7 @@ def test_i20_item4_kind_is_never_patched() -> None:
     )
 
 
-def test_i20_item4_profiles_are_hashable() -> None:
+def test_profiles_are_hashable() -> None:
     assert hash(LLAMA) != hash(WHISPER)
     copy = msgspec.structs.replace(LLAMA, capabilities=dict(LLAMA.capabilities))
     assert copy is not LLAMA and copy == LLAMA and hash(copy) == hash(LLAMA)
@@ -142,7 +142,7 @@ def test_i20_item4_profiles_are_hashable() -> None:
     assert copy.flags is LLAMA.flags is _flag_table(LLAMA)
 
 
-def test_i20_item4_the_flag_tables_are_built_lazily() -> None:
+def test_the_flag_tables_are_built_lazily() -> None:
     code = textwrap.dedent(
         """
         import exedra_engine
@@ -154,7 +154,7 @@ def test_i20_item4_the_flag_tables_are_built_lazily() -> None:
     assert out.stdout.strip() == "0"
 
 
-def test_i20_item4_unknown_kinds_name_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_kinds_name_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
     r = plan_launch(ModelSpec(path="/m/x.gguf", kind="vllm"), _hw("llama"))
     assert isinstance(r, Failure)
     assert str(r.failure()) == "unsupported executor kind 'vllm' (known: llama, transcribe)"
@@ -183,7 +183,7 @@ def _raised(ex: Executors) -> str:
     return str(e.value)
 
 
-def test_i20_item4_a_third_executors_secrets_are_redacted_by_its_set(
+def test_a_third_executors_secrets_are_redacted_by_its_set(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     c = Constraints(port=7860, extra_args=("--token", "s3cret"))
@@ -198,7 +198,7 @@ def test_i20_item4_a_third_executors_secrets_are_redacted_by_its_set(
         assert "--token" in out and "s3cret" not in out, extra
 
 
-def test_i20_item4_a_third_executor_is_emitted_from_its_set() -> None:
+def test_a_third_executor_is_emitted_from_its_set() -> None:
     plan = plan_launch(SD_SPEC, _hw("sd"), Constraints(port=7860), executors=WITH_SD).unwrap()
     options = EmitOptions(waiter=sys.executable)
     r = emit(plan, Target.SYSTEMD, options)
@@ -208,7 +208,7 @@ def test_i20_item4_a_third_executor_is_emitted_from_its_set() -> None:
     assert "sd-server" in text or "/x/sd" in text
 
 
-def test_i20_item4_the_launchers_default_port_reader_knows_the_given_kinds() -> None:
+def test_the_launchers_default_port_reader_knows_the_given_kinds() -> None:
     from exedra_engine._shell.launch.options import LaunchOptions, local_ports
 
     opts = LaunchOptions[None](executors=WITH_SD)

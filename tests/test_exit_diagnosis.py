@@ -89,7 +89,7 @@ def _diagnose(profile: ExecutorProfile, log: tuple[str, ...], **kw: object) -> N
     return exit_error(_exit(log, code, sig), found, **kw)  # type: ignore[arg-type]
 
 
-def test_i21_item1_refused_flag_names_flag_layer_and_suggestion() -> None:
+def test_refused_flag_names_flag_layer_and_suggestion() -> None:
     log = ("warning: no usable GPU found", "error: invalid argument: --ctx-szie")
     sources = (Source(what="arg", text="--ctx-szie 4096", layer="conf/10.yaml"),)
     err = _diagnose(LLAMA, log, layer=layer_of("--ctx-szie", sources), suggestion="--ctx-size")
@@ -101,19 +101,19 @@ def test_i21_item1_refused_flag_names_flag_layer_and_suggestion() -> None:
     assert err.log == list(log) and err.returncode == 1
 
 
-def test_i21_item1_bad_value_names_flag_and_reason() -> None:
+def test_bad_value_names_flag_and_reason() -> None:
     err = _diagnose(LLAMA, ('error while handling argument "--ctx-size": stoi', "", "usage:"))
     assert isinstance(err, ArgumentRefused) and err.flag == "--ctx-size"
     assert "(stoi)" in err.cause
 
 
-def test_i21_item1_whisper_bad_value_aborts_naming_no_flag() -> None:
+def test_whisper_bad_value_aborts_naming_no_flag() -> None:
     err = _diagnose(WHISPER, WHISPER_STOI, code=-6, sig="SIGABRT")
     assert isinstance(err, ArgumentRefused) and err.flag == ""
     assert "did not name" in err.cause
 
 
-def test_i21_item1_out_of_memory_names_size_what_and_plan() -> None:
+def test_out_of_memory_names_size_what_and_plan() -> None:
     mib = 1024 * 1024
     host = PlaceMemory(
         name="Host",
@@ -134,7 +134,7 @@ def test_i21_item1_out_of_memory_names_size_what_and_plan() -> None:
     assert isinstance(other, OutOfMemory) and other.what == "" and other.planned_mib == 600
 
 
-def test_i21_item1_address_model_library() -> None:
+def test_address_model_library() -> None:
     bind = _diagnose(LLAMA, LLAMA_BIND)
     assert isinstance(bind, AddressUnavailable) and "127.0.0.1:18997" in bind.cause
     model = _diagnose(LLAMA, LLAMA_TRUNCATED)
@@ -145,7 +145,7 @@ def test_i21_item1_address_model_library() -> None:
     assert isinstance(ld, LibraryNotLoaded) and "libllama-common.so.0" in ld.cause
 
 
-def test_i21_item1_whisper_patterns_differ() -> None:
+def test_whisper_patterns_differ() -> None:
     bind = ("couldn't bind to server socket: hostname=127.0.0.1 port=18996",)
     assert isinstance(_diagnose(WHISPER, bind), AddressUnavailable)
     assert not isinstance(_diagnose(LLAMA, bind), AddressUnavailable)
@@ -159,7 +159,7 @@ def test_i21_item1_whisper_patterns_differ() -> None:
     assert isinstance(err, ArgumentRefused) and err.flag == "--bogus"
 
 
-def test_i21_item1_signals_and_the_unexplained() -> None:
+def test_signals_and_the_unexplained() -> None:
     ill = _diagnose(LLAMA, ("loading",), code=-4, sig="SIGILL")
     assert isinstance(ill, IllegalInstruction) and "GGML_BACKEND_DL" in ill.cause
     killed = _diagnose(LLAMA, ("loading",), code=-9, sig="SIGKILL")
@@ -169,7 +169,7 @@ def test_i21_item1_signals_and_the_unexplained() -> None:
     assert isinstance(other, ExitedUnexplained) and "(exit 3)" in other.cause
 
 
-def test_i21_item2_messages_have_real_lines_only() -> None:
+def test_messages_have_real_lines_only() -> None:
     err = _diagnose(LLAMA, LLAMA_OOM)
     assert "\\n" not in str(err)
     assert str(err).splitlines()[2:] == list(LLAMA_OOM)
@@ -182,7 +182,7 @@ def test_i21_item2_messages_have_real_lines_only() -> None:
         (WHISPER, "error: unknown argument: --api-kee=sk-live-abc123XYZ"),
     ],
 )
-def test_review_refused_inline_value_not_echoed(profile: ExecutorProfile, line: str) -> None:
+def test_refused_inline_value_not_echoed(profile: ExecutorProfile, line: str) -> None:
     # Found by the review: a mistyped key flag in `--flag=value` form named the whole token as
     # the flag, so the key was printed, and the layer and did-you-mean were lost.
     log = ("warning: no usable GPU found", line)
@@ -210,9 +210,7 @@ _QWEN = ModelSpec(id="qwen", path="/m/qwen.gguf", kind=Kind.LLAMA)
 
 @pytest.mark.parametrize("written", [("-c", "9"), ("--ctx-size", "9"), ("--ctx-size=9",)])
 @pytest.mark.parametrize("named", ["-c", "--ctx-size", "--ctx-size=9"])
-def test_i20_item3_a_refused_flags_layer_is_found_by_its_key(
-    written: tuple[str, ...], named: str
-) -> None:
+def test_a_refused_flags_layer_is_found_by_its_key(written: tuple[str, ...], named: str) -> None:
     # Whatever spelling the layer wrote and the executor named, the plan's provenance ties
     # both to the flag's key.
     con = Constraints(overrides=Config(models={"qwen": Override(args=written)}))
@@ -231,7 +229,7 @@ def test_i20_item3_a_refused_flags_layer_is_found_by_its_key(
     assert layer_of(named, sources, LLAMA.flags) == "config models.qwen"
 
 
-def test_i20_item3_a_refused_flag_set_by_its_variable_names_that_layer() -> None:
+def test_a_refused_flag_set_by_its_variable_names_that_layer() -> None:
     sources = (
         explain_launch(_QWEN, _HOST, Constraints(extra_env=("LLAMA_ARG_CTX_SIZE=x",)))
         .unwrap()
@@ -243,7 +241,7 @@ def test_i20_item3_a_refused_flag_set_by_its_variable_names_that_layer() -> None
     assert layer_of("--temp", sources, LLAMA.flags) == ""
 
 
-def test_i20_item3_an_unknown_flag_is_found_by_its_spelling() -> None:
+def test_an_unknown_flag_is_found_by_its_spelling() -> None:
     con = Constraints(extra_args=("--ctx-szie", "64", "--zz=1"))
     sources = explain_launch(_QWEN, _HOST, con).unwrap().sources
     assert layer_of("--ctx-szie", sources, LLAMA.flags) == "caller"

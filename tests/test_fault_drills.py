@@ -99,9 +99,7 @@ class _Clock:
         pass
 
 
-async def test_i21_item5_refused_flag(
-    real_hw: Hardware, real_model: Path, leaves_nothing: None
-) -> None:
+async def test_refused_flag(real_hw: Hardware, real_model: Path, leaves_nothing: None) -> None:
     spec = ModelSpec(id="gemma", path=str(real_model), kind=Kind.LLAMA)
     e = explain_launch(spec, real_hw, Constraints(extra_args=("-c", "512", "--ctx-szie", "64")))
     err, took = await _fails(e.unwrap().plan, sources=e.unwrap().sources)
@@ -114,7 +112,7 @@ async def test_i21_item5_refused_flag(
     assert took < 2
 
 
-async def test_i20_item3_refused_flag_drill_names_its_layer_by_key(
+async def test_refused_flag_drill_names_its_layer_by_key(
     real_hw: Hardware, real_model: Path, leaves_nothing: None
 ) -> None:
     # The config layer writes the flag inline; the executor names it by its short spelling
@@ -131,9 +129,7 @@ async def test_i20_item3_refused_flag_drill_names_its_layer_by_key(
     assert err.layer == "config models.gemma" and "set by config models.gemma" in err.cause
 
 
-async def test_i21_item5_out_of_memory(
-    real_hw: Hardware, real_model: Path, leaves_nothing: None
-) -> None:
+async def test_out_of_memory(real_hw: Hardware, real_model: Path, leaves_nothing: None) -> None:
     # A KV cache half again as large as the host's memory, with the fitter off: the
     # allocation fails at once instead of being fitted (or the host swapping).
     # A KV cache half again as large as the host's memory, with the fitter off: the
@@ -151,7 +147,7 @@ async def test_i21_item5_out_of_memory(
     assert took < 2
 
 
-async def test_i21_item5_port_taken_between_plan_and_launch(
+async def test_port_taken_between_plan_and_launch(
     real_hw: Hardware, real_model: Path, leaves_nothing: None
 ) -> None:
     port = free_port()
@@ -165,7 +161,7 @@ async def test_i21_item5_port_taken_between_plan_and_launch(
     assert took < 2
 
 
-async def test_i21_item5_model_truncated_mid_tensor(
+async def test_model_truncated_mid_tensor(
     real_hw: Hardware, real_model: Path, tmp_path: Path, leaves_nothing: None
 ) -> None:
     # A file truncated before planning is refused by the plan itself (its header names
@@ -186,7 +182,7 @@ async def test_i21_item5_model_truncated_mid_tensor(
     assert took < 2
 
 
-async def test_i21_item5_killed_by_a_signal_mid_load(
+async def test_killed_by_a_signal_mid_load(
     real_hw: Hardware, real_model: Path, leaves_nothing: None
 ) -> None:
     p = gemma(real_hw, real_model)
@@ -217,7 +213,7 @@ async def test_i21_item5_killed_by_a_signal_mid_load(
     assert "killed by SIGKILL" in err.cause
 
 
-async def test_i21_item5_caller_cancelled_mid_load(
+async def test_caller_cancelled_mid_load(
     real_hw: Hardware, real_model: Path, leaves_nothing: None
 ) -> None:
     p = gemma(real_hw, real_model)
@@ -248,9 +244,7 @@ async def test_i21_item5_caller_cancelled_mid_load(
 
 
 @pytest.mark.slow  # 20 loads of the real model: ~3 min on a busy 2-core machine
-async def test_i21_item5_20_stop_start_cycles_on_one_port(
-    real_hw: Hardware, real_model: Path
-) -> None:
+async def test_20_stop_start_cycles_on_one_port(real_hw: Hardware, real_model: Path) -> None:
     # A port of the kernel's choosing: a fixed one keeps the last run's TIME_WAIT sockets for
     # a minute, which the planner counts as in use for an explicitly requested port.
     port = free_port()
@@ -284,7 +278,7 @@ def notices(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return heard
 
 
-async def test_i21_item4_draining_stop_lets_the_answer_finish(
+async def test_draining_stop_lets_the_answer_finish(
     real_hw: Hardware, real_model: Path, leaves_nothing: None, notices: list[str]
 ) -> None:
     p = gemma(real_hw, real_model)
@@ -322,7 +316,7 @@ def _busy(url: str) -> bool:
         return any(s["is_processing"] for s in json.loads(r.read()))
 
 
-async def test_i19_item6_actual_context_and_peak_memory(
+async def test_actual_context_and_peak_memory(
     real_hw: Hardware, real_model: Path, leaves_nothing: None
 ) -> None:
     p = gemma(real_hw, real_model)

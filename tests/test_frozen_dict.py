@@ -19,7 +19,7 @@ class _Holder(Value, frozen=True, kw_only=True):
         frozen_fields(self, "env")
 
 
-def test_i20_item4_every_mutator_raises_and_the_content_stays() -> None:
+def test_every_mutator_raises_and_the_content_stays() -> None:
     d: FrozenDict[str, str] = FrozenDict({"A": "1"})
     mutations: list[Callable[[], object]] = [
         lambda: d.__setitem__("A", "2"),
@@ -37,7 +37,7 @@ def test_i20_item4_every_mutator_raises_and_the_content_stays() -> None:
     assert d == {"A": "1"}
 
 
-def test_i20_item4_equal_content_hashes_equal_and_stays_a_dict() -> None:
+def test_equal_content_hashes_equal_and_stays_a_dict() -> None:
     a: FrozenDict[str, str] = FrozenDict({"A": "1", "B": "2"})
     b: FrozenDict[str, str] = FrozenDict({"B": "2", "A": "1"})
     assert hash(a) == hash(b) and a == b
@@ -47,7 +47,7 @@ def test_i20_item4_equal_content_hashes_equal_and_stays_a_dict() -> None:
     assert freeze({"A": "1"}) == {"A": "1"}
 
 
-def test_i20_item4_pickle_and_copy_keep_it_frozen() -> None:
+def test_pickle_and_copy_keep_it_frozen() -> None:
     d: FrozenDict[str, int] = FrozenDict({"x": 1})
     for twin in (pickle.loads(pickle.dumps(d)), copy.copy(d), copy.deepcopy(d)):
         assert type(twin) is FrozenDict and twin == d
@@ -55,7 +55,7 @@ def test_i20_item4_pickle_and_copy_keep_it_frozen() -> None:
             twin["x"] = 2
 
 
-def test_i20_item4_a_value_freezes_its_mapping_built_or_decoded() -> None:
+def test_a_value_freezes_its_mapping_built_or_decoded() -> None:
     built = _Holder(env={"A": "1"})
     decoded = msgspec.json.decode(b'{"env": {"A": "1"}}', type=_Holder)
     for h in (built, decoded):

@@ -90,14 +90,14 @@ def test_cgroup_limits_cap_threads_and_ram() -> None:
     assert hw.cpu.ram == 8 * GiB
 
 
-def test_i19_item7_cgroup_bounds_available_memory() -> None:
+def test_cgroup_bounds_available_memory() -> None:
     # 8 GiB limit, 3 GiB charged of which 1 GiB is inactive page cache: 6 GiB still usable,
     # although the host's MemAvailable says ~28.6 GiB.
     hw = probe(host("cgroup-limited", affinity=8)).unwrap()
     assert hw.cpu.available == 6 * GiB
 
 
-def test_i19_item7_free_vram_only_where_the_driver_says() -> None:
+def test_free_vram_only_where_the_driver_says() -> None:
     by_tree = {t: probe(host(t)).unwrap().gpus for t in ("amdgpu", "nvidia", "intel-xe")}
     assert [g.vram_free for g in by_tree["amdgpu"]] == [17163091968 - 123456]
     # nvidia and intel expose no used-memory file: unknown, never the total
@@ -107,7 +107,7 @@ def test_i19_item7_free_vram_only_where_the_driver_says() -> None:
     assert {g.vram_free for g in probe(host("four-gpus")).unwrap().gpus} == {None}
 
 
-def test_i19_item7_available_memory_is_total() -> None:
+def test_available_memory_is_total() -> None:
     meminfo = "MemTotal: 4096 kB\nMemAvailable: 2048 kB\n"
     assert available_bytes(None, None) is None
     assert available_bytes("MemTotal: 4096 kB\n", None) is None
@@ -205,7 +205,7 @@ def test_probe_on_this_host_never_touches_the_environment() -> None:
     ("tree", "gpu_free"),
     [("amdgpu", "16.0 GiB free"), ("nvidia", "unknown free"), ("intel-xe", "unknown free")],
 )
-def test_i19_item7_probe_text_says_free_or_unknown(
+def test_probe_text_says_free_or_unknown(
     tree: str, gpu_free: str, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hw = probe(host(tree)).unwrap()

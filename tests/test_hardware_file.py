@@ -165,7 +165,7 @@ def test_load_hardware_refuses_what_is_not_a_probe(tmp_path: Path) -> None:
     assert load_hardware(ok).unwrap().cpu.threads == 4
 
 
-def test_i19_item7_a_file_from_an_older_probe_still_loads() -> None:
+def test_a_file_from_an_older_probe_still_loads() -> None:
     # written before free memory and measurements were probed: they read as unknown / none
     old = (
         '{"cpu": {"threads": 4, "ram": 8589934592},'

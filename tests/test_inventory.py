@@ -29,7 +29,7 @@ def _reference(path: Path) -> dict[str, tuple[int, tuple[int, ...], int]]:
 
 
 @pytest.mark.parametrize("quantized", [False, True])
-def test_i19_item1_inventory_agrees_with_gguf_reader(tmp_path: Path, quantized: bool) -> None:
+def test_inventory_agrees_with_gguf_reader(tmp_path: Path, quantized: bool) -> None:
     p = write_tiny_llama(tmp_path / "t.gguf", quantized=quantized)
     inv = read_inventory(p).unwrap()
     assert {t.name: (t.type, t.shape, t.size) for t in inv.tensors} == _reference(p)
@@ -61,7 +61,7 @@ def _write(path: Path, arch: str, meta: dict[str, Any], n_tensors: int = 2) -> P
     return path
 
 
-def test_i19_item1_gemma3_swa_pattern_every_sixth_layer_global(tmp_path: Path) -> None:
+def test_gemma3_swa_pattern_every_sixth_layer_global(tmp_path: Path) -> None:
     p = _write(
         tmp_path / "g.gguf",
         "gemma3",
@@ -80,7 +80,7 @@ def test_i19_item1_gemma3_swa_pattern_every_sixth_layer_global(tmp_path: Path) -
     assert inv.head_count_kv == (1,) * 18
 
 
-def test_i19_item1_per_layer_arrays_win(tmp_path: Path) -> None:
+def test_per_layer_arrays_win(tmp_path: Path) -> None:
     pattern = [i % 2 == 0 for i in range(4)]
     p = _write(
         tmp_path / "g.gguf",
@@ -100,7 +100,7 @@ def test_i19_item1_per_layer_arrays_win(tmp_path: Path) -> None:
     assert inv.recurrent_layers == (False,) * 4  # no recurrent sizes: a 0 is not a state
 
 
-def test_i19_item1_hybrid_recurrent_layers(tmp_path: Path) -> None:
+def test_hybrid_recurrent_layers(tmp_path: Path) -> None:
     p = _write(
         tmp_path / "j.gguf",
         "jamba",
@@ -136,7 +136,7 @@ def _split(tmp_path: Path, count: int) -> list[Path]:
     return out
 
 
-def test_i19_item1_split_model_reads_every_shard(tmp_path: Path) -> None:
+def test_split_model_reads_every_shard(tmp_path: Path) -> None:
     paths = _split(tmp_path, 3)
     assert shard_paths(str(paths[0])) == tuple(str(p) for p in paths)
     inv = read_inventory(paths[0]).unwrap()
@@ -146,7 +146,7 @@ def test_i19_item1_split_model_reads_every_shard(tmp_path: Path) -> None:
     assert inv.blocks == 2
 
 
-def test_i19_item1_split_model_missing_shard(tmp_path: Path) -> None:
+def test_split_model_missing_shard(tmp_path: Path) -> None:
     paths = _split(tmp_path, 3)
     paths[2].unlink()
     err = read_inventory(paths[0])
@@ -155,7 +155,7 @@ def test_i19_item1_split_model_missing_shard(tmp_path: Path) -> None:
     assert "00003-of-00003" in str(err.failure())
 
 
-def test_i19_item1_split_count_disagrees_with_name(tmp_path: Path) -> None:
+def test_split_count_disagrees_with_name(tmp_path: Path) -> None:
     paths = _split(tmp_path, 2)
     renamed = tmp_path / "x-00001-of-00003.gguf"
     paths[0].rename(renamed)
@@ -201,7 +201,7 @@ def _inv(data: bytes) -> ModelInventory | NotGGUF:
         ([("a", [32], 0, 3)], "aligned"),
     ],
 )
-def test_i19_item1_hostile_tensor_infos_are_typed(
+def test_hostile_tensor_infos_are_typed(
     tensors: list[tuple[str, list[int], int, int]], says: str
 ) -> None:
     got = _inv(_gguf(tensors))
@@ -209,7 +209,7 @@ def test_i19_item1_hostile_tensor_infos_are_typed(
     assert says in str(got)
 
 
-def test_i19_item1_sane_hand_built_header() -> None:
+def test_sane_hand_built_header() -> None:
     # a: 4 Q8_0 blocks of 34 bytes = 136, padded to 160 (b sat at 128 before ggml's layout
     # rule was checked: overlapping a by 8 bytes)
     got = _inv(_gguf([("a", [64, 2], 8, 0), ("b", [256], 12, 160)]))
@@ -217,7 +217,7 @@ def test_i19_item1_sane_hand_built_header() -> None:
     assert [t.size for t in got.tensors] == [type_bytes(8, 128), 144]
 
 
-def test_i19_item1_tensor_count_is_bounded() -> None:
+def test_tensor_count_is_bounded() -> None:
     data = b"GGUF" + struct.pack("<IQQ", 3, MAX_TENSORS + 1, 0) + b"\0" * (32 * (MAX_TENSORS + 2))
     got = _inv(data)
     assert isinstance(got, NotGGUF)

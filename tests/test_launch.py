@@ -430,7 +430,7 @@ async def test_missing_executor_binary_is_a_launch_error(tmp_path: Path) -> None
     assert str(tmp_path / "gone" / "llama-server") in str(r.failure())
 
 
-async def test_i21_item3_silent_load_fails_as_stalled(
+async def test_silent_load_fails_as_stalled(
     fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_MODE", "hang")  # two lines, then silence
@@ -445,7 +445,7 @@ async def test_i21_item3_silent_load_fails_as_stalled(
     assert psutil.Process().children(recursive=True) == []
 
 
-async def test_i21_item4_concurrent_stops_send_one_sigterm(
+async def test_concurrent_stops_send_one_sigterm(
     fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every adapter signals the executor's tree through the shared InstanceState.
@@ -469,7 +469,7 @@ async def test_i21_item4_concurrent_stops_send_one_sigterm(
     assert inst.exit_reason is not None and inst.exit_reason.signal == signal.SIGKILL
 
 
-async def test_i20_item5_deliver_cancel_is_the_callers(
+async def test_deliver_cancel_is_the_callers(
     fake_hw: Hardware, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # As trio's run_process(deliver_cancel=...): run when the owning nursery is cancelled
@@ -491,7 +491,7 @@ async def test_i20_item5_deliver_cancel_is_the_callers(
     assert psutil.Process().children(recursive=True) == []
 
 
-async def test_i21_item1_a_lost_scanned_port_is_replanned_on_the_executors_word(
+async def test_a_lost_scanned_port_is_replanned_on_the_executors_word(
     real_hw: Hardware, tiny_llama: Path
 ) -> None:
     # The port holder may have let go by the time the ports are read: the executor's own

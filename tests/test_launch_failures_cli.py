@@ -73,7 +73,7 @@ def test_a_flag_the_binary_does_not_list_is_refused_before_it_starts_json(
     assert body["log"] == []  # nothing ran
 
 
-def test_i21_item2_refused_flag_text(llama_server: str, tiny_llama: Path, tmp_path: Path) -> None:
+def test_refused_flag_text(llama_server: str, tiny_llama: Path, tmp_path: Path) -> None:
     exe = _help_less(llama_server, tmp_path)
     r = _launch(tiny_llama, "--arg=--ctx-szie", "--arg=64", "--executor", exe)
     assert r.returncode == 1
@@ -84,7 +84,7 @@ def test_i21_item2_refused_flag_text(llama_server: str, tiny_llama: Path, tmp_pa
     assert "\\n" not in r.stderr and "sk-never-shown-123" not in r.stderr
 
 
-def test_i21_item2_refused_flag_json(llama_server: str, tiny_llama: Path, tmp_path: Path) -> None:
+def test_refused_flag_json(llama_server: str, tiny_llama: Path, tmp_path: Path) -> None:
     exe = _help_less(llama_server, tmp_path)
     r = _launch(tiny_llama, "--arg=--ctx-szie", "--arg=64", "--executor", exe, "--json")
     assert r.returncode == 1

@@ -37,7 +37,7 @@ from exedra_engine._core.launch.stop import (
 from exedra_engine._core.values import LaunchPlan, ModelFile, ModelSpec
 
 
-def test_i20_item5_stop_is_one_sigterm_then_sigkill_at_the_deadline() -> None:
+def test_stop_is_one_sigterm_then_sigkill_at_the_deadline() -> None:
     assert stop_steps(10) == (
         Send(signal=TERM),
         Wait(seconds=10),
@@ -46,7 +46,7 @@ def test_i20_item5_stop_is_one_sigterm_then_sigkill_at_the_deadline() -> None:
     )
 
 
-def test_i21_item4_a_sigterm_already_sent_is_never_repeated() -> None:
+def test_a_sigterm_already_sent_is_never_repeated() -> None:
     steps = stop_steps(5, sent=frozenset({TERM}), kill_wait=1)
     assert Send(signal=TERM) not in steps
     assert steps == (Wait(seconds=5), Send(signal=KILL), Wait(seconds=1))
@@ -124,7 +124,7 @@ def test_child_spec_takes_plain_values_and_drops_stray_executor_variables() -> N
     assert child.new_session and child.death_signal == "SIGKILL"
 
 
-def test_i21_item3_the_budget_comes_from_the_bytes_to_read() -> None:
+def test_the_budget_comes_from_the_bytes_to_read() -> None:
     spec = ModelSpec(id="m", path="/m.gguf", kind="llama")
     base = LaunchPlan(spec=spec, command="x", args=(), host="127.0.0.1", port=1, ready="/health")
     assert load_limits(base).budget == START_UNKNOWN
@@ -141,7 +141,7 @@ def test_i21_item3_the_budget_comes_from_the_bytes_to_read() -> None:
     assert load_limits(split).stall == STALL
 
 
-def test_i19_item6_a_context_changed_by_the_fitter_is_a_warning() -> None:
+def test_a_context_changed_by_the_fitter_is_a_warning() -> None:
     spec = ModelSpec(id="m", path="/m.gguf", kind="llama")
     p = LaunchPlan(
         spec=spec,

@@ -64,9 +64,9 @@ def fake_binary(directory: Path, name: str, help_text: str, version: str = "") -
 def test_the_bundled_tables_are_the_parsers_output_of_the_reference_help() -> None:
     assert REFERENCE is not None
     text = (REFERENCE / "llama-server-help.txt").read_text()
-    assert rows_from_help(LLAMA, text) == _flagdata.LLAMA
+    assert rows_from_help(LLAMA, text) == _flagdata.LLAMA_FLAGS
     text = (REFERENCE / "whisper-server-help.txt").read_text()
-    assert rows_from_help(WHISPER, text) == _flagdata.WHISPER
+    assert rows_from_help(WHISPER, text) == _flagdata.WHISPER_FLAGS
 
 
 def test_value_types_come_from_the_placeholder_and_the_default() -> None:

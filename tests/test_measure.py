@@ -37,7 +37,7 @@ def _all(_: str) -> bool:
     return True
 
 
-def test_i19_item3_rows_of_a_gpu_host() -> None:
+def test_rows_of_a_gpu_host() -> None:
     # common/fit.cpp common_fit_print: "%s %zu %zu %zu \n" per device, then Host
     devices, host = rows_from_print("CUDA0 17904 384 898 \nCUDA1 1200 64 100 \nHost 355 0 12 \n")
     assert devices == (
@@ -61,12 +61,12 @@ def test_i19_item3_rows_of_a_gpu_host() -> None:
         ("".join(f"D{i} 1 1 1\n" for i in range(65)) + "Host 1 1 1\n", "more than 64 rows"),
     ],
 )
-def test_i19_item3_what_is_not_its_figures_is_a_typed_error(text: str, said: str) -> None:
+def test_what_is_not_its_figures_is_a_typed_error(text: str, said: str) -> None:
     with pytest.raises(MeasureError, match=said):
         rows_from_print(text)
 
 
-def test_i19_item3_the_log_says_context_and_free_device_memory() -> None:
+def test_the_log_says_context_and_free_device_memory() -> None:
     log = (
         "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA GeForce RTX 4090) "
         "(0000:01:00.0) - 23000 MiB free\n"
@@ -91,7 +91,7 @@ def test_i19_item3_the_log_says_context_and_free_device_memory() -> None:
     assert measurement_from("Host 5 0 1\n", "", model="/m", args=(), ctx=4096).ctx == 4096
 
 
-def test_i19_item3_the_plans_memory_settings_canonical() -> None:
+def test_the_plans_memory_settings_canonical() -> None:
     args = (
         "--model", "/m.gguf", "--host", "127.0.0.1", "--port", "8080", "-c", "8192",
         "--no-webui", "-ctk", "q8_0", "--cache-ram", "0", "-nkvo", "--mmproj", "/p.gguf",
@@ -120,13 +120,13 @@ def test_i19_item3_the_plans_memory_settings_canonical() -> None:
         ),
     ],
 )
-def test_i19_item3_the_automatic_slot_count_is_made_explicit(
+def test_the_automatic_slot_count_is_made_explicit(
     args: tuple[str, ...], env: tuple[str, ...], slots: tuple[str, ...]
 ) -> None:
     assert memory_settings(LLAMA, args, env)[-len(slots) :] == slots
 
 
-def test_i19_item3_the_companion_gets_what_it_takes() -> None:
+def test_the_companion_gets_what_it_takes() -> None:
     settings = memory_settings(LLAMA, ("-c", "8192", "--cache-ram", "0", "-ctk", "q8_0"))
     no_server_flags = {"--cache-ram", "--kv-unified", "--mmproj"}
 
@@ -143,7 +143,7 @@ def test_i19_item3_the_companion_gets_what_it_takes() -> None:
     assert companion_args(LLAMA, settings, accepts=_all) == settings
 
 
-def test_i19_item3_the_plans_variables_become_flags() -> None:
+def test_the_plans_variables_become_flags() -> None:
     env = (
         "LLAMA_ARG_CTX_SIZE=4096",
         "LLAMA_ARG_FLASH_ATTN=on",
@@ -156,12 +156,12 @@ def test_i19_item3_the_plans_variables_become_flags() -> None:
     assert "secret" not in " ".join(got)
 
 
-def test_i19_item3_an_argv_the_table_cannot_cut_is_a_plan_error() -> None:
+def test_an_argv_the_table_cannot_cut_is_a_plan_error() -> None:
     with pytest.raises(PlanError):
         memory_settings(LLAMA, ("-c",))
 
 
-def test_i19_item3_a_measurement_is_found_only_for_the_same_settings() -> None:
+def test_a_measurement_is_found_only_for_the_same_settings() -> None:
     def made(*args: str) -> FitMeasurement:
         host = FitRow(name="Host", model=1, context=2, compute=3)
         settings = memory_settings(LLAMA, args)
@@ -187,7 +187,7 @@ def test_i19_item3_a_measurement_is_found_only_for_the_same_settings() -> None:
 # -- captured real output ------------------------------------------------------------------
 
 
-def test_i19_item3_captured_output_of_the_real_binary() -> None:
+def test_captured_output_of_the_real_binary() -> None:
     stdout = (FIXTURES / "gemma3-gen-8192.stdout").read_text()
     log = (FIXTURES / "gemma3-gen-8192.log").read_text()
     devices, host = rows_from_print(stdout)
@@ -211,9 +211,7 @@ def gen_gemma3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_arch_model(tmp_path_factory.mktemp("measure") / "gemma3.gguf", "gemma3")
 
 
-def test_i19_item3_the_real_binary_gives_the_captured_figures(
-    fit_params: str, gen_gemma3: Path
-) -> None:
+def test_the_real_binary_gives_the_captured_figures(fit_params: str, gen_gemma3: Path) -> None:
     m = measure_model(LLAMA, str(gen_gemma3), ("-c", "8192"), binary=fit_params)
     want = measurement_from(
         (FIXTURES / "gemma3-gen-8192.stdout").read_text(),
@@ -228,7 +226,7 @@ def test_i19_item3_the_real_binary_gives_the_captured_figures(
     assert m.build.startswith("0.") or "build" in m.build
 
 
-def test_i19_item3_figures_follow_the_plans_flags(fit_params: str, gen_gemma3: Path) -> None:
+def test_figures_follow_the_plans_flags(fit_params: str, gen_gemma3: Path) -> None:
     def host(*args: str) -> FitRow:
         return measure_model(LLAMA, str(gen_gemma3), args, binary=fit_params).host
 
@@ -244,7 +242,7 @@ def test_i19_item3_figures_follow_the_plans_flags(fit_params: str, gen_gemma3: P
     assert m.settings == ("--cache-ram", "0", "--kv-unified", "--parallel", "4")
 
 
-def test_i19_item3_a_failing_companion_is_a_typed_error(
+def test_a_failing_companion_is_a_typed_error(
     fit_params: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bad = tmp_path / "bad.gguf"
@@ -256,7 +254,7 @@ def test_i19_item3_a_failing_companion_is_a_typed_error(
         find_companion(LLAMA, str(tmp_path / "nowhere" / "llama-server"))
 
 
-def test_i19_item3_runs_are_bounded_in_time_and_output() -> None:
+def test_runs_are_bounded_in_time_and_output() -> None:
     with pytest.raises(MeasureError, match=r"did not finish within 0\.3 s"):
         run_bounded(["sleep", "30"], {}, 0.3)
     with pytest.raises(MeasureError, match="printed more than"):
@@ -267,7 +265,7 @@ def test_i19_item3_runs_are_bounded_in_time_and_output() -> None:
     assert out == "Host 1 2 3\n" and log == "oops"
 
 
-def test_i19_item3_the_companion_is_found_beside_the_executor(
+def test_the_companion_is_found_beside_the_executor(
     fit_params: str, llama_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
@@ -277,7 +275,7 @@ def test_i19_item3_the_companion_is_found_beside_the_executor(
 # -- the command line ----------------------------------------------------------------------
 
 
-def test_i19_item3_plan_measure_puts_the_measurement_into_the_planners_input(
+def test_plan_measure_puts_the_measurement_into_the_planners_input(
     run: Run, gen_gemma3: Path, llama_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import exedra_engine.cli.planning.request as asked  # where the CLI asks the planner
@@ -315,7 +313,7 @@ def test_i19_item3_plan_measure_puts_the_measurement_into_the_planners_input(
     assert [len(hw.measurements) for hw in seen] == [0]  # without --measure: nothing run
 
 
-def test_i19_item3_measure_here_is_refused_with_a_hardware_file(
+def test_measure_here_is_refused_with_a_hardware_file(
     run: Run, gen_gemma3: Path, tmp_path: Path
 ) -> None:
     f = tmp_path / "host.json"
@@ -327,7 +325,7 @@ def test_i19_item3_measure_here_is_refused_with_a_hardware_file(
     assert r.code == 2 and "--measure measures on this machine" in r.err
 
 
-def test_i19_item3_probe_measure_stores_figures_a_plan_elsewhere_uses(
+def test_probe_measure_stores_figures_a_plan_elsewhere_uses(
     run: Run,
     gen_gemma3: Path,
     llama_server: str,
@@ -368,7 +366,7 @@ def test_i19_item3_probe_measure_stores_figures_a_plan_elsewhere_uses(
     assert run("probe", "--ctx", "512").code == 2  # --ctx without --measure
 
 
-def test_i19_item3_a_shared_cache_keeps_a_window_per_slot() -> None:
+def test_a_shared_cache_keeps_a_window_per_slot() -> None:
     settings = memory_settings(LLAMA, ("-c", "8192"))
     no_unified = {"--kv-unified"}
 
@@ -388,7 +386,7 @@ def test_i19_item3_a_shared_cache_keeps_a_window_per_slot() -> None:
     assert "--override-kv" not in companion_args(LLAMA, settings, accepts=takes, arch="llama")
 
 
-def test_i19_item3_real_gemma_measured_as_the_server_reserves_its_kv(
+def test_real_gemma_measured_as_the_server_reserves_its_kv(
     fit_params: str, real_model: Path
 ) -> None:
     # llama-server -c 8192 (4 slots, one cache) logs KV 24.00 + 37.50 MiB for this model

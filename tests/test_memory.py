@@ -15,7 +15,7 @@ from exedra_engine._core.memory.estimate import (
 )
 from exedra_engine._core.memory.explain import explain_memory
 from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow, memory_settings
-from exedra_engine._core.memory.kv import kv_bytes, shape
+from exedra_engine._core.memory.kv import context_geometry, kv_bytes
 from exedra_engine._core.memory.settings import MIB, fitter_off, read_settings
 from exedra_engine._shell.inspect import read_inventory
 from tests.conftest import _executor
@@ -32,25 +32,25 @@ FIT_CONTEXT = [
 
 
 @pytest.mark.parametrize(("model", "ctx", "mib"), FIT_CONTEXT)
-def test_i19_item2_kv_matches_fit_params(model: object, ctx: int, mib: int) -> None:
+def test_kv_matches_fit_params(model: object, ctx: int, mib: int) -> None:
     inv = model()  # type: ignore[operator]
     s = read_settings(LLAMA, ["-c", str(ctx), "-np", "1"])
-    got = sum(kv_bytes(inv, s, shape(inv, s)))
+    got = sum(kv_bytes(inv, s, context_geometry(inv, s)))
     assert abs(got / MIB - mib) <= 1
 
 
-def test_i19_item2_server_default_is_four_unified_slots() -> None:
+def test_server_default_is_four_unified_slots() -> None:
     # -np unset: 4 slots share the KV; Gemma's window layers then keep 4 x 512 + 512 cells
     inv = gemma3_270m()
     s = read_settings(LLAMA, ["-c", "4096"])
-    sh = shape(inv, s)
+    sh = context_geometry(inv, s)
     assert (sh.seqs, sh.streams, sh.ctx) == (4, 1, 4096)
     swa_cells = 2560
     expected = (3 * 4096 + 15 * swa_cells) * 1024
     assert sum(kv_bytes(inv, s, sh)) == expected
 
 
-def test_i19_item2_reserved_compute_is_mostly_logits() -> None:
+def test_reserved_compute_is_mostly_logits() -> None:
     # fit-params: Gemma's compute is 514 MiB at -ub 512 and 64 MiB at -ub 64
     hw = cpu_host()
     for ub, mib in ((512, 514), (64, 64)):
@@ -58,7 +58,7 @@ def test_i19_item2_reserved_compute_is_mostly_logits() -> None:
         assert abs(m.host.reserved_parts.compute / MIB - mib) <= 16
 
 
-def test_i19_item2_resident_peak_within_goal_of_measured() -> None:
+def test_resident_peak_within_goal_of_measured() -> None:
     # VmHWM after a ~700-token prompt, with the prompt cache off (docs/explanation.md)
     hw = cpu_host()
     for model, ctx, peak in (
@@ -72,7 +72,7 @@ def test_i19_item2_resident_peak_within_goal_of_measured() -> None:
         assert abs(got - peak) <= max(32, peak / 10), (model.__name__, ctx, got, peak)
 
 
-def test_i19_item2_prompt_cache_default_and_flags() -> None:
+def test_prompt_cache_default_and_flags() -> None:
     hw = cpu_host()
     inv = llama_135m()
     default = estimate_memory(inv, ["-c", "2048"], hw, LLAMA)
@@ -83,14 +83,14 @@ def test_i19_item2_prompt_cache_default_and_flags() -> None:
     assert unlimited.host.parts.prompt_cache == unlimited.host.parts.kv
 
 
-def test_i19_item2_env_is_read_and_argv_wins() -> None:
+def test_env_is_read_and_argv_wins() -> None:
     s = read_settings(LLAMA, ["-c", "1024"], ["LLAMA_ARG_CTX_SIZE=9999", "LLAMA_ARG_N_PARALLEL=2"])
     assert (s.ctx, s.parallel) == (1024, 2)
     s = read_settings(LLAMA, [], ["LLAMA_ARG_KV_UNIFIED=0", "LLAMA_ARG_SWA_FULL=1"])
     assert (s.kv_unified, s.swa_full) == (False, True)
 
 
-def test_i19_item2_cache_types_and_flash_attention() -> None:
+def test_cache_types_and_flash_attention() -> None:
     inv = llama_135m()
     hw = cpu_host()
     f16 = estimate_memory(inv, ["-c", "8192"], hw, LLAMA).host.parts.kv
@@ -101,7 +101,7 @@ def test_i19_item2_cache_types_and_flash_attention() -> None:
     assert no_fa.host.reserved_parts.compute > fa.host.reserved_parts.compute
 
 
-def test_i19_item2_gpu_placement_moves_layers_and_output() -> None:
+def test_gpu_placement_moves_layers_and_output() -> None:
     inv = llama_135m()
     hw = gpu_host(8 << 30, 8 << 30)
     full = estimate_memory(inv, ["-c", "2048"], hw, LLAMA)
@@ -119,7 +119,7 @@ def test_i19_item2_gpu_placement_moves_layers_and_output() -> None:
     assert one.devices[1].parts.weights == 0
 
 
-def test_i19_item2_override_tensor_and_cpu_moe() -> None:
+def test_override_tensor_and_cpu_moe() -> None:
     inv = llama_135m()
     hw = gpu_host(8 << 30)
     ot = estimate_memory(inv, ["-c", "2048", "-ot", r"blk\.(0|1)\.ffn_up=CPU"], hw, LLAMA)
@@ -129,7 +129,7 @@ def test_i19_item2_override_tensor_and_cpu_moe() -> None:
     assert ot.host.parts.weights == 33_000_000 + moved
 
 
-def test_i19_item2_measurement_replaces_reserved_figures() -> None:
+def test_measurement_replaces_reserved_figures() -> None:
     inv = gemma3_270m()
     args = ["--model", "/m/gemma.gguf", "-c", "4096", "-np", "1", "--port", "1"]
     settings = memory_settings(LLAMA, args)
@@ -148,7 +148,7 @@ def test_i19_item2_measurement_replaces_reserved_figures() -> None:
     assert got.host.total == est.host.total  # the resident peak stays estimated
 
 
-def test_i19_item2_fitter_off_flags() -> None:
+def test_fitter_off_flags() -> None:
     assert fitter_off(read_settings(LLAMA, ["-c", "1"])) == ()
     got = fitter_off(
         read_settings(LLAMA, ["-ngl", "9", "-ts", "1,1", "-ot", "x=CPU", "-sm", "row"])
@@ -156,7 +156,7 @@ def test_i19_item2_fitter_off_flags() -> None:
     assert got == ("-ngl", "-ts", "-ot", "--split-mode row")
 
 
-def test_i19_item2_explain_shows_the_arithmetic() -> None:
+def test_explain_shows_the_arithmetic() -> None:
     m = estimate_memory(llama_135m(), ["-c", "2048", "-cram", "512"], cpu_host(), LLAMA)
     (line,) = explain_memory(m)
     assert line.startswith("ctx 2048: Host (resident, estimated): weights ")
@@ -165,7 +165,7 @@ def test_i19_item2_explain_shows_the_arithmetic() -> None:
     assert "<= 20 GiB usable" in line
 
 
-def test_i19_item2_deterministic() -> None:
+def test_deterministic() -> None:
     args = ["-c", "4096", "-ngl", "7"]
     hw = gpu_host(4 << 30)
     assert estimate_memory(gemma3_270m(), args, hw, LLAMA) == estimate_memory(
@@ -196,7 +196,7 @@ def _fit_params(binary: str, model: Path, args: list[str]) -> tuple[int, int, in
         (["-c", "8192", "-np", "2", "-ctk", "q8_0", "-ctv", "q8_0"], False),
     ],
 )
-def test_i19_item2_reserved_agrees_with_llama_fit_params(
+def test_reserved_agrees_with_llama_fit_params(
     args: list[str], tiny_too: bool, tiny_llama: Path, real_model: Path
 ) -> None:
     # The engine's own answer, from a no-allocation load: within 10 % (or 32 MiB for models
@@ -210,7 +210,7 @@ def test_i19_item2_reserved_agrees_with_llama_fit_params(
             assert abs(ours / MIB - theirs) <= max(32, theirs / 10), (model.name, args, got, want)
 
 
-def test_i19_item2_projector_and_draft_add_their_bytes() -> None:
+def test_projector_and_draft_add_their_bytes() -> None:
     main, side = gemma3_270m(), llama_135m()
     hw = cpu_host()
     args = ["-c", "4096", "-np", "1"]

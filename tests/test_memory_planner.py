@@ -65,7 +65,7 @@ def refused(inv: ModelInventory, hw: Hardware, c: Constraints) -> DoesNotFit:
     return err
 
 
-def test_i19_item4_huge_explicit_ctx_is_refused_naming_both_sizes() -> None:
+def test_huge_explicit_ctx_is_refused_naming_both_sizes() -> None:
     t0 = time.perf_counter()
     err = refused(gemma3_270m(), cpu_host(), Constraints(ctx=100_000_000))
     assert time.perf_counter() - t0 < 1.0
@@ -75,7 +75,7 @@ def test_i19_item4_huge_explicit_ctx_is_refused_naming_both_sizes() -> None:
     assert "the biggest part is the KV cache" in msg
 
 
-def test_i19_item4_plan_carries_memory() -> None:
+def test_plan_carries_memory() -> None:
     p = planned(gemma3_270m(), cpu_host(), Constraints(ctx=8192))
     assert p.memory is not None
     assert (p.memory.source, p.memory.ctx) == ("estimated", 8192)
@@ -85,13 +85,13 @@ def test_i19_item4_plan_carries_memory() -> None:
     assert again == p
 
 
-def test_i19_item4_no_inventory_no_memory() -> None:
+def test_no_inventory_no_memory() -> None:
     p = plan_launch(SPEC, cpu_host(), Constraints(ctx=8192)).unwrap()
     assert p.memory is None
     assert "--cache-ram" not in p.args
 
 
-def test_i19_item4_unset_ctx_gets_one_that_fits() -> None:
+def test_unset_ctx_gets_one_that_fits() -> None:
     # 1 GiB usable: Gemma's own 32768 fits, a 135M llama's 8192 too; a 4-slot big KV does not
     inv = msgspec.structs.replace(llama_135m(), context=131072)
     hw = cpu_host(available=1 << 30)
@@ -107,20 +107,20 @@ def test_i19_item4_unset_ctx_gets_one_that_fits() -> None:
     assert "host memory" in str(bigger)
 
 
-def test_i19_item4_unset_ctx_never_below_4096() -> None:
+def test_unset_ctx_never_below_4096() -> None:
     inv = msgspec.structs.replace(llama_135m(), context=131072)
     err = refused(inv, cpu_host(available=170 * MIB), Constraints())
     assert str(err).startswith("the smallest context planned, 4096, needs ")
 
 
-def test_i19_item4_small_own_context_is_the_floor() -> None:
+def test_small_own_context_is_the_floor() -> None:
     inv = msgspec.structs.replace(llama_135m(), context=2048)
     p = planned(inv, cpu_host(available=1 << 30))
     assert "--ctx-size" not in p.args
     assert p.memory is not None and p.memory.ctx == 2048
 
 
-def test_i19_item4_cache_ram_sized_to_the_budget() -> None:
+def test_cache_ram_sized_to_the_budget() -> None:
     p = planned(llama_135m(), cpu_host(available=2 << 30), Constraints(ctx=4096))
     assert p.memory is not None
     i = p.args.index("--cache-ram")
@@ -139,7 +139,7 @@ def test_i19_item4_cache_ram_sized_to_the_budget() -> None:
     # a layer's own --cache-ram is never replaced (see the next test)
 
 
-def test_i19_item4_cache_ram_from_a_layer_is_kept_or_refused() -> None:
+def test_cache_ram_from_a_layer_is_kept_or_refused() -> None:
     hw = cpu_host(available=2 << 30)
     p = planned(llama_135m(), hw, Constraints(ctx=4096, extra_args=("--cache-ram", "100")))
     assert p.args.count("--cache-ram") == 1
@@ -148,7 +148,7 @@ def test_i19_item4_cache_ram_from_a_layer_is_kept_or_refused() -> None:
     assert "the biggest part is the prompt cache, 8.0 GiB" in str(err)
 
 
-def test_i19_item4_unbounded_cache_is_a_finding() -> None:
+def test_unbounded_cache_is_a_finding() -> None:
     e = explain_launch(
         SPEC,
         cpu_host(),
@@ -159,7 +159,7 @@ def test_i19_item4_unbounded_cache_is_a_finding() -> None:
     assert [f.code for f in e.findings] == ["unbounded-cache"]
 
 
-def test_i19_item4_fitter_off_findings_in_plan_and_config_check(tmp_path: Path) -> None:
+def test_fitter_off_findings_in_plan_and_config_check(tmp_path: Path) -> None:
     o = Config(engines={Kind.LLAMA: Override(args=("-ngl", "20", "-sm", "row", "-ts", "1,1"))})
     e = explain_launch(
         SPEC,
@@ -176,7 +176,7 @@ def test_i19_item4_fitter_off_findings_in_plan_and_config_check(tmp_path: Path) 
     assert [(x.code, x.line) for x in report.findings] == [("fitter-off", 3)]
 
 
-def test_i19_item4_device_overflow_refused_only_when_fitter_off() -> None:
+def test_device_overflow_refused_only_when_fitter_off() -> None:
     inv = llama_135m()
     small = gpu_host(40 * MIB)
     # -ngl unset: llama.cpp's fitter moves layers back to the host; the plan goes ahead
@@ -186,7 +186,7 @@ def test_i19_item4_device_overflow_refused_only_when_fitter_off() -> None:
     assert "Vulkan0's free memory" in str(err) and "40 MiB free" in str(err)
 
 
-def test_i19_item4_measurement_is_used_when_it_matches() -> None:
+def test_measurement_is_used_when_it_matches() -> None:
     inv = gemma3_270m()
     base = planned(inv, cpu_host(), Constraints(ctx=4096))
     settings = memory_settings(LLAMA, base.args, base.env)
@@ -203,7 +203,7 @@ def test_i19_item4_measurement_is_used_when_it_matches() -> None:
     assert other.memory is not None and other.memory.source == "estimated"
 
 
-def test_i19_item4_shell_reads_the_inventory(tmp_path: Path) -> None:
+def test_shell_reads_the_inventory(tmp_path: Path) -> None:
     p = write_tiny_llama(tmp_path / "t.gguf")
     spec = ModelSpec(id="t", path=str(p), kind=Kind.LLAMA)
     e = plan_explained(spec, cpu_host(), Constraints(), check_ports=False).unwrap()
@@ -215,7 +215,7 @@ def test_i19_item4_shell_reads_the_inventory(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", [Kind.TRANSCRIBE])
-def test_i19_item4_no_memory_for_executors_without_memory_flags(kind: Kind) -> None:
+def test_no_memory_for_executors_without_memory_flags(kind: Kind) -> None:
     spec = ModelSpec(id="w", path="/m/w.bin", kind=kind)
     hw = msgspec.structs.replace(
         cpu_host(),
@@ -227,7 +227,7 @@ def test_i19_item4_no_memory_for_executors_without_memory_flags(kind: Kind) -> N
     assert plan_launch(spec, hw, Constraints()).unwrap().memory is None
 
 
-def test_i19_item4_real_model_huge_ctx_refused_in_well_under_a_second(
+def test_real_model_huge_ctx_refused_in_well_under_a_second(
     real_model: Path, tmp_path: Path
 ) -> None:
     # The issue's own case: Gemma 3 270M asked for 100,000,000 tokens on a 24 GiB host; the
@@ -250,7 +250,7 @@ def test_i19_item4_real_model_huge_ctx_refused_in_well_under_a_second(
     assert memory["host"]["total"] < memory["host"]["reserved"]
 
 
-def test_i19_item4_side_models_named_by_a_layer_are_counted(tmp_path: Path) -> None:
+def test_side_models_named_by_a_layer_are_counted(tmp_path: Path) -> None:
     model = write_tiny_llama(tmp_path / "main.gguf")
     draft = write_tiny_llama(tmp_path / "draft.gguf", quantized=True)
     spec = ModelSpec(id="t", path=str(model), kind=Kind.LLAMA)

@@ -350,3 +350,59 @@ def test_repeatable_flags_accumulate_across_layers() -> None:
     kvs = [p.args[i + 1] for i, a in enumerate(p.args) if a == "--override-kv"]
     assert loras == ["a.gguf", "b.gguf", "c.gguf"]
     assert kvs == ["y=int:2", "x=int:1"]
+
+
+@pytest.mark.parametrize(
+    "c",
+    [
+        Constraints(),
+        Constraints(api_key="k", extra_args=("--seed", "1", "--weird", "-c", "512")),
+        Constraints(
+            ctx=2048,
+            extra_env=("LLAMA_ARG_THREADS=3",),
+            overrides=Config(
+                env={"LLAMA_ARG_BATCH": "64"},
+                engines={Kind.LLAMA: Override(args=("--lora", "a", "--port", "9"))},
+                models={"qwen": Override(args=("--lora", "b", "--host", "::1"))},
+            ),
+        ),
+    ],
+    ids=["bare", "caller-args", "overrides"],
+)
+@pytest.mark.parametrize("memory_args", [("--cache-ram", "256"), ("--cache-ram", "0")])
+def test_memory_flags_join_the_merge_as_merging_again_would(
+    c: Constraints, memory_args: tuple[str, ...]
+) -> None:
+    from exedra_engine._core.executors.builtin import LLAMA as PROFILE
+    from exedra_engine._core.plan.engine_args import plan_layers, with_memory_args
+    from exedra_engine._core.plan.layers import merge
+
+    spec = msgspec.structs.replace(SPEC, run_args=("--temp", "0.5", "--jinja"))
+    layers = plan_layers(PROFILE, spec, c, 8080, False)
+    joined = with_memory_args(merge(PROFILE, layers), PROFILE, layers, memory_args)
+    again = merge(PROFILE, plan_layers(PROFILE, spec, c, 8080, False, memory_args=memory_args))
+    assert joined == again
+    assert joined.provenance == again.provenance
+    assert "--cache-ram" in joined.settings
+
+
+def test_flags_joined_inside_a_layer_move_the_rest_of_it_on() -> None:
+    from exedra_engine._core.executors.builtin import LLAMA as PROFILE
+    from exedra_engine._core.plan.join import join_unset
+    from exedra_engine._core.plan.layers import Layer, merge
+
+    low = Layer(name="run_args", rank=0, args=("--temp", "0.5"))
+    head, tail = ("-m", "/m.gguf", "--port", "8080"), ("--threads", "2", "--jinja")
+    top = Layer(name="caller", rank=5, args=("--threads", "3", "--seed", "1"))
+    joined = join_unset(
+        merge(PROFILE, [low, Layer(name="engine", rank=1, args=head + tail), top]),
+        PROFILE.flags,
+        ("--cache-ram", "64"),
+        layer="engine",
+        at=len(head),
+        lower={"run_args"},
+    )
+    inserted = Layer(name="engine", rank=1, args=(*head, "--cache-ram", "64", *tail))
+    again = merge(PROFILE, [low, inserted, top])
+    assert joined == again
+    assert joined.provenance == again.provenance

@@ -69,7 +69,7 @@ def test_ports_in_use_here_are_skipped_or_refused(tmp_path: Path) -> None:
         assert isinstance(r, Failure) and isinstance(r.failure(), PortInUse)
 
 
-def test_i20_item3_side_models_are_found_by_the_one_reader(tmp_path: Path) -> None:
+def test_side_models_are_found_by_the_one_reader(tmp_path: Path) -> None:
     from exedra_engine._shell.local.host import LocalHost
     from exedra_engine._shell.plan import side_inventories
     from exedra_engine.testing import write_arch_model

@@ -35,7 +35,7 @@ def _hardware_file(tmp_path: Path, tree: str = "nvidia") -> Path:
     return f
 
 
-def test_i20_item1_plan_emit_with_a_config_file(tmp_path: Path, run: Run) -> None:
+def test_plan_emit_with_a_config_file(tmp_path: Path, run: Run) -> None:
     # The CLI spread a positional (spec, hw, constraints, files) into plan_explained, whose
     # fourth parameter is the HostFiles port: with any override file, `plan --emit` crashed.
     conf = tmp_path / "conf.yaml"
@@ -80,7 +80,7 @@ def _name(node: ast.expr) -> str:
     return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
 
 
-def test_i20_item2_the_library_matches_no_result() -> None:
+def test_the_library_matches_no_result() -> None:
     # Under returns, `case Success(v)` types `v` as Any: mypy stops seeing exactly where two
     # layers meet (no mypy setting flags it; --disallow-any-expr is silent). Inside the
     # library errors are raised; a Result is made once, at the public boundary, and never
@@ -94,7 +94,7 @@ def test_i20_item2_the_library_matches_no_result() -> None:
     assert found == []
 
 
-def test_i20_item2_no_assertion_stands_in_for_an_exhaustive_match() -> None:
+def test_no_assertion_stands_in_for_an_exhaustive_match() -> None:
     found = [
         f"{p.relative_to(SRC)}:{n.lineno}"
         for p, tree in _modules()
@@ -106,7 +106,7 @@ def test_i20_item2_no_assertion_stands_in_for_an_exhaustive_match() -> None:
     assert found == []
 
 
-def test_i20_item2_as_result_is_only_a_public_boundary() -> None:
+def test_as_result_is_only_a_public_boundary() -> None:
     # `as_result` converts once: it is what a public function returns, nothing else.
     bad = []
     for p, tree in _modules():
@@ -124,7 +124,7 @@ def test_i20_item2_as_result_is_only_a_public_boundary() -> None:
     assert bad == []
 
 
-def test_i20_item2_the_command_line_never_sees_a_result() -> None:
+def test_the_command_line_never_sees_a_result() -> None:
     bad = [
         f"{p.relative_to(SRC)}:{n.lineno}"
         for p, tree in _modules()
@@ -147,13 +147,11 @@ def test_i20_item2_the_command_line_never_sees_a_result() -> None:
         (EngineError("bad option"), 2),
     ],
 )
-def test_i20_item2_one_table_maps_error_classes_to_exit_status(
-    error: EngineError, status: int
-) -> None:
+def test_one_table_maps_error_classes_to_exit_status(error: EngineError, status: int) -> None:
     assert exit_status(error) == status
 
 
-def test_i20_item2_errors_reach_main_with_their_status(tmp_path: Path, run: Run) -> None:
+def test_errors_reach_main_with_their_status(tmp_path: Path, run: Run) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("env: [not, a, mapping]\n")
     r = run("plan", "--model", MODEL, "--kind", "llama", "--config", str(bad))
@@ -162,7 +160,7 @@ def test_i20_item2_errors_reach_main_with_their_status(tmp_path: Path, run: Run)
     assert r.code == 2 and "cannot read" in r.err
 
 
-def test_i20_item2_plan_request_is_a_value() -> None:
+def test_plan_request_is_a_value() -> None:
     spec = ModelSpec(id="m", path=MODEL, kind=Kind.LLAMA)
     req = PlanRequest(spec=spec, hardware=None)
     assert req == PlanRequest(spec=spec, hardware=None, constraints=Constraints())
@@ -175,7 +173,7 @@ def test_i20_item2_plan_request_is_a_value() -> None:
 # -- item 7: the CLI as pipx does it -------------------------------------------------------
 
 
-def test_i20_item7_a_module_per_command_with_its_parser_beside_its_handler() -> None:
+def test_a_module_per_command_with_its_parser_beside_its_handler() -> None:
     import argparse
     import importlib
 
@@ -191,7 +189,7 @@ def test_i20_item7_a_module_per_command_with_its_parser_beside_its_handler() -> 
 
 
 @pytest.mark.parametrize(("command", "value"), [("probe", "Hardware"), ("config", "Config")])
-def test_i20_item7_a_command_returns_data_and_one_renderer_prints_it(
+def test_a_command_returns_data_and_one_renderer_prints_it(
     command: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from exedra_engine.cli import build_parser
@@ -238,9 +236,7 @@ def _copied_key_argv(*extra: str) -> list[str]:
 @pytest.mark.parametrize(
     "surface", [(), ("--json",), ("--explain",), ("--explain", "--json"), ("--strict",)]
 )
-def test_i20_item9_the_key_value_is_hidden_whatever_carries_it(
-    surface: tuple[str, ...], run: Run
-) -> None:
+def test_the_key_value_is_hidden_whatever_carries_it(surface: tuple[str, ...], run: Run) -> None:
     r = run(*_copied_key_argv(*surface), env={"EXEDRA_SEAMS_KEY": COPIED})
     assert r.code in (0, 2), r.err
     assert COPIED not in r.out + r.err
@@ -251,7 +247,7 @@ def test_i20_item9_the_key_value_is_hidden_whatever_carries_it(
     assert COPIED in shown.out + shown.err  # the check can fail
 
 
-def test_i20_item9_the_engine_flags_are_not_judged_by_what_a_key_equals(run: Run) -> None:
+def test_the_engine_flags_are_not_judged_by_what_a_key_equals(run: Run) -> None:
     # Redaction compares whole values, set above the engine layer: a key that happens to
     # equal the bind address does not hide the planner's own --host.
     r = run(
@@ -263,7 +259,7 @@ def test_i20_item9_the_engine_flags_are_not_judged_by_what_a_key_equals(run: Run
     assert plan["host"] == "127.0.0.1" and "127.0.0.1" in plan["args"]
 
 
-def test_i20_item9_emit_refuses_a_copied_key(tmp_path: Path, run: Run) -> None:
+def test_emit_refuses_a_copied_key(tmp_path: Path, run: Run) -> None:
     hw = _hardware_file(tmp_path)
     r = run(
         *_copied_key_argv("--hardware", str(hw), "--host", "0.0.0.0", "--emit", "k8s"),
@@ -275,7 +271,7 @@ def test_i20_item9_emit_refuses_a_copied_key(tmp_path: Path, run: Run) -> None:
     assert "OTHER" in r.err and "--alias" in r.err
 
 
-def test_i20_item9_paths_may_be_bytes_or_path_like(tmp_path: Path) -> None:
+def test_paths_may_be_bytes_or_path_like(tmp_path: Path) -> None:
     from exedra_engine import inspect, load_config
     from exedra_engine.testing import write_tiny_llama
 
@@ -293,7 +289,7 @@ def test_i20_item9_paths_may_be_bytes_or_path_like(tmp_path: Path) -> None:
     assert "m\udcff.gguf" in str(inspect(undecodable).failure())
 
 
-def test_i20_item9_the_errors_public_functions_raise_are_exported() -> None:
+def test_the_errors_public_functions_raise_are_exported() -> None:
     import exedra_engine
 
     assert exedra_engine.HardwareFileError is HardwareFileError
@@ -301,7 +297,7 @@ def test_i20_item9_the_errors_public_functions_raise_are_exported() -> None:
     assert {"HardwareFileError", "EmitError"} <= set(exedra_engine.__all__)
 
 
-def test_i20_item9_the_quick_loop_leaves_slow_tests_out_and_ci_runs_them() -> None:
+def test_the_quick_loop_leaves_slow_tests_out_and_ci_runs_them() -> None:
     recipes: dict[str, list[str]] = {}
     name = ""
     for line in (SRC.parent.parent / "justfile").read_text().splitlines():
@@ -331,7 +327,7 @@ LAZY = (
 )
 
 
-def test_i20_item8_a_plain_plan_loads_none_of_the_lazy_modules(tmp_path: Path) -> None:
+def test_a_plain_plan_loads_none_of_the_lazy_modules(tmp_path: Path) -> None:
     import subprocess
     import sys
 

@@ -20,14 +20,14 @@ def _plan_argv(model: str) -> list[str]:
     return ["plan", "--model", model, "--kind", "llama", "--no-config", "--executor", str(FAKE)]
 
 
-def test_i18_item1_api_key_flag_is_refused_without_echoing_the_key(run: Run) -> None:
+def test_api_key_flag_is_refused_without_echoing_the_key(run: Run) -> None:
     r = run(*_plan_argv("/m/x.gguf"), "--api-key", KEY)
     assert r.code == 2
     assert KEY not in r.err and KEY not in r.out
     assert "--api-key-env VAR" in r.err  # says what to do instead
 
 
-def test_i18_item1_no_option_abbreviations(run: Run) -> None:
+def test_no_option_abbreviations(run: Run) -> None:
     r = run(*_plan_argv("/m/x.gguf"), "--ct", "5", "--json")
     assert r.code == 2
     assert "unrecognized option --ct; did you mean --ctx?" in r.err
@@ -35,14 +35,14 @@ def test_i18_item1_no_option_abbreviations(run: Run) -> None:
     assert run(*_plan_argv("/m/x.gguf"), "--ctx", "5", "--json").code == 0
 
 
-def test_i18_item1_a_key_given_as_the_variable_name_is_not_echoed(run: Run) -> None:
+def test_a_key_given_as_the_variable_name_is_not_echoed(run: Run) -> None:
     r = run(*_plan_argv("/m/x.gguf"), "--api-key-env", KEY)
     assert r.code == 2
     assert KEY not in r.err
     assert "not a variable name" in r.err
 
 
-def test_i18_item1_a_conventional_variable_name_is_still_named(run: Run) -> None:
+def test_a_conventional_variable_name_is_still_named(run: Run) -> None:
     r = run(*_plan_argv("/m/x.gguf"), "--api-key-env", "EXEDRA_TEST_UNSET_KEY")
     assert r.code == 2
     assert "variable EXEDRA_TEST_UNSET_KEY is not set" in r.err
@@ -61,13 +61,13 @@ def _saved_plan(run: Run, tiny_llama: object) -> LaunchPlan:
     return msgspec.json.decode(r.out, type=LaunchPlan)
 
 
-def test_i18_item2_saved_plan_names_its_key_source(run: Run, tiny_llama: object) -> None:
+def test_saved_plan_names_its_key_source(run: Run, tiny_llama: object) -> None:
     plan = _saved_plan(run, tiny_llama)
     assert plan.key_env == "EXEDRA_TEST_KEY"
     assert f"LLAMA_API_KEY={REDACTED}" in plan.env
 
 
-def test_i18_item2_a_redacted_plan_cannot_be_launched(run: Run, tiny_llama: object) -> None:
+def test_a_redacted_plan_cannot_be_launched(run: Run, tiny_llama: object) -> None:
     plan = _saved_plan(run, tiny_llama)
 
     async def go() -> None:
@@ -93,7 +93,7 @@ def test_i18_item2_a_redacted_plan_cannot_be_launched(run: Run, tiny_llama: obje
         {"env": (f"HF_TOKEN={REDACTED}",)},
     ],
 )
-def test_i18_item2_the_marker_is_refused_by_every_route(
+def test_the_marker_is_refused_by_every_route(
     run: Run, tiny_llama: object, edit: dict[str, tuple[str, ...]]
 ) -> None:
     plan = _saved_plan(run, tiny_llama)

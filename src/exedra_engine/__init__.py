@@ -90,7 +90,7 @@ if TYPE_CHECKING:
     from exedra_engine._core.config.schema import config_schema
     from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
     from exedra_engine._core.group.start import Group
-    from exedra_engine._shell.check import CheckReport, check_config
+    from exedra_engine._shell.config_check import CheckReport, check_config
     from exedra_engine._shell.hardware_file import load_hardware
     from exedra_engine._trio.group import open_group
     from exedra_engine._trio.launcher import ExitReason, Instance, launch, open_instance
@@ -205,8 +205,8 @@ _LAZY = {
     ),
     "Finding": "_core.config.findings",
     "config_schema": "_core.config.schema",
-    "CheckReport": "_shell.check",
-    "check_config": "_shell.check",
+    "CheckReport": "_shell.config_check",
+    "check_config": "_shell.config_check",
     "load_hardware": "_shell.hardware_file",
     # The blocking adapter (asyncio on a private thread; no trio).
     "run": "_blocking.run",

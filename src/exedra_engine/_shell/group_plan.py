@@ -148,7 +148,7 @@ def load_group(
 
 def read_group(path: str, *, executors: Executors = BUILTIN) -> tuple[GroupMember, ...]:
     """`load_group`, raising."""
-    return members_of(read_group_file(path, executors=executors), os.environ)
+    return file_members(read_group_file(path, executors=executors), os.environ)
 
 
 def read_group_file(path: str, *, executors: Executors = BUILTIN) -> GroupFile:
@@ -164,7 +164,9 @@ def read_group_file(path: str, *, executors: Executors = BUILTIN) -> GroupFile:
     return parse_group_file(text, path, executors=executors)
 
 
-def members_of(g: GroupFile, environ: dict[str, str] | os._Environ[str]) -> tuple[GroupMember, ...]:
+def file_members(
+    g: GroupFile, environ: dict[str, str] | os._Environ[str]
+) -> tuple[GroupMember, ...]:
     """The file's entries as members, each API key read from its variable."""
     out = []
     for i, e in enumerate(g.members):

@@ -34,7 +34,7 @@ from exedra_engine._core.outcome import as_result
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, MeasureError
 
-TIMEOUT = 60.0
+MEASURE_TIMEOUT = 60.0
 """Seconds the companion gets: it reads only the header, so this is for a slow disk."""
 MAX_STDOUT = 64 << 10
 """Its figures are a few lines; more than this is not its figures."""
@@ -51,7 +51,7 @@ def measure(
     *,
     binary: str | None = None,
     host_free: int | None = None,
-    timeout: float = TIMEOUT,
+    timeout: float = MEASURE_TIMEOUT,
 ) -> Result[FitMeasurement, EngineError]:
     """What the engine would reserve for `plan`, measured by its companion (`binary`, else
     the one beside the plan's command, else on PATH). `host_free` is the host memory the
@@ -64,7 +64,7 @@ def measured(
     *,
     binary: str | None = None,
     host_free: int | None = None,
-    timeout: float = TIMEOUT,
+    timeout: float = MEASURE_TIMEOUT,
 ) -> FitMeasurement:
     """`measure` for the library's own callers: raises `MeasureError`."""
     return _measure_plan(plan, binary, host_free, timeout)
@@ -146,7 +146,7 @@ def measure_model(
     binary: str,
     ctx: int = 0,
     host_free: int | None = None,
-    timeout: float = TIMEOUT,
+    timeout: float = MEASURE_TIMEOUT,
     arch: str = "",
     window: int = 0,
 ) -> FitMeasurement:

@@ -12,7 +12,7 @@ from msgspec import UNSET
 from exedra_engine._core.config.parse import LocatedConfig
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.gguf.inventory_reader import UnsizedTensors
 from exedra_engine._core.gguf.quant import quant_name
@@ -93,15 +93,21 @@ def plan_explained(
 
 
 def explain_request(
-    req: PlanRequest, files: HostFiles | None = None, *, flags: FlagTable | None = None
+    req: PlanRequest,
+    files: HostFiles | None = None,
+    *,
+    flags: FlagTable | None = None,
+    profile: ExecutorProfile | None = None,
 ) -> Explained:
     """`plan_explained` of a request, raising its `EngineError`: for the command line and
-    the library's other shells."""
+    the library's other shells. `profile` is the request's kind's, where the caller has
+    looked it up already."""
     host = files or LocalHost()
     spec = req.spec
-    ex = req.executors
-    in_use = read_ports_in_use(host, spec.kind, executors=ex) if req.check_ports else frozenset()
-    model, inventory = model_inventory(spec, host, executors=req.executors)
+    # Looked up once: every fact gathered and the planner use it.
+    profile = profile or req.executors.profile(spec.kind)
+    in_use = ports_in_use_for(profile, host) if req.check_ports else frozenset()
+    model, inventory = model_inventory_for(profile, spec, host)
     e = explain_plan(
         spec,
         req.hardware,
@@ -111,8 +117,9 @@ def explain_request(
         flags=flags,
         config_files=req.config_files,
         inventory=inventory,
-        side_models=side_inventories(spec, req.constraints, host, executors=req.executors),
+        side_models=side_inventories_for(profile, spec, req.constraints, host),
         executors=req.executors,
+        profile=profile,
     )
     return _sized(e, host)
 
@@ -145,8 +152,15 @@ def model_inventory(
     inventory (one read: the header's facts come from it). A header whose inventory cannot
     be read (a ggml type newer than this library) is planned without a memory plan; any
     other fault of a header or of a shard raises its `NotGGUF`."""
-    if not executors.profile(spec.kind).memory_flags:
-        return model_facts(spec, files, executors=executors), None
+    return model_inventory_for(executors.profile(spec.kind), spec, files)
+
+
+def model_inventory_for(
+    profile: ExecutorProfile, spec: ModelSpec, files: HostFiles
+) -> tuple[ModelInfo | None, ModelInventory | None]:
+    """`model_inventory` for the executor of `profile`."""
+    if not profile.memory_flags:
+        return model_facts_for(profile, spec, files), None
     if "\0" in spec.path or not files.exists(spec.path):
         return None, None
     try:
@@ -154,12 +168,12 @@ def model_inventory(
     except ModelUnreadable:
         raise
     except UnsizedTensors:
-        return model_facts(spec, files, executors=executors), None
+        return model_facts_for(profile, spec, files), None
     except EngineError:
         # A hostile header (tensors overlapping, a shard that is a FIFO or another file, a
         # set past the caps) is an error, never a plan without memory: the header's own
         # error first, where it has one, as before.
-        model_facts(spec, files, executors=executors)
+        model_facts_for(profile, spec, files)
         raise
     return info_from_inventory(spec.path, inv), inv
 
@@ -186,7 +200,13 @@ def side_inventories(
     """The inventories of the projector and draft model any layer names (``--mmproj``,
     ``--model-draft``), for those that can be read; the planner uses the ones its merged
     argv keeps."""
-    p = executors.profile(spec.kind)
+    return side_inventories_for(executors.profile(spec.kind), spec, c, files)
+
+
+def side_inventories_for(
+    p: ExecutorProfile, spec: ModelSpec, c: Constraints, files: HostFiles
+) -> tuple[ModelInventory, ...]:
+    """`side_inventories` for the executor of `p`."""
     keys = {p.memory_flags.get(r) for r in ("mmproj", "draft")} - {None}
     if not keys:
         return ()
@@ -213,12 +233,19 @@ def model_facts(
     spec: ModelSpec, files: HostFiles, *, executors: Executors = BUILTIN
 ) -> ModelInfo | None:
     """The model's header when there is one to read; raises what `read_model` raises."""
+    return model_facts_for(executors.profile(spec.kind), spec, files)
+
+
+def model_facts_for(
+    profile: ExecutorProfile, spec: ModelSpec, files: HostFiles
+) -> ModelInfo | None:
+    """`model_facts` for the executor of `profile`."""
     if "\0" in spec.path or not files.exists(spec.path):
         return None  # a NUL in the path is the planner's to refuse, naming it
     try:
         return read_model(spec.path, files)
     except NotGGUF:
-        if executors.profile(spec.kind).gguf:
+        if profile.gguf:
             raise
         return None  # e.g. whisper models: ggml .bin files, whose header is not GGUF
 
@@ -228,7 +255,12 @@ def read_ports_in_use(
 ) -> frozenset[int]:
     """Ports the `kind` executor could not bind in this network namespace: from a netlink
     dump where the host offers one (`HostSockets`), else from /proc/net/tcp{,6}."""
-    time_wait = executors.profile(kind).time_wait_blocks_bind
+    return ports_in_use_for(executors.profile(kind), files)
+
+
+def ports_in_use_for(profile: ExecutorProfile, files: HostFiles) -> frozenset[int]:
+    """`read_ports_in_use` for the executor of `profile`."""
+    time_wait = profile.time_wait_blocks_bind
     if isinstance(files, HostSockets):
         dumped = files.tcp_ports(holding_states(time_wait=time_wait))
         if dumped is not None:

@@ -26,7 +26,7 @@ import contextlib
 import errno
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from exedra_engine._core.executors.builtin import BUILTIN
@@ -43,13 +43,19 @@ from exedra_engine.cli import (
     probe,
     wait_ready,
 )
-from exedra_engine.cli.parser import Parser
+from exedra_engine.cli.parser import Parser, Subparsers
 from exedra_engine.cli.render import PROG, Report, fail, hide_values, show, shown
 from exedra_engine.errors import EngineError, LaunchError, NotReady
 
 
-def build_parser(executors: Executors = BUILTIN) -> argparse.ArgumentParser:
-    """The command line, knowing `executors` (its commands find them as ``args.executors``)."""
+def build_parser(
+    executors: Executors = BUILTIN, *, only: str | None = None
+) -> argparse.ArgumentParser:
+    """The command line, knowing `executors` (its commands find them as ``args.executors``).
+
+    With `only` (a command's name), the parser of that command alone: what parsing a command
+    line that names it needs. Each sub-parser argparse builds costs its options and three
+    gettext lookups (the first imports `locale`): a cold ``plan --json`` builds two, not ten."""
     p = Parser(
         prog=PROG,
         description="Plan and launch local AI model executors "
@@ -59,21 +65,30 @@ def build_parser(executors: Executors = BUILTIN) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
-    probe.add_parser(sub)
-    inspect.add_parser(sub)
-    config.add_parser(sub)
-
-    plan.add_parser(sub)
-    emit.add_parser(sub)
-    wait_ready.add_parser(sub)
-
-    launch.add_parser(sub)
-    demo.add_parser(sub)
-    completion.add_parser(sub)
+    for name, add in _COMMANDS:
+        if only is None or only == name:
+            add(sub)
+    if only is None:
+        completion.add_parser(sub, p)  # it completes the whole command line
     if executors is not BUILTIN:
         _use_executors(p, executors)
     p.set_defaults(executors=executors)
     return p
+
+
+_COMMANDS: tuple[tuple[str, Callable[[Subparsers], None]], ...] = (
+    ("probe", probe.add_parser),
+    ("inspect", inspect.add_parser),
+    ("config", config.add_parser),
+    ("plan", plan.add_parser),
+    ("emit", emit.add_parser),
+    ("wait-ready", wait_ready.add_parser),
+    ("launch", launch.add_parser),
+    ("demo", demo.add_parser),
+)
+"""Each command and what adds its parser, in the order ``--help`` lists them (completion
+last: it is handed the whole command line)."""
+_NAMES = frozenset(name for name, _ in _COMMANDS)
 
 
 def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -> int:
@@ -88,9 +103,12 @@ def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -
 def _main(argv: Sequence[str] | None, executors: Executors) -> int:
     try:
         try:
-            with _untranslated():
-                parser = build_parser(executors)
-            if not (sys.argv[1:] if argv is None else argv):
+            given = sys.argv[1:] if argv is None else argv
+            # A command named first needs its own parser only; anything else (a bare call,
+            # --help, a mistyped command, completion) gets the whole command line.
+            only = given[0] if given and given[0] in _NAMES else None
+            parser = build_parser(executors, only=only)
+            if not given:
                 # A bare call: the usage and the commands, not only "COMMAND is required".
                 parser.print_help(sys.stderr)
                 raise SystemExit(2)
@@ -151,20 +169,6 @@ def _use_executors(parser: argparse.ArgumentParser, executors: Executors) -> Non
 
 def exit_status(e: EngineError) -> int:
     return next(code for cls, code in EXIT_STATUS if isinstance(e, cls))
-
-
-@contextlib.contextmanager
-def _untranslated() -> Iterator[None]:
-    """argparse asks gettext for every heading and help line it makes while the parser is
-    built: some 30 catalogue searches, each normalising the locale, ~4 ms of a 100 ms cold
-    start. No catalogue translates argparse's strings (CPython ships none), so building the
-    parser uses them as written; errors at parse time are still looked up."""
-    lookup = argparse._  # type: ignore[attr-defined]
-    argparse._ = str  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        argparse._ = lookup  # type: ignore[attr-defined]
 
 
 def run() -> NoReturn:

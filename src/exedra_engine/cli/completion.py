@@ -9,7 +9,8 @@ import sys
 from exedra_engine.cli.parser import Subparsers
 
 
-def add_parser(sub: Subparsers) -> None:
+def add_parser(sub: Subparsers, whole: argparse.ArgumentParser) -> None:
+    """Add ``completion``; `whole` is the command line it completes (the one `sub` is in)."""
     s = sub.add_parser(
         "completion",
         help="print a shell completion script (bash: source it, or save it as "
@@ -17,17 +18,18 @@ def add_parser(sub: Subparsers) -> None:
         "_exedra-engine in a directory of $fpath)",
     )
     s.add_argument("shell", choices=["bash", "zsh"], help="the shell")
-    s.set_defaults(func=completion)
+
+    def run(a: argparse.Namespace) -> int:
+        return completion_command(whole, a)
+
+    s.set_defaults(func=run)
 
 
-def completion(a: argparse.Namespace) -> int:
+def completion_command(whole: argparse.ArgumentParser, a: argparse.Namespace) -> int:
     import shtab
 
-    from exedra_engine.cli import build_parser  # the whole parser, built as main builds it
-
-    parser = build_parser()
-    _mark_paths(parser)
-    sys.stdout.write(shtab.complete(parser, shell=a.shell))
+    _mark_paths(whole)
+    sys.stdout.write(shtab.complete(whole, shell=a.shell))
     return 0
 
 

@@ -1,5 +1,5 @@
 """``exedra-engine config``: the merged admin overrides; ``--check`` judges them by the
-executors' flags (cli/check.py), ``--schema`` prints their JSON Schema."""
+executors' flags (cli/planning/config_check.py), ``--schema`` prints their JSON Schema."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def add_parser(sub: Subparsers) -> None:
         "path",
         nargs="?",
         default=None,
-        type=options.config_path,
+        type=options.config_file,
         metavar="PATH",
         help=f"file or directory (default {DEFAULT_CONFIG_PATH}, which may be absent)",
     )
@@ -50,16 +50,16 @@ def add_parser(sub: Subparsers) -> None:
     )
     s.add_argument("--strict", action="store_true", help="with --check: warnings fail too")
     s.add_argument("--schema", action="store_true", help="print the JSON Schema of override files")
-    s.set_defaults(func=config)
+    s.set_defaults(func=config_command)
 
 
-def config(a: argparse.Namespace) -> int | Report:
+def config_command(a: argparse.Namespace) -> int | Report:
     if a.schema:
-        from exedra_engine.cli.check import print_schema
+        from exedra_engine.cli.planning.config_check import print_schema
 
         return print_schema()
     if a.check:
-        from exedra_engine.cli.check import run_check
+        from exedra_engine.cli.planning.config_check import run_check
 
         return run_check(a)
     if a.executor or a.strict:

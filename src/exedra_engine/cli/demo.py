@@ -19,10 +19,10 @@ def add_parser(sub: Subparsers) -> None:
     )
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--question", default="Say hello.", help="what to ask")
-    s.set_defaults(func=demo)
+    s.set_defaults(func=demo_command)
 
 
-def demo(a: argparse.Namespace) -> int:
+def demo_command(a: argparse.Namespace) -> int:
     from exedra_engine.cli.launching.signals import Interrupted, Signals, interrupted_exit
 
     with Signals().installed() as sigs:

@@ -77,7 +77,7 @@ SERVICE = (
     "an RFC 1035 label (lower-case letters, digits and '-', at most 63, starting with a letter)"
 )
 LABEL = "an RFC 1123 label (lower-case letters, digits and '-', at most 63)"
-SUBDOMAIN = "an RFC 1123 subdomain (lower-case letters, digits, '-' and '.', at most 253)"
+SUBDOMAIN_TEXT = "an RFC 1123 subdomain (lower-case letters, digits, '-' and '.', at most 253)"
 IMAGE = "an image reference (registry/path[:tag][@sha256:digest])"
 PATH = "an absolute path"
 UID = "a non-root id (1-2147483647): the pod is restricted"
@@ -102,10 +102,10 @@ def add_parser(sub: Subparsers) -> None:
     )
     s.add_argument("--explain", action="store_true", help="say where each field came from")
     add_emit_options(s, target_flag="--target")
-    s.set_defaults(func=emit)
+    s.set_defaults(func=emit_command)
 
 
-def emit(a: argparse.Namespace) -> int:
+def emit_command(a: argparse.Namespace) -> int:
     hw = read_hardware(a.hardware, executors=a.executors) if a.hardware else None
     return run_emit(load_plan(a.plan), hw, a)
 
@@ -150,7 +150,7 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         "--secret",
         default="",
-        type=_checked("subdomain", "secret", text, SUBDOMAIN),
+        type=_checked("subdomain", "secret", text, SUBDOMAIN_TEXT),
         help="Secret / podman secret with the key",
     )
     g.add_argument(
@@ -168,7 +168,7 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         "--claim",
         default="",
-        type=_checked("subdomain", "claim", text, SUBDOMAIN),
+        type=_checked("subdomain", "claim", text, SUBDOMAIN_TEXT),
         help="the PVC holding the models (default NAME-models)",
     )
     g.add_argument(
@@ -288,7 +288,7 @@ def options_from(a: argparse.Namespace) -> EmitOptions:
     )
 
 
-def real_paths(plan: LaunchPlan, models_dir: str = "") -> tuple[tuple[str, str], ...]:
+def plan_real_paths(plan: LaunchPlan, models_dir: str = "") -> tuple[tuple[str, str], ...]:
     """Where each absolute path of the plan (and `models_dir`) resolves here, for those that
     are links (`exedra_engine._shell.local.files.real_paths`): the emitter judges a directory by
     what it is, and is pure."""
@@ -349,7 +349,7 @@ def run_emit(
             "or key file (a Kubernetes Secret, systemd LoadCredential=, a Podman secret)"
         )
     opts = options_from(a)
-    opts = msgspec.structs.replace(opts, real_paths=real_paths(plan, opts.models_dir))
+    opts = msgspec.structs.replace(opts, real_paths=plan_real_paths(plan, opts.models_dir))
     try:
         emitted = emit_files(plan, target, opts, hardware, sources, executors=a.executors)
         _refuse_unreachable(plan, target, emitted.files, a)

@@ -9,23 +9,23 @@ from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.values import ModelInfo
 from exedra_engine._shell.inspect import read_model
 from exedra_engine.cli.parser import Subparsers
-from exedra_engine.cli.render import Report, shown, size_text
+from exedra_engine.cli.render import Report, shown, size_or_unknown
 
 
 def add_parser(sub: Subparsers) -> None:
     s = sub.add_parser("inspect", help="read a GGUF model's metadata from its header")
     s.add_argument("path", help="GGUF file")
     s.add_argument("--json", action="store_true", help="print JSON")
-    s.set_defaults(func=inspect)
+    s.set_defaults(func=inspect_command)
 
 
-def inspect(a: argparse.Namespace) -> Report:
+def inspect_command(a: argparse.Namespace) -> Report:
     m = read_model(a.path)
     return Report(m, _lines(m))
 
 
 def _lines(m: ModelInfo) -> Iterator[str]:
-    yield f"path          {shown(m.path)} ({size_text(m.size)})"
+    yield f"path          {shown(m.path)} ({size_or_unknown(m.size)})"
     yield f"architecture  {shown(m.architecture)}"
     yield f"name          {shown(m.name or '-')}"
     yield f"quant         {shown(m.quant or '-')}"

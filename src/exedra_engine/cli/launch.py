@@ -23,7 +23,7 @@ from exedra_engine._core.config.findings import Finding, TableOrigin
 from exedra_engine.cli import options
 from exedra_engine.cli.launching.launch_output import log_sink, refusal
 from exedra_engine.cli.parser import Subparsers
-from exedra_engine.cli.plan import cpu_note, shown_findings
+from exedra_engine.cli.plan import cpu_note, hide_findings
 from exedra_engine.cli.planning.request import add_plan_options, planned
 from exedra_engine.cli.render import PROG, fail, findings_summary
 from exedra_engine.constants import STOP_TIMEOUT
@@ -87,10 +87,10 @@ def add_parser(sub: Subparsers) -> None:
         metavar="FILE",
         help="append the executor's log to FILE instead (keys redacted)",
     )
-    s.set_defaults(func=launch, explain=False, strict=False, measure=False)
+    s.set_defaults(func=launch_command, explain=False, strict=False, measure=False)
 
 
-def launch(a: argparse.Namespace) -> int:
+def launch_command(a: argparse.Namespace) -> int:
     from exedra_engine.cli.launching.signals import Interrupted, Signals, interrupted_exit
 
     if a.group is not None:
@@ -129,7 +129,7 @@ def launch(a: argparse.Namespace) -> int:
                     "host; launch starts the executor here (that file describes the host it "
                     "was probed on): drop --hardware, or name a binary with --executor PATH"
                 )
-            e = shown_findings(e, a.show_secrets, a.executors)
+            e = hide_findings(e, a.show_secrets, a.executors)
             if (refused := _judged(a, e.findings, origin)) is not None:
                 return refused
         except Interrupted as i:

@@ -140,7 +140,7 @@ def _entry_problem(target: str) -> str:
     return ""
 
 
-def config_path(text: str) -> str:
+def config_file(text: str) -> str:
     """``--config PATH`` and ``config PATH``: a path the user names must exist. Only the
     default may be absent (a host without overrides); a typo'd path read as an empty config
     would make a CI lint job pass on nothing."""

@@ -90,7 +90,7 @@ class Parser(argparse.ArgumentParser):
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         if action.choices is not None and value not in action.choices:
             choices = [str(c) for c in action.choices]
-            hint = did_you_mean(str(value), choices)
+            hint = did_you_mean_hint(str(value), choices)
             raise argparse.ArgumentError(
                 action, f"choose from {', '.join(choices)}{hint} (the value given is not shown)"
             )
@@ -117,7 +117,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {shown(message)}\n")
 
 
-def did_you_mean(given: str, known: Sequence[str]) -> str:
+def did_you_mean_hint(given: str, known: Sequence[str]) -> str:
     """``; did you mean --ctx?`` when one known name is close to `given`, else ""."""
     import difflib
 
@@ -140,7 +140,7 @@ def unknown_arguments(extras: Sequence[str], options: Mapping[str, object]) -> s
         )
     parts = []
     for n in names:
-        parts.append(f"unrecognized option {n}{did_you_mean(n, sorted(options))}")
+        parts.append(f"unrecognized option {n}{did_you_mean_hint(n, sorted(options))}")
     if values:
         parts.append(f"{values} unexpected value{'s' if values > 1 else ''} (not shown)")
     return "; ".join(parts)

@@ -15,12 +15,13 @@ from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.plan.model_findings import MODEL_CODES
 from exedra_engine._core.plan.planner import Explained
-from exedra_engine._core.secrets import SHORT_KEY, TextRedactor, plan_secrets, redact_provenance
+from exedra_engine._core.secrets import plan_secrets, redact_provenance
+from exedra_engine._core.secrets.reprs import shown_findings
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.parser import Subparsers
-from exedra_engine.cli.planning.request import add_plan_options, planned, request
+from exedra_engine.cli.planning.request import add_plan_options, plan_request, planned
 from exedra_engine.cli.render import (
     MEMORY_WORDS,
     PROG,
@@ -68,7 +69,7 @@ def add_parser(sub: Subparsers) -> None:
     add_emit_options(s, target_flag="--emit")
     emit_group = next(g for g in s._action_groups if g.title == "emit")
     s.set_defaults(
-        func=plan,
+        func=plan_command,
         emit_only=tuple(
             (x.dest, x.option_strings[0], x.default)
             for x in emit_group._group_actions
@@ -77,11 +78,11 @@ def add_parser(sub: Subparsers) -> None:
     )
 
 
-def plan(a: argparse.Namespace) -> int:
+def plan_command(a: argparse.Namespace) -> int:
     if a.group is not None:
-        from exedra_engine.cli.planning.plan_group import plan_group
+        from exedra_engine.cli.planning.plan_group import plan_group_command
 
-        return plan_group(a)
+        return plan_group_command(a, hide_findings)
     missing = [f for f, v in (("--model", a.model), ("--kind", a.kind)) if v is None]
     if missing:
         raise EngineError(
@@ -93,7 +94,7 @@ def plan(a: argparse.Namespace) -> int:
         return _plan_and_emit(a)
     _check_no_emit_options(a)
     _, e, origin = planned(a)
-    e = shown_findings(e, a.show_secrets, a.executors)
+    e = hide_findings(e, a.show_secrets, a.executors)
     if a.strict and failing(e.findings) and not a.explain:
         return findings_verdict(a, e)
     plan = shown_plan(e.plan, a.show_secrets, e.sources, executors=a.executors)
@@ -160,24 +161,14 @@ def _shown_sources(e: Explained, show_secrets: bool, executors: Executors) -> li
     return [redact_provenance(p, secrets, executors=executors).source() for p in e.provenance]
 
 
-def shown_findings(e: Explained, show_secrets: bool, executors: Executors = BUILTIN) -> Explained:
+def hide_findings(e: Explained, show_secrets: bool, executors: Executors = BUILTIN) -> Explained:
     """`e` with every long key (`SHORT_KEY` characters or more) hidden in its findings,
     which quote the tokens they judge as free text: a caller's ``--arg=--temp=KEY`` is
     worded back. A shorter key stands where the checker says, redacted there."""
     if show_secrets or not e.findings:
         return e
     secrets = plan_secrets(e.plan.args, e.plan.env, executors=executors)
-    hide = TextRedactor(k for k in secrets if len(k) >= SHORT_KEY)
-    findings = tuple(
-        msgspec.structs.replace(
-            f,
-            token=hide.text(f.token),
-            message=hide.text(f.message),
-            suggestion=hide.text(f.suggestion),
-        )
-        for f in e.findings
-    )
-    return msgspec.structs.replace(e, findings=findings)
+    return msgspec.structs.replace(e, findings=shown_findings(e.findings, secrets))
 
 
 def _print_explain(
@@ -255,7 +246,7 @@ def _plan_and_emit(a: argparse.Namespace) -> int:
     host_defaulted = not a.host and a.emit != "systemd"
     if host_defaulted:
         a.host = "0.0.0.0"
-    req = request(a)
+    req = plan_request(a)
     e = explain_request(req)
     # The emitter is host-blind: the hardware the plan was made for is passed to it.
     return run_emit(e.plan, req.hardware, a, e.sources, host_defaulted=host_defaulted)

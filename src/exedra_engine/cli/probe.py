@@ -14,7 +14,7 @@ from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.parser import Subparsers
-from exedra_engine.cli.render import Report, shown, size_text
+from exedra_engine.cli.render import Report, shown, size_or_unknown
 from exedra_engine.errors import EngineError
 
 
@@ -51,10 +51,10 @@ def add_parser(sub: Subparsers) -> None:
         help="also record each executor's flags (its --help, parsed), so that plan --hardware "
         "FILE --explain elsewhere judges by this host's binary without running anything",
     )
-    s.set_defaults(func=probe)
+    s.set_defaults(func=probe_command)
 
 
-def probe(a: argparse.Namespace) -> Report:
+def probe_command(a: argparse.Namespace) -> Report:
     hw = host_hardware(executors=a.executors)
     if a.measure:
         from exedra_engine.cli.planning.measure import measured_host
@@ -79,7 +79,7 @@ def _with_flags(hw: Hardware, executors: Executors) -> Hardware:
 
 def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
     yield (
-        f"cpu        {hw.cpu.threads} threads, {size_text(hw.cpu.ram)} RAM, "
+        f"cpu        {hw.cpu.threads} threads, {size_or_unknown(hw.cpu.ram)} RAM, "
         f"{_free_text(hw.cpu.available)} free"
     )
     if not hw.gpus:
@@ -87,7 +87,7 @@ def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
     for g in hw.gpus:
         driver = shown(g.driver or "unknown")
         yield (
-            f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_text(g.vram)}, "
+            f"gpu        {shown(g.card)}  driver {driver}  VRAM {size_or_unknown(g.vram)}, "
             f"{_free_text(g.vram_free)} free"
         )
     # Asked only for the text: the binaries' versions, and where a cached one was found.
@@ -122,7 +122,7 @@ def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
 
 def _free_text(free: int | None) -> str:
     # None is "the host does not say" (nvidia sysfs, an old probe's file): never shown as 0.
-    return "unknown" if free is None else size_text(free) if free > 0 else "0 B"
+    return "unknown" if free is None else size_or_unknown(free) if free > 0 else "0 B"
 
 
 def _path_dirs() -> list[str]:

@@ -170,7 +170,7 @@ def print_json(value: object) -> None:
     sys.stdout.write(json_text(value) + "\n")
 
 
-def size_text(n: int) -> str:
+def size_or_unknown(n: int) -> str:
     if n <= 0:
         return "unknown"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

@@ -24,10 +24,10 @@ def add_parser(sub: Subparsers) -> None:
         "--timeout", type=options.seconds, default=300.0, metavar="S", help="default 300"
     )
     s.add_argument("--interval", type=options.seconds, default=1.0, metavar="S", help="default 1")
-    s.set_defaults(func=wait_ready)
+    s.set_defaults(func=wait_ready_command)
 
 
-def wait_ready(a: argparse.Namespace) -> int:
+def wait_ready_command(a: argparse.Namespace) -> int:
     """Ask URL until it answers 200 (exit 0) or the timeout passes (exit 1)."""
     import http.client
 

@@ -21,9 +21,9 @@ from exedra_engine.testing.lookups import (
 )
 from exedra_engine.testing.models import (
     ARCH_SHAPES,
-    CHAT_TEMPLATE,
     TINY_ARCH,
     TINY_BLOCKS,
+    TINY_CHAT_TEMPLATE,
     TINY_CONTEXT,
     TINY_NAME,
     TINY_WIDTH,
@@ -36,7 +36,7 @@ from exedra_engine.testing.whisper import WHISPER_VOCAB, write_tiny_whisper, wri
 
 __all__ = [
     "ARCH_SHAPES",
-    "CHAT_TEMPLATE",
+    "TINY_CHAT_TEMPLATE",
     "REAL_MODEL_NAME",
     "TINY_ARCH",
     "TINY_BLOCKS",

@@ -23,7 +23,7 @@ TINY_CONTEXT = 256
 TINY_NAME = "exedra-tiny"
 
 # A chat template simple enough for llama-server's Jinja engine and the built-in detector.
-CHAT_TEMPLATE = (
+TINY_CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n"
     "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
 )
@@ -91,7 +91,7 @@ def _add_tokenizer(w: Any, tokens: Any, scores: Any, types: Any) -> None:
     w.add_unk_token_id(0)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
-    w.add_chat_template(CHAT_TEMPLATE)
+    w.add_chat_template(TINY_CHAT_TEMPLATE)
 
 
 def write_tiny_llama(

@@ -22,7 +22,7 @@ from exedra_engine._core.config.judge_args import judge_args
 from exedra_engine._core.config.parse import LocatedConfig, field_path
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 
 
 def check_file(
@@ -34,12 +34,12 @@ def check_file(
     """The findings of one override file, judged by `tables` (by kind; a kind not in it by
     its profile's bundled table), in the order of the file's lines."""
     judge = Judge(tables or {}, located, executors)
-    _judge_config(judge, located, kind=None, model_id=None)
+    _judge_config(judge, located, only=None, model_id=None)
     return _ordered(judge.out)
 
 
 def check_plan_layers(
-    kind: str,
+    p: ExecutorProfile,
     table: FlagTable,
     *,
     files: Sequence[LocatedConfig] = (),
@@ -49,15 +49,15 @@ def check_plan_layers(
     caller_env: Sequence[tuple[str, str]] = (),
     executors: Executors = BUILTIN,
 ) -> tuple[Finding, ...]:
-    """The findings of what a plan for a model of `kind` (and id `model_id`) takes from each
-    layer, judged by `table`: the override files' sections that reach it, its run_args, and
-    the caller's args and env."""
-    p = executors.profile(kind)
+    """The findings of what a plan for a model of `p`'s kind (and id `model_id`) takes from
+    each layer, judged by `table`: the override files' sections that reach it, its run_args,
+    and the caller's args and env."""
+    kind = p.kind
     judge = Judge({kind: table}, None, executors)
     judge_args(judge, [p], run_args, "run_args", scope="")
     for f in files:
         fj = Judge({kind: table}, f, executors)
-        _judge_config(fj, f, kind=kind, model_id=model_id)
+        _judge_config(fj, f, only=p, model_id=model_id)
         judge.out.extend(fj.out)
     judge_args(judge, [p], caller_args, "caller args", scope="")
     judge.env([p], dict(caller_env), "caller env", scope="")
@@ -67,16 +67,18 @@ def check_plan_layers(
 
 
 def _judge_config(
-    judge: Judge, located: LocatedConfig, *, kind: str | None, model_id: str | None
+    judge: Judge, located: LocatedConfig, *, only: ExecutorProfile | None, model_id: str | None
 ) -> None:
+    """Judge `located`'s sections: all, or `only` those that reach a model of that profile's
+    kind (and id `model_id`)."""
     c = located.config
     ex = judge.executors
-    every = ex.profiles if kind is None else (ex.profile(kind),)
+    every = ex.profiles if only is None else (only,)
     judge.env(every, c.env, "$.env", scope="every model", every_kind=True)
     for k, o in c.engines.items():
-        if kind is not None and k != kind:
+        if only is not None and k != only.kind:
             continue
-        p = ex.profile(k)
+        p = only or ex.profile(k)
         base = field_path("$.engines", k)
         scope = f"every model of kind {k}"
         judge_args(judge, [p], o.args, field_path(base, "args"), scope=scope)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 
+from exedra_engine._core.memory.settings import MIB
 from exedra_engine._core.struct import Value, freeze
 from exedra_engine._core.values import LaunchPlan
 
-MIB = 1024 * 1024
 MARGIN_SHARE = 20
 """Per cent of the resident peak kept as margin."""
 MARGIN_MIN = 256 * MIB

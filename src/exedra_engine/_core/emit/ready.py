@@ -60,7 +60,7 @@ READ_BACK: Final = "the plan's argv and env, read back as the executor reads the
 """Why a plan field no layer is known to have set has its value."""
 
 
-def layer_of(sources: Sequence[Source], flag: str, var: str) -> str:
+def setting_layer(sources: Sequence[Source], flag: str, var: str) -> str:
     """The layer that set the plan field of `flag` or its variable `var` ("" unknown): by the
     flag's key and the variable's name as the merge recorded them, whatever spelling
     (``--port``, ``-p``, ``--port=N``) the layer wrote."""
@@ -79,7 +79,7 @@ def endpoint_origins(
         ("port", str(plan.port), p.port_flag, p.port_env),
         ("host", plan.host, p.host_flag, p.host_env),
     ):
-        layer = layer_of(sources, flag, var)
+        layer = setting_layer(sources, flag, var)
         why = "" if layer else READ_BACK
         out.append(Origin(field=field, value=value, source="plan", why=why, layer=layer))
     return tuple(out)

@@ -7,9 +7,9 @@ see `exedra_engine._core.executors.helptext`.
 
 from __future__ import annotations
 
-Row = tuple[tuple[str, ...], tuple[str, ...], int, tuple[str, ...], str]
+from exedra_engine._core.executors.flags import Row
 
-LLAMA: tuple[Row, ...] = (
+LLAMA_FLAGS: tuple[Row, ...] = (
     (('-h', '--help', '--usage'), (), 0, (), ''),
     (('--version',), (), 0, (), ''),
     (('-cl', '--cache-list'), (), 0, (), ''),
@@ -260,7 +260,7 @@ LLAMA: tuple[Row, ...] = (
     (('--spec-default',), (), 0, (), ''),
 )
 
-WHISPER: tuple[Row, ...] = (
+WHISPER_FLAGS: tuple[Row, ...] = (
     (('-h', '--help'), (), 0, (), ''),
     (('-t', '--threads'), (), 1, (), 'int'),
     (('-p', '--processors'), (), 1, (), 'int'),

@@ -49,7 +49,7 @@ _LLAMA_MEMORY_FLAGS: Final[Mapping[str, str]] = freeze(
 LLAMA: Final = ExecutorProfile(
     kind=Kind.LLAMA,
     binary="llama-server",
-    flag_rows=_flagdata.LLAMA,
+    flag_rows=_flagdata.LLAMA_FLAGS,
     table_version="build 0.10434",
     help_style="llama.cpp",
     # `llama-server --version` prints "version: 0.5.0-dev (build 1, commit 0c1e570)" on stderr.
@@ -228,7 +228,7 @@ LLAMA: Final = ExecutorProfile(
 WHISPER: Final = ExecutorProfile(
     kind=Kind.TRANSCRIBE,
     binary="whisper-server",
-    flag_rows=_flagdata.WHISPER,
+    flag_rows=_flagdata.WHISPER_FLAGS,
     table_version="version 1.8.5",
     help_style="whisper.cpp",
     help_corrections={

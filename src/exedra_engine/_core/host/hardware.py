@@ -29,8 +29,8 @@ import math
 import re
 
 from exedra_engine._core.executors.kinds import KindName
+from exedra_engine._core.host.machine import CPU, GPU, ExecutorInfo, Hardware
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
 
 
 class DrmNode(Value, frozen=True, kw_only=True):

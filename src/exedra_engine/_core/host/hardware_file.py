@@ -15,8 +15,8 @@ import msgspec
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Row
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.memory.fit_params import measurement_problems
-from exedra_engine._core.values import Hardware
+from exedra_engine._core.host.machine import Hardware
+from exedra_engine._core.host.measurement_bounds import measurement_problems
 from exedra_engine.errors import HardwareFileError
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.memory.settings import MIB
 from exedra_engine._core.plan.endpoint import env_dict, stoi
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import PlanError
-
-MIB = 1024 * 1024
 
 
 class Actual(Value, frozen=True, kw_only=True):

@@ -14,6 +14,7 @@ from typing import Final, Literal, TypeVar
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import CauseKind, ExecutorProfile, ExitCause
 from exedra_engine._core.memory.plan import MemoryPlan, PlaceMemory
+from exedra_engine._core.memory.settings import MIB
 from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.secrets import REDACTED
 from exedra_engine._core.struct import Value
@@ -37,7 +38,6 @@ failed also makes "failed to create context" lines, a missing backend "failed to
 
 LOG_LINES: Final = 8
 """How many of the last log lines an error carries."""
-MIB: Final = 1024 * 1024
 
 SIGILL_HINT: Final = (
     "this binary was built for CPU instructions this machine lacks; rebuild it with "

@@ -13,6 +13,7 @@ from msgspec.structs import replace
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.host.machine import Hardware
 from exedra_engine._core.memory.estimate import (
     estimate_from_settings,
     matching_measurement,
@@ -31,7 +32,6 @@ from exedra_engine._core.memory.settings import (
     read_settings,
 )
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import Hardware
 from exedra_engine.errors import DoesNotFit
 
 PROMPT_CACHE_STATES: Final = 4
@@ -122,6 +122,7 @@ class _Decider:
             profile,
             sides,
         )
+        self.items = items
         self.s = (
             settings if settings is not None else read_settings(profile, args, env, items=items)
         )
@@ -268,8 +269,14 @@ class _Decider:
         cache_mib = None if self.fixed_cache else self.cache_size(ctx, notes)
         engine = self.flags(ctx, cache_mib)
         final = self.est(engine)
+        # The merge's items, and those of the flags decided here (no layer set them).
+        items = (
+            (*self.items, *self.p.flags.split_items(engine, "memory flags"))
+            if self.items is not None and self.hw.measurements
+            else None
+        )
         measured = matching_measurement(
-            self.hw, self.p, self.inv.paths[0], (*self.args, *engine), self.env
+            self.hw, self.p, self.inv.paths[0], (*self.args, *engine), self.env, items=items
         )
         if measured is not None:
             final = with_measurement(final, measured)

@@ -22,10 +22,12 @@ from typing import Final
 
 from msgspec.structs import replace
 
+from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.host.machine import Hardware
 from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow, measurement_for
-from exedra_engine._core.memory.kv import ContextGeometry, kv_bytes, shape
+from exedra_engine._core.memory.kv import ContextGeometry, context_geometry, kv_bytes
 from exedra_engine._core.memory.placement import (
     ByLayer,
     Placement,
@@ -35,7 +37,6 @@ from exedra_engine._core.memory.placement import (
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.memory.settings import MIB, MemorySettings, read_settings
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import Hardware
 
 # Calibrated constants (docs/explanation.md, "Memory": Gemma 3 270M and a 135M llama model
 # measured with VmHWM and llama-fit-params on the project's build).
@@ -126,13 +127,13 @@ def estimate_from_settings(
 ) -> MemoryPlan:
     """`estimate_memory` from the argv's settings, already read (and `by_layer`, the
     inventory's `bytes_by_layer`, where the caller has it)."""
-    sh = shape(inventory, s, ctx)
+    sh = context_geometry(inventory, s, ctx)
     p = place(inventory, s, hardware, profile.kind)
     host, devices = _model_parts(inventory, s, sh, p, by_layer)
     kv_total = host[0].kv + sum(d[0].kv for d in devices)  # the model's own: every block's
     if draft is not None:
         d_host, d_devices = _model_parts(
-            draft, s, shape(draft, s, sh.ctx), place(draft, s, hardware, profile.kind)
+            draft, s, context_geometry(draft, s, sh.ctx), place(draft, s, hardware, profile.kind)
         )
         host = _add(host, d_host)
         devices = [_add(a, b) for a, b in zip(devices, d_devices, strict=True)]
@@ -259,11 +260,13 @@ def matching_measurement(
     model: str,
     args: Sequence[str],
     env: Sequence[str] = (),
+    *,
+    items: Sequence[Item] | None = None,
 ) -> FitMeasurement | None:
     """The host's measurement of `model` made with the same memory settings as this argv and
     env (`exedra_engine._core.memory.fit_params.measurement_for`), the last one taken; a path on
-    another machine matches by its file name."""
-    return measurement_for(hw.measurements, profile, model, args, env)
+    another machine matches by its file name. `items` are `args` as the table reads them."""
+    return measurement_for(hw.measurements, profile, model, args, env, items=items)
 
 
 def with_measurement(est: MemoryPlan, m: FitMeasurement) -> MemoryPlan:

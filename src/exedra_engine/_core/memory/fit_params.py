@@ -11,75 +11,29 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.flags import FlagTable, Item
 from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._core.struct import Value
+from exedra_engine._core.host.machine import FitMeasurement as FitMeasurement  # noqa: PLC0414
+from exedra_engine._core.host.machine import FitRow as FitRow  # noqa: PLC0414
+from exedra_engine._core.host.measurement_bounds import (
+    DEVICE_NAME,
+    MAX_BYTES,
+    MAX_CTX,
+    MAX_ROWS,
+)
 from exedra_engine.errors import MeasureError, PlanError
 
 MiB = 1 << 20
 
 
-class FitRow(Value, frozen=True, kw_only=True):
-    """One device's (or the host's) reservation, as llama-fit-params prints it."""
-
-    name: str
-    """The backend device name (``CUDA0``, ``Vulkan0``) or ``Host``."""
-    model: int
-    """Bytes reserved for weights."""
-    context: int
-    """Bytes reserved for the KV cache (and recurrent state)."""
-    compute: int
-    """Bytes reserved for compute buffers."""
-    free: int = 0
-    """Bytes free on the device (for ``Host``: usable by the process) when measured, as the
-    engine reported it (devices) or the probe found it (the host); 0 when not known."""
-
-    @property
-    def total(self) -> int:
-        """model + context + compute."""
-        return self.model + self.context + self.compute
-
-
-class FitMeasurement(Value, frozen=True, kw_only=True, omit_defaults=True):
-    """One run of llama-fit-params: the model, the flags it was given, and its answer."""
-
-    model: str
-    """The model path it loaded (the first shard of a split set)."""
-    settings: tuple[str, ...] = ()
-    """The plan's memory flags (`memory_settings`): what a plan is matched by."""
-    args: tuple[str, ...] = ()
-    """What it was run with: the `settings` it takes (see `companion_args`). Those it does
-    not take (``--cache-ram``, ``--mmproj``...) reserve memory these figures leave out."""
-    ctx: int
-    """The context the figures are for."""
-    host: FitRow
-    devices: tuple[FitRow, ...] = ()
-    build: str = ""
-    """The binary's stated version, so a stale measurement can be told apart."""
-
-
-MAX_ROWS = 64
-"""More rows than this is not llama-fit-params' output (it prints one per device + Host)."""
-MAX_CTX = 2**31 - 1
-"""The largest context an executor takes (it reads ``--ctx-size`` into an int32)."""
-MAX_BYTES = 1 << 50
-"""More bytes than this (1 PiB) in one part of a row is no host's memory."""
-MAX_TOKENS = 256
-"""Flags of one measurement (`FitMeasurement.settings`, `args`): a plan's memory flags."""
-MAX_TEXT = 4096
-"""Characters of one path or flag of a measurement."""
-# ASCII only: Python's \d and \S also match other scripts' digits (Arabic-Indic) and control
-# characters (NUL, ESC), which an engine's output never holds and a terminal would act on.
-_NAME = r"[!-~]{1,64}"
-_ROW = re.compile(rf"({_NAME}) ([0-9]{{1,12}}) ([0-9]{{1,12}}) ([0-9]{{1,12}})")
+_ROW = re.compile(rf"({DEVICE_NAME}) ([0-9]{{1,12}}) ([0-9]{{1,12}}) ([0-9]{{1,12}})")
 # llama.cpp src/llama.cpp: "using device CUDA0 (NVIDIA ...) (0000:01:00.0) - 23000 MiB free"
 _DEVICE_FREE = re.compile(
-    rf"using device ({_NAME}) \(.*\) - ([0-9]{{1,12}}) MiB free[ \t\r]*$", re.M | re.A
+    rf"using device ({DEVICE_NAME}) \(.*\) - ([0-9]{{1,12}}) MiB free[ \t\r]*$", re.M | re.A
 )
 # llama.cpp src/llama-context.cpp: "llama_context: n_ctx         = 4096", after the log's
 # timestamp and level ("0.00.141.596 D ")
 _N_CTX = re.compile(r"(?:^|[ \t])llama_context: n_ctx[ \t]+= ([0-9]{1,12})[ \t\r]*$", re.M | re.A)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def rows_from_print(stdout: str) -> tuple[tuple[FitRow, ...], FitRow]:
@@ -181,87 +135,32 @@ def measurement_from(
     )
 
 
-def measurement_problems(
-    m: FitMeasurement, profiles: Sequence[ExecutorProfile] = ()
-) -> list[tuple[str, str]]:
-    """What makes a measurement read from a file (a hardware file's ``measurements``) no
-    measurement, as (field, what): bounds, printable names, no device twice, and
-    `settings` that each of `profiles` (those with a measuring companion) can cut, so that
-    one bad entry is refused naming its file and field, not at every plan without either."""
-    out = _text_problems(m)
-    for p in profiles:
-        try:
-            p.flags.split_items(m.settings, "settings")
-        except PlanError as e:
-            out.append((".settings", f"{p.binary} cannot read them: {e}"))
-    return out + _rows_problems(m)
-
-
-def _text_problems(m: FitMeasurement) -> list[tuple[str, str]]:
-    """The measurement's texts, context and flags out of bounds."""
-    out: list[tuple[str, str]] = []
-    for field, text in (("model", m.model), ("build", m.build)):
-        if _CONTROL.search(text) or len(text) > MAX_TEXT:
-            out.append((f".{field}", "holds a control character or is too long"))
-    if not m.model:
-        out.append((".model", "is empty"))
-    if not 0 <= m.ctx <= MAX_CTX:
-        out.append((".ctx", f"{m.ctx} is not a context size (0 to {MAX_CTX})"))
-    for field, tokens in (("settings", m.settings), ("args", m.args)):
-        if len(tokens) > MAX_TOKENS:
-            out.append((f".{field}", f"{len(tokens)} flags: more than {MAX_TOKENS}"))
-        elif any(_CONTROL.search(t) or len(t) > MAX_TEXT for t in tokens):
-            out.append((f".{field}", "a flag holds a control character or is too long"))
-    return out
-
-
-def _rows_problems(m: FitMeasurement) -> list[tuple[str, str]]:
-    """The host's and the devices' rows: how many, their names and sizes."""
-    out: list[tuple[str, str]] = []
-    if len(m.devices) > MAX_ROWS:
-        out.append((".devices", f"{len(m.devices)} rows: more than {MAX_ROWS}"))
-    rows = ((".host", m.host), *((f".devices[{j}]", d) for j, d in enumerate(m.devices)))
-    seen: set[str] = set()
-    for at, row in rows:
-        out += _row_problems(at, row, seen)
-    if m.host.name != "Host":
-        out.append((".host.name", f"{m.host.name[:64]!r} is not Host"))
-    return out
-
-
-def _row_problems(at: str, row: FitRow, seen: set[str]) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    if not re.fullmatch(_NAME, row.name):
-        out.append((f"{at}.name", "is not 1 to 64 printable ASCII characters"))
-    elif row.name in seen:
-        out.append((f"{at}.name", f"device {row.name} is listed twice"))
-    seen.add(row.name)
-    for part in ("model", "context", "compute", "free"):
-        n = getattr(row, part)
-        if not 0 <= n <= MAX_BYTES:
-            out.append((f"{at}.{part}", f"{n} is not a size in bytes (0 to 1 PiB)"))
-    return out
-
-
 _TRUE = frozenset({"1", "true", "on", "enabled", "yes"})
 _FALSE = frozenset({"0", "false", "off", "disabled", "no"})
 
 
 def memory_settings(
-    profile: ExecutorProfile, args: Sequence[str], env: Sequence[str] = ()
+    profile: ExecutorProfile,
+    args: Sequence[str],
+    env: Sequence[str] = (),
+    *,
+    items: Sequence[Item] | None = None,
 ) -> tuple[str, ...]:
     """The flags of a plan (its `args` and ``NAME=VALUE`` `env`) that change what the
     executor reserves (`ExecutorProfile.measure_flags`), canonical: each by its key, in the
     plan's order, variables as flags, and the slot count last, made explicit where the
     executor chooses it (llama-server's auto: ``--parallel 4 --kv-unified``). Equal settings
-    reserve equal memory. Raises `PlanError` for an argv the table cannot cut."""
+    reserve equal memory. Raises `PlanError` for an argv the table cannot cut. `items` are
+    `args` as the table reads them, where the caller has them (the merge's)."""
     table: FlagTable = profile.flags
-    items = [it for it in table.split_items(args, "plan args") if it.key in profile.measure_flags]
-    in_args = {it.key for it in items}
-    items += table.split_items(_env_flags(profile, env, in_args), "plan env")
+    if items is None:
+        items = table.split_items(args, "plan args")
+    found = [it for it in items if it.key in profile.measure_flags]
+    in_args = {it.key for it in found}
+    found += table.split_items(_env_flags(profile, env, in_args), "plan env")
     out: list[str] = []
     slots: str | None = None
-    for it in items:
+    for it in found:
         if it.key == profile.slots_flag and not it.negated:
             slots = it.values[0] if it.values else None
         elif it.key != profile.unified_flag:
@@ -360,13 +259,17 @@ def measurement_for(
     model: str,
     args: Sequence[str],
     env: Sequence[str] = (),
+    *,
+    items: Sequence[Item] | None = None,
 ) -> FitMeasurement | None:
     """The measurement (the newest, last) made for `model` with the same memory settings as
     a plan's `args` and `env`, or None: a measurement for another context or cache type says
     nothing about this plan. A measurement of the same path wins; else one of the same file
     name (the target keeps its models elsewhere). Raises `PlanError` for an argv the table
-    cannot cut."""
-    wanted = _order_free(profile, memory_settings(profile, args, env))
+    cannot cut. `items` are `args` as the table reads them, where the caller has them."""
+    if not measurements:
+        return None
+    wanted = _order_free(profile, memory_settings(profile, args, env, items=items))
     same = []
     for i, m in enumerate(measurements):
         try:

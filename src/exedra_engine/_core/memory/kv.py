@@ -32,7 +32,9 @@ class ContextGeometry(Value, frozen=True, kw_only=True):
     flash_attn: bool
 
 
-def shape(inv: ModelInventory, s: MemorySettings, ctx: int | None = None) -> ContextGeometry:
+def context_geometry(
+    inv: ModelInventory, s: MemorySettings, ctx: int | None = None
+) -> ContextGeometry:
     """The context geometry for `ctx` tokens (default: the settings', else the model's)."""
     n_ctx = ctx if ctx is not None else (s.ctx or inv.context or FALLBACK_CTX)
     seqs = AUTO_PARALLEL if s.parallel < 0 else max(s.parallel, 1)

@@ -7,9 +7,9 @@ import re
 from typing import Final, NamedTuple
 
 from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
+from exedra_engine._core.host.machine import GPU, Hardware
 from exedra_engine._core.memory.settings import MemorySettings
 from exedra_engine._core.struct import Value, freeze
-from exedra_engine._core.values import GPU, Hardware
 
 _GPU_BACKENDS: Final = freeze(
     {

@@ -122,19 +122,16 @@ def resolve_for(
 
 
 def resolve_merged(
-    kind: str,
+    p: ExecutorProfile,
     args: Sequence[str],
     settings: Mapping[str, tuple[str, ...]],
     env: Mapping[str, str] | Sequence[str],
-    *,
-    executors: Executors = BUILTIN,
 ) -> Resolved:
-    """`resolve` for an argv the merge produced, from its `settings` (the winning value of
+    """`resolve_for` an argv the merge produced, from its `settings` (the winning value of
     each non-repeatable known flag): the merge has already cut the argv as the executor does,
     so walking it again would find the same values."""
-    p = executors.profile(kind)
     if p.key_flag and not p.key_env:  # its keys stay in argv, repeated: walk it
-        return resolve(kind, args, env, executors=executors)
+        return resolve_for(p, args, env)
     envmap = env_map(env)
     host, port, keys = _from_env(p, envmap)
     if p.host_flag in settings:

@@ -1,15 +1,19 @@
 """The flags a plan derives itself, and the layers every plan is merged from.
 
 Engine flags are derived here and nowhere else (`engine_args`): from the spec, the host and
-the caller's constraints, and what the memory plan decided. `plan_layers` stacks them with the
+the caller's constraints, and what the memory plan decided (`with_memory_args`, joined to the
+merge without merging again). `plan_layers` stacks them with the
 spec's run_args, the override files' sections and the caller's own args and env, each layer
 with its rank (lowest first; see `exedra_engine._core.plan.planner`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._core.plan.layers import Layer, env_items
+from exedra_engine._core.plan.join import join_unset
+from exedra_engine._core.plan.layers import Layer, Merged, env_items
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import Constraints, ModelSpec
 from exedra_engine.constants import DEFAULT_HOST
@@ -41,7 +45,8 @@ def engine_args(
     *,
     memory_args: tuple[str, ...] = (),
 ) -> tuple[str, ...]:
-    """The flags the engine layer derives from the spec, the host and the constraints."""
+    """The flags the engine layer derives from the spec, the host and the constraints
+    (`memory_args` last: the plan `with_memory_args` makes has them there)."""
     p = profile
     args = [p.model_flag, spec.path]
     if p.alias_flag and spec.id:
@@ -114,6 +119,29 @@ def plan_layers(
                 )
             )
     return layers
+
+
+def with_memory_args(
+    merged: Merged,
+    profile: ExecutorProfile,
+    layers: Sequence[Layer],
+    memory_args: Sequence[str],
+    *,
+    after: int = 0,
+) -> Merged:
+    """`merged` (of `layers`) with the flags the memory plan decided where `engine_args` puts
+    them, as if `plan_layers` had been given them: the memory plan adds only settings that no
+    layer set (`MemoryDecision.engine_args`), so they join the merge as they are. `after`
+    counts the engine layer's last tokens that follow them (flags appended to `engine_args`)."""
+    engine = next(layer for layer in layers if layer.rank == RANK_ENGINE)
+    return join_unset(
+        merged,
+        profile.flags,
+        memory_args,
+        layer=engine.name,
+        at=len(engine.args) - after,
+        lower={layer.name for layer in layers if layer.rank < RANK_ENGINE},
+    )
 
 
 def _config_names(spec: ModelSpec) -> tuple[str, str]:

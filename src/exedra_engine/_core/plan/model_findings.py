@@ -23,7 +23,7 @@ from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.gguf.labels import CHAT_TEMPLATE
-from exedra_engine._core.memory.kv import shape
+from exedra_engine._core.memory.kv import context_geometry
 from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.plan.layers import Merged
 from exedra_engine._core.values import ModelInfo, ModelSpec
@@ -99,7 +99,7 @@ def _ctx_above_trained(
     if s.ctx <= 0:  # the executor's default is the model's own context
         return []
     # What one slot may fill: llama.cpp warns of "training context overflow" past it.
-    per_slot = shape(inv, s).ctx_seq
+    per_slot = context_geometry(inv, s).ctx_seq
     if per_slot <= model.context:
         return []
     where, token = _set_by(profile, m, flag)

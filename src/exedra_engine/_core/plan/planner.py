@@ -33,7 +33,7 @@ from exedra_engine._core.memory.decide import MemoryDecision, decide_memory
 from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.endpoint import resolve_merged
-from exedra_engine._core.plan.engine_args import plan_layers
+from exedra_engine._core.plan.engine_args import plan_layers, with_memory_args
 from exedra_engine._core.plan.layers import (
     Merged,
     Provenance,
@@ -119,7 +119,8 @@ def _plan_only(
     spec: ModelSpec, hw: Hardware | None, c: Constraints, facts: PlanFacts, executors: Executors
 ) -> LaunchPlan:
     # One Result, not a second one from `.map` (each costs ~0.4 us).
-    return _plan(spec, hw, c, facts, explain=False, executors=executors).plan
+    profile = executors.profile(spec.kind)
+    return _plan(spec, hw, c, facts, explain=False, executors=executors, profile=profile).plan
 
 
 def explain_launch(
@@ -171,14 +172,25 @@ def explain_plan(
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
     executors: Executors = BUILTIN,
+    profile: ExecutorProfile | None = None,
 ) -> Explained:
     """`explain_launch` for the library's own callers (the shells): raises the
-    `EngineError` instead of returning it."""
+    `EngineError` instead of returning it. `profile` is the spec's kind's in `executors`,
+    where the caller has looked it up already."""
     judge = (flags, tuple(config_files))
     facts = PlanFacts(
         model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models
     )
-    return _plan(spec, hw, constraints, facts, explain=True, judge=judge, executors=executors)
+    return _plan(
+        spec,
+        hw,
+        constraints,
+        facts,
+        explain=True,
+        judge=judge,
+        executors=executors,
+        profile=profile or executors.profile(spec.kind),
+    )
 
 
 class PlanFacts(Value, frozen=True, kw_only=True):
@@ -208,7 +220,17 @@ def plan_facts(
     """The raising planner from gathered facts (the group planner's entry): `Explained`
     with provenance and findings (judged as `explain_launch` does) only when `explain`."""
     judge = (flags, tuple(config_files)) if explain else None
-    return _plan(spec, hw, constraints, facts, explain=explain, judge=judge, executors=executors)
+    profile = executors.profile(spec.kind)
+    return _plan(
+        spec,
+        hw,
+        constraints,
+        facts,
+        explain=explain,
+        judge=judge,
+        executors=executors,
+        profile=profile,
+    )
 
 
 # Inside the planner, failures are raised and turned into values once, at the public boundary
@@ -221,12 +243,13 @@ def _plan(
     *,
     explain: bool,
     judge: tuple[FlagTable | None, tuple[LocatedConfig, ...]] | None = None,
-    executors: Executors = BUILTIN,
+    executors: Executors,
+    profile: ExecutorProfile,
 ) -> Explained:
+    # `profile` is the spec's kind's, looked up once for the whole plan.
     model, ports_in_use = facts.model, facts.ports_in_use
     if hw is None:
         raise NoHardware("hardware snapshot is None: call probe() first")
-    profile = executors.profile(spec.kind)
     exe = _installed(profile, hw, spec)
     check_request(profile, spec, constraints, model)
     engine_port = choose_port(constraints, ports_in_use)
@@ -234,20 +257,12 @@ def _plan(
     layers = plan_layers(
         profile, spec, constraints, engine_port, cpu_only, extra=facts.engine_extra
     )
+    # One merge: the memory plan reads it, and what it adds (settings no layer set) joins it.
     m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
     memory = _memory(profile, hw, m, facts)
     if memory is not None and memory.engine_args:
-        layers = plan_layers(
-            profile,
-            spec,
-            constraints,
-            engine_port,
-            cpu_only,
-            memory_args=memory.engine_args,
-            extra=facts.engine_extra,
-        )
-        m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
-    r = resolve_merged(spec.kind, m.args, m.settings, m.env_map, executors=executors)
+        m = with_memory_args(m, profile, layers, memory.engine_args, after=len(facts.engine_extra))
+    r = resolve_merged(profile, m.args, m.settings, m.env_map)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
         raise PortInUse(f"port {r.port} is already in use ({port_origin(profile, m)})")
@@ -334,7 +349,7 @@ def _findings(
     if not files and c.overrides is not None:
         files = (LocatedConfig(source="", config=c.overrides),)
     return check_plan_layers(
-        spec.kind,
+        profile,
         flags or profile.flags,
         files=files,
         model_id=spec.id,

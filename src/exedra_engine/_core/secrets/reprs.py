@@ -17,27 +17,23 @@ import msgspec
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.secrets.hide import TextRedactor
-from exedra_engine._core.secrets.shown import redact_plan, redact_provenance, redact_said
+from exedra_engine._core.secrets.shown import redact_plan, redact_provenance, said_tokens_shown
 from exedra_engine._core.secrets.table import SHORT_KEY
 from exedra_engine._core.secrets.walk import plan_secrets
 
 if TYPE_CHECKING:
     from exedra_engine._core.config.findings import Finding
-    from exedra_engine._core.plan.layers import Said, Source
+    from exedra_engine._core.plan.layers import Source
     from exedra_engine._core.plan.planner import Explained
 
 
-def _said(layer: str, text: str, what: str) -> Said:
-    from exedra_engine._core.plan.layers import Said
-
+def _shown_text(layer: str, text: str, what: str, secrets: Collection[str], ex: Executors) -> str:
+    # `Said.text` of the contribution, hidden: its tokens as `Said` holds them, joined back.
     if what == "env":
         name, _, value = text.partition("=")
-        return Said(layer=layer, what="env", tokens=(name, value))
-    return Said(layer=layer, what="arg", tokens=tuple(text.split(" ")))
-
-
-def _shown_text(layer: str, text: str, what: str, secrets: Collection[str], ex: Executors) -> str:
-    return redact_said(_said(layer, text, what), secrets, executors=ex).text
+        return "=".join(said_tokens_shown(layer, "env", (name, value), secrets, executors=ex))
+    tokens = tuple(text.split(" "))
+    return " ".join(said_tokens_shown(layer, "arg", tokens, secrets, executors=ex))
 
 
 def shown_source(

@@ -162,30 +162,45 @@ def redact_said(s: Said, secrets: Collection[str], *, executors: Executors = BUI
     """One layer's contribution with its secret hidden: a secret-named variable's value, a
     key flag's values, and (above the engine layer, whose flags are derived from what is not
     secret) any value that holds one of `secrets` or a secret by its look."""
-    hide = Hider(secrets)
-    shown = _said_env(s, hide) if s.what == "env" else _said_arg(s, hide, executors)
+    shown = said_tokens_shown(s.layer, s.what, s.tokens, secrets, executors=executors)
     return s if shown == s.tokens else msgspec.structs.replace(s, tokens=shown)
 
 
-def _said_env(s: Said, hide: Hider) -> tuple[str, ...]:
-    name, value = s.tokens
+def said_tokens_shown(
+    layer: str,
+    what: str,
+    tokens: tuple[str, ...],
+    secrets: Collection[str],
+    *,
+    executors: Executors = BUILTIN,
+) -> tuple[str, ...]:
+    """`redact_said`'s tokens, from a contribution's parts (no `Said` needed: the walker
+    stands below the planner that defines it)."""
+    hide = Hider(secrets)
+    return _said_env(tokens, hide) if what == "env" else _said_arg(layer, tokens, hide, executors)
+
+
+def _said_env(tokens: tuple[str, ...], hide: Hider) -> tuple[str, ...]:
+    name, value = tokens
     shown = hide.env(f"{name}={value}").partition("=")[2]
-    return s.tokens if shown == value else (name, shown)
+    return tokens if shown == value else (name, shown)
 
 
-def _said_arg(s: Said, hide: Hider, executors: Executors) -> tuple[str, ...]:
-    above = s.layer != ENGINE_LAYER
-    first, values = s.tokens[0], s.tokens[1:]
+def _said_arg(
+    layer: str, tokens: tuple[str, ...], hide: Hider, executors: Executors
+) -> tuple[str, ...]:
+    above = layer != ENGINE_LAYER
+    first, values = tokens[0], tokens[1:]
     if values:
         if is_secret_flag(first, executors):
             return (first, REDACTED)
         if above and copied_secret(" ".join(values), hide.secrets):
             return (first, REDACTED)
-        return (first, *(hide.value(v) for v in values)) if above else s.tokens
+        return (first, *(hide.value(v) for v in values)) if above else tokens
     name, eq, value = first.partition("=")
     if first[:1] == "-" and eq and value and is_secret_flag(name, executors):
         return (f"{name}={REDACTED}",)
-    return (hide.token(first),) if above else s.tokens
+    return (hide.token(first),) if above else tokens
 
 
 def redact_config(cfg: Config, *, executors: Executors = BUILTIN) -> Config:

@@ -31,9 +31,9 @@ def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
     """``launch --group FILE`` (``--router``: as one llama.cpp router): plan the group as
     ``plan --group`` does, then run it."""
     from exedra_engine._shell.group_plan import explain_group_request
-    from exedra_engine.cli.planning.plan_group import request
+    from exedra_engine.cli.planning.plan_group import group_request
 
-    group = explain_group_request(request(a), explain=False).plan
+    group = explain_group_request(group_request(a), explain=False).plan
     if a.router:
         return _launch_router(group, a, sigs)
     return run_group_launch(group, a, sigs)

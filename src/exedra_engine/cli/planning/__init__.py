@@ -1,2 +1,2 @@
-"""What `plan` and `emit` share beyond their command modules: the request both build, the group
-plan and emit, `--measure`."""
+"""What `plan`, `emit` and `config --check` share beyond their command modules: the request
+both commands build, the group plan and emit, `--measure`, and `config --check`'s run."""

@@ -20,7 +20,7 @@ from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelS
 from exedra_engine.cli.render import shown
 
 
-def with_measurement(hw: Hardware, plan: LaunchPlan) -> Hardware:
+def measured_hardware(hw: Hardware, plan: LaunchPlan) -> Hardware:
     """`hw` with the measurement of `plan` (made here, now) appended; raises `MeasureError`."""
     from exedra_engine._shell.measure import measured
 

@@ -5,20 +5,21 @@ group planner decided; ``--explain`` says why each share is what it is."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 import msgspec
 
 from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.cpus import cpu_set_text
 from exedra_engine._core.group.planner import GroupExplained
 from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.plan.planner import Explained
-from exedra_engine._shell.check import located_configs
+from exedra_engine._shell.config_check import located_configs
 from exedra_engine._shell.group_plan import GroupRequest, explain_group_request, read_group
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
-from exedra_engine.cli.plan import shown_findings
 from exedra_engine.cli.planning.request import shared_constraints
 from exedra_engine.cli.render import finding_line, print_json, print_plan, shown, shown_plan
 from exedra_engine.errors import EngineError
@@ -38,6 +39,8 @@ _PER_MEMBER = (
 )
 """Options a group file sets per member (or that a group plan does not do): refused."""
 
+HideFindings = Callable[[Explained, bool, Executors], Explained]
+
 
 def refuse_per_member(a: argparse.Namespace) -> None:
     """Refuse the options a group file sets per member (`EngineError`, naming them); used by
@@ -53,19 +56,20 @@ def refuse_per_member(a: argparse.Namespace) -> None:
         )
 
 
-def plan_group(a: argparse.Namespace) -> int:
-    """The ``plan --group`` command."""
+def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
+    """The ``plan --group`` command; `hide` hides the keys in a member's findings as
+    ``plan`` does (`cli.plan.hide_findings`, handed in: ``plan`` imports this module)."""
     refuse_per_member(a)
     if a.emit in ("k8s", "quadlet") and not a.host:
         # As plan --emit does: a container's executor binds every address unless told.
         a.host = "0.0.0.0"
-    req = request(a)
+    req = group_request(a)
     if a.emit:
         from exedra_engine.cli.planning.emit_group import run_group_emit
 
         return run_group_emit(explain_group_request(req, explain=False).plan, req.hardware, a)
     e = explain_group_request(req, flags=_flag_tables(req) if a.explain else None)
-    members = [shown_findings(m, a.show_secrets, a.executors) for m in e.members]
+    members = [hide(m, a.show_secrets, a.executors) for m in e.members]
     plans = [shown_plan(m.plan, a.show_secrets, m.sources, executors=a.executors) for m in members]
     group = msgspec.structs.replace(e.plan, plans=tuple(plans))
     if a.json:
@@ -87,7 +91,7 @@ def plan_group(a: argparse.Namespace) -> int:
     return 0
 
 
-def request(a: argparse.Namespace) -> GroupRequest:
+def group_request(a: argparse.Namespace) -> GroupRequest:
     """What the group planner is asked, from the command line."""
     ex = a.executors
     members = read_group(a.group, executors=ex)

@@ -17,7 +17,7 @@ from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.plan.planner import Explained
 from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
-from exedra_engine._shell.check import located_configs
+from exedra_engine._shell.config_check import located_configs
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
@@ -61,7 +61,7 @@ def add_plan_options(p: argparse.ArgumentParser, *, model_required: bool = True)
     g = p.add_argument_group("constraints")
     g.add_argument(
         "--config",
-        type=options.config_path,
+        type=options.config_file,
         metavar="PATH",
         help=f"override file or directory (default {DEFAULT_CONFIG_PATH})",
     )
@@ -130,7 +130,7 @@ def add_plan_options(p: argparse.ArgumentParser, *, model_required: bool = True)
     g.add_argument("--show-secrets", action="store_true", help="print API keys unredacted")
 
 
-def request(a: argparse.Namespace) -> PlanRequest:
+def plan_request(a: argparse.Namespace) -> PlanRequest:
     """What the planner is asked, from the command line; with ``--measure``, its hardware
     holds the engine's own measurement of the plan asked for. Raises the `EngineError` of a
     file that cannot be read or an option that cannot be honoured."""
@@ -210,7 +210,7 @@ def shared_constraints(a: argparse.Namespace, files: Sequence[LocatedConfig]) ->
 def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
     """`req` with the engine's own measurement of the plan asked for in its hardware: planned
     once for its flags, measured on this machine."""
-    from exedra_engine.cli.planning.measure import with_measurement
+    from exedra_engine.cli.planning.measure import measured_hardware
     from exedra_engine.errors import PlanError
 
     if a.hardware or req.hardware is None:
@@ -219,7 +219,7 @@ def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
             "there (probe --json --measure MODEL) and plan from that file"
         )
     first = explain_request(msgspec.structs.replace(req, check_ports=False))
-    hw = with_measurement(req.hardware, first.plan)
+    hw = measured_hardware(req.hardware, first.plan)
     return msgspec.structs.replace(req, hardware=hw)
 
 
@@ -246,7 +246,7 @@ def planned(
     """The request, its plan explained, and the table its layers were judged by: with
     ``--explain``, ``--strict`` or `live` (``launch``, which starts that binary) the
     executor's own (its ``--help``, cached), else the bundled one."""
-    req = request(a)
+    req = plan_request(a)
     kind = req.spec.kind
     exe = req.hardware.executor(kind) if req.hardware else None
     profile = req.executors.profile(kind)
@@ -258,7 +258,7 @@ def planned(
             from exedra_engine._shell.local.flag_tables import executor_table
 
             flags, origin = executor_table(profile, exe.path)
-    return req, explain_request(req, flags=flags), origin
+    return req, explain_request(req, flags=flags, profile=profile), origin
 
 
 def recorded_table(

@@ -35,7 +35,7 @@ RESTART_DELAY = 5
 """Seconds between a crash and the restart: a crash loop cannot spin."""
 
 # Device groups (/proc/devices names; globs allowed) each driver's user-space opens.
-DEVICES = freeze(
+DEVICE_ALLOW = freeze(
     {
         "nvidia": ("char-nvidia*",),
         "amdgpu": ("char-drm", "char-kfd"),
@@ -287,7 +287,7 @@ def _devices(s: Shape, origins: list[Origin]) -> list[tuple[str, str]]:
         ]
         return cpu
     allowed = sorted(
-        set(DEVICES.get(s.gpu.driver, ("char-drm",)))
+        set(DEVICE_ALLOW.get(s.gpu.driver, ("char-drm",)))
         | ({"char-drm"} if s.gpu.backend == "vulkan" else set())
     )
     out = [("DeviceAllow", f"{d} rw") for d in allowed]

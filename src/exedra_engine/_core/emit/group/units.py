@@ -36,11 +36,11 @@ from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan, MemberShare
+from exedra_engine._core.memory.settings import MIB
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.errors import EmitError, EmitRefused
 
-MIB = 1024 * 1024
 DEFAULT_NAME = "exedra-group"
 
 

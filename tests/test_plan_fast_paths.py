@@ -23,7 +23,7 @@ from exedra_engine import (
 from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.gguf.inventory import ModelInventory
-from exedra_engine._core.memory.kv import _kv_block, kv_bytes, shape
+from exedra_engine._core.memory.kv import _kv_block, context_geometry, kv_bytes
 from exedra_engine._core.memory.placement import (
     _tensor_place,
     bytes_by_layer,
@@ -52,12 +52,12 @@ def _slow(table: object, argv: tuple[str, ...]) -> tuple[Item, ...]:
         ("--override-kv", "a=int:1", "-ot", "x=CPU", "--host", "::1", "-1"),
     ],
 )
-def test_i20_item8_fast_reader_reads_as_the_general_one(argv: tuple[str, ...]) -> None:
+def test_fast_reader_reads_as_the_general_one(argv: tuple[str, ...]) -> None:
     fast = LLAMA.flags._read(argv, False)[0]
     assert fast == _slow(LLAMA.flags, argv)
 
 
-def test_i20_item8_replaced_worked_out_on_demand() -> None:
+def test_replaced_worked_out_on_demand() -> None:
     layers = [
         Layer(name="low", rank=0, args=("-c", "1", "--threads", "5"), env=(("TZ", "A"),)),
         Layer(name="mid", rank=1, args=("--ctx-size", "2", "--lora", "x")),
@@ -109,7 +109,7 @@ def _row2() -> tuple[ModelSpec, Hardware, Constraints]:
     return spec, hw, con
 
 
-def test_i20_item8_plan_and_explain_agree() -> None:
+def test_plan_and_explain_agree() -> None:
     spec, hw, con = _row2()
     plan = plan_launch(spec, hw, con).unwrap()
     e = explain_launch(spec, hw, con).unwrap()
@@ -132,12 +132,12 @@ def test_i20_item8_plan_and_explain_agree() -> None:
         ("-ctk", "q8_0", "-ctv", "q4_0", "-fa", "on"),
     ],
 )
-def test_i20_item8_placement_by_layer_and_kv_blocks_keep_their_figures(
+def test_placement_by_layer_and_kv_blocks_keep_their_figures(
     model: object, argv: tuple[str, ...]
 ) -> None:
     inv: ModelInventory = model()  # type: ignore[operator]
     s = read_settings(LLAMA, argv)
-    sh = shape(inv, s, None)
+    sh = context_geometry(inv, s, None)
     for hw in (cpu_host(), gpu_host(8 << 30), gpu_host(8 << 30, 4 << 30)):
         p = place(inv, s, hw, "llama")
         host, dev = 0, [0] * len(p.devices)
@@ -156,7 +156,7 @@ def test_i20_item8_placement_by_layer_and_kv_blocks_keep_their_figures(
     assert kv_bytes(inv, s, sh) == each
 
 
-def test_i20_item8_settings_from_the_merge_items() -> None:
+def test_settings_from_the_merge_items() -> None:
     m = merge(
         LLAMA,
         [
@@ -186,7 +186,7 @@ def test_i20_item8_settings_from_the_merge_items() -> None:
     ],
 )
 @pytest.mark.parametrize(("ctx", "cache"), [(None, 0), (4096, None), (8192, 300), (None, None)])
-def test_i20_item8_decider_settings_read_as_the_argv_would(
+def test_decider_settings_read_as_the_argv_would(
     argv: tuple[str, ...], env: tuple[str, ...], ctx: int | None, cache: int | None
 ) -> None:
     from exedra_engine._core.memory.decide import _Decider

@@ -17,9 +17,7 @@ PLAN = ["plan", "--model", "/m.gguf", "--kind", "llama", "--no-config", "--execu
 
 
 @pytest.mark.parametrize("value", ["hello", '"--ctx-size 4096"'])
-def test_i18_item10_args_as_a_string_is_named_a_string(
-    value: str, tmp_path: Path, run: Run
-) -> None:
+def test_args_as_a_string_is_named_a_string(value: str, tmp_path: Path, run: Run) -> None:
     f = tmp_path / "args.yaml"
     f.write_text(f"engines:\n  llama:\n    args: {value}\n")
     r = run("config", str(f))
@@ -29,7 +27,7 @@ def test_i18_item10_args_as_a_string_is_named_a_string(
     assert "not a string" in said and "None" not in said
 
 
-def test_i18_item10_a_mapping_given_a_string_is_named_a_string(tmp_path: Path, run: Run) -> None:
+def test_a_mapping_given_a_string_is_named_a_string(tmp_path: Path, run: Run) -> None:
     f = tmp_path / "eng.yaml"
     f.write_text("engines:\n  llama: hello\n")
     r = run("config", str(f))
@@ -45,9 +43,7 @@ def test_i18_item10_a_mapping_given_a_string_is_named_a_string(tmp_path: Path, r
         ["launch", "--model", "/m.gguf", "--kind", "llama", "--config", "{missing}"],
     ],
 )
-def test_i18_item11_a_named_config_path_must_exist(
-    argv: list[str], tmp_path: Path, run: Run
-) -> None:
+def test_a_named_config_path_must_exist(argv: list[str], tmp_path: Path, run: Run) -> None:
     missing = str(tmp_path / "engine.dd")
     r = run(*[a.replace("{missing}", missing) for a in argv])
     assert r.code == 2 and r.err.count("\n") == 1, r.err
@@ -55,7 +51,7 @@ def test_i18_item11_a_named_config_path_must_exist(
     assert r.out == ""
 
 
-def test_i18_item11_the_default_config_path_may_be_absent(run: Run) -> None:
+def test_the_default_config_path_may_be_absent(run: Run) -> None:
     # Nothing names a path: the default, absent on a host without overrides, reads as empty.
     r = run("config", "--json")
     assert r.code in (0, 2)  # 2 only if this host's default exists and is broken
@@ -64,7 +60,7 @@ def test_i18_item11_the_default_config_path_may_be_absent(run: Run) -> None:
 
 
 @pytest.mark.parametrize("model_id", ["a,b", " lead"])
-def test_i18_item12_plan_id_gets_the_finding_config_check_gives(
+def test_plan_id_gets_the_finding_config_check_gives(
     model_id: str, tmp_path: Path, run: Run
 ) -> None:
     f = tmp_path / "m.yaml"
@@ -88,7 +84,7 @@ def _hanging(tmp_path: Path) -> tuple[Path, Path]:
     return b, calls
 
 
-def test_i18_item13_a_help_that_timed_out_is_asked_again(
+def test_a_help_that_timed_out_is_asked_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -106,7 +102,7 @@ def test_i18_item13_a_help_that_timed_out_is_asked_again(
     assert list((tmp_path / "cache" / "exedra-engine" / "flag-tables").iterdir())
 
 
-def test_i18_item13_probe_says_a_hung_executor_is_the_wait(
+def test_probe_says_a_hung_executor_is_the_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -1,5 +1,5 @@
 """One argv reader, provenance as data (issue 20 item 3). The property side, every consumer
-against the reader on hostile argvs, is properties/test_i20_item3_props.py."""
+against the reader on hostile argvs, is properties/test_one_argv_reader_props.py."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from exedra_engine import (
     explain_launch,
     plan_launch,
 )
-from exedra_engine._core.emit.ready import layer_of
+from exedra_engine._core.emit.ready import setting_layer
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan import planner
 from exedra_engine._core.plan.layers import Layer, Said, merge
@@ -35,7 +35,7 @@ SPEC = ModelSpec(id="qwen", path="/m/qwen.gguf", kind=Kind.LLAMA)
 LLAMA = executor_profile(Kind.LLAMA)
 
 
-def test_i20_item3_item_knows_where_it_stands() -> None:
+def test_item_knows_where_it_stands() -> None:
     items = LLAMA.flags.read_items(("--temp", "0.7", "-c=8", "--zz", "--no-webui", "-np"))
     assert [(it.key, it.at, it.inline, it.value_at, it.problem) for it in items] == [
         ("--temperature", 0, False, (1,), None),
@@ -54,7 +54,7 @@ def test_i20_item3_item_knows_where_it_stands() -> None:
     ]
 
 
-def test_i20_item3_port_in_use_is_worded_from_the_port_flags_key_in_one_plan(
+def test_port_in_use_is_worded_from_the_port_flags_key_in_one_plan(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[int] = []
@@ -76,7 +76,7 @@ def test_i20_item3_port_in_use_is_worded_from_the_port_flags_key_in_one_plan(
     assert "set by caller via LLAMA_ARG_PORT" in str(r.failure())
 
 
-def test_i20_item3_merge_records_provenance_as_data() -> None:
+def test_merge_records_provenance_as_data() -> None:
     m = merge(
         LLAMA,
         [
@@ -96,7 +96,7 @@ def test_i20_item3_merge_records_provenance_as_data() -> None:
     assert src["--ctx-size"].overrode == ("low: -c 2",)
 
 
-def test_i20_item3_explain_redacts_each_token_where_it_stands() -> None:
+def test_explain_redacts_each_token_where_it_stands() -> None:
     con = Constraints(
         api_key="sk-0123456789",
         extra_args=("--hf-token", "hf-secret", "--alias", "sk-0123456789"),
@@ -114,14 +114,14 @@ def test_i20_item3_explain_redacts_each_token_where_it_stands() -> None:
     assert by_key["OTHER"].text == f"OTHER={REDACTED}"
 
 
-def test_i20_item3_emit_names_a_fields_layer_by_key() -> None:
+def test_emit_names_a_fields_layer_by_key() -> None:
     e = explain_launch(
         SPEC, HOST, Constraints(overrides=Config(models={"qwen": Override(args=("--port=9100",))}))
     ).unwrap()
-    assert layer_of(e.sources, LLAMA.port_flag, LLAMA.port_env) == "config models.qwen"
+    assert setting_layer(e.sources, LLAMA.port_flag, LLAMA.port_env) == "config models.qwen"
 
 
-def test_i20_item3_shaping_returns_its_decisions_as_data() -> None:
+def test_shaping_returns_its_decisions_as_data() -> None:
     import io
 
     from exedra_engine._core.emit import EmitOptions, Target, emit_files

@@ -75,14 +75,14 @@ def _assert_frozen(c: Config) -> None:
     assert msgspec.json.encode(c) == before
 
 
-def test_i20_item4_review_example_raises() -> None:
+def test_setting_a_config_env_item_raises() -> None:
     c = Config(env={"A": "1"})
     with pytest.raises(TypeError):
         c.env["A"] = "2"
     assert c.env == {"A": "1"}
 
 
-def test_i20_item4_mutations_raise_on_built_decoded_converted_and_replaced_values() -> None:
+def test_mutations_raise_on_built_decoded_converted_and_replaced_values() -> None:
     built = _config()
     decoded = msgspec.json.decode(msgspec.json.encode(built), type=Config)
     converted = msgspec.convert(msgspec.to_builtins(built), Config)
@@ -94,7 +94,7 @@ def test_i20_item4_mutations_raise_on_built_decoded_converted_and_replaced_value
     assert decoded == built == converted
 
 
-def test_i20_item4_nested_override_inside_config_is_frozen() -> None:
+def test_nested_override_inside_config_is_frozen() -> None:
     raw = b'{"engines": {"llama": {"args": ["-t", "2"], "env": {"A": "1"}}}}'
     for c in (
         msgspec.json.decode(raw, type=Config),
@@ -111,7 +111,7 @@ def test_i20_item4_nested_override_inside_config_is_frozen() -> None:
         assert inner.env == {"A": "1"}
 
 
-def test_i20_item4_hash_equal_for_equal_content() -> None:
+def test_hash_equal_for_equal_content() -> None:
     a = _config()
     b = Config(  # the same content, every mapping in another order
         models={"empty": Override(), "qwen": Override(env={"TZ": "UTC"}, args=("--jinja",))},
@@ -134,7 +134,7 @@ def test_i20_item4_hash_equal_for_equal_content() -> None:
     assert hash(Constraints(overrides=a)) == hash(Constraints(overrides=b))
 
 
-def test_i20_item4_merges_and_redaction_give_frozen_configs() -> None:
+def test_merges_and_redaction_give_frozen_configs() -> None:
     a, b = _config(), Config(engines={Kind.LLAMA: Override(env={"X": "1"})})
     for c in (merge_configs(a, b), merge_all([a, b]), merge_all([]), redact_config(a)):
         _assert_frozen(c)
@@ -143,7 +143,7 @@ def test_i20_item4_merges_and_redaction_give_frozen_configs() -> None:
     assert a.engines[Kind.LLAMA].env == {"LLAMA_ARG_MLOCK": "0"}  # the inputs stay as they were
 
 
-def test_i20_item4_config_loaded_from_yaml_is_frozen(tmp_path: Path) -> None:
+def test_config_loaded_from_yaml_is_frozen(tmp_path: Path) -> None:
     (tmp_path / "10-a.yaml").write_text(
         "env: {OMP_NUM_THREADS: '4'}\n"
         "engines:\n  llama:\n    args: [--flash-attn, 'on']\n    env: {LLAMA_ARG_MLOCK: '0'}\n"
@@ -187,7 +187,7 @@ class _PlainConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
         {"engines": {"llama": {"env": {}}, "transcribe": {"args": ["--beam-size", "5"]}}},
     ],
 )
-def test_i20_item4_config_json_is_what_plain_dicts_gave(raw: Mapping[str, object]) -> None:
+def test_config_json_is_what_plain_dicts_gave(raw: Mapping[str, object]) -> None:
     frozen = msgspec.convert(raw, Config)
     plain = msgspec.convert(raw, _PlainConfig)
     assert msgspec.json.encode(frozen) == msgspec.json.encode(plain)
@@ -210,7 +210,7 @@ def _shallow(c: Config) -> Config:
     return out
 
 
-def test_i20_item4_plan_json_unchanged() -> None:
+def test_plan_json_unchanged() -> None:
     spec = ModelSpec(id="qwen", path="/m/qwen.gguf", kind=Kind.LLAMA, run_args=("--temp", "0.7"))
     hw = Hardware(
         cpu=CPU(threads=8, ram=1 << 35),
@@ -232,7 +232,7 @@ def test_i20_item4_plan_json_unchanged() -> None:
     assert b'"TZ=UTC"' in plans[0][0] and b'"--flash-attn"' in plans[0][0]
 
 
-def test_i20_item4_merged_settings_and_emitted_files_are_frozen() -> None:
+def test_merged_settings_and_emitted_files_are_frozen() -> None:
     spec = ModelSpec(id="qwen", path="/m/qwen.gguf", kind=Kind.LLAMA)
     hw = Hardware(
         cpu=CPU(threads=8, ram=1 << 35),

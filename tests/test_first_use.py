@@ -29,7 +29,7 @@ def no_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EXEDRA_EXECUTORS_BIN", raising=False)
 
 
-def test_i18_item16_the_set_ups_executors_are_found_after_path(
+def test_the_set_ups_executors_are_found_after_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_path: None, run: Run
 ) -> None:
     cache = tmp_path / "xdg" / "exedra-engine" / "executors"
@@ -50,7 +50,7 @@ def test_i18_item16_the_set_ups_executors_are_found_after_path(
     assert run("plan", "--model", "/m.gguf", "--kind", "llama", "--no-config").code == 0
 
 
-def test_i18_item16_executors_bin_and_path_come_first(
+def test_executors_bin_and_path_come_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_path: None, run: Run
 ) -> None:
     cache = tmp_path / "cache"
@@ -72,7 +72,7 @@ def test_i18_item16_executors_bin_and_path_come_first(
     assert "not on PATH" not in run("probe").out
 
 
-def test_i18_item16_every_not_installed_names_what_installs_it(
+def test_every_not_installed_names_what_installs_it(
     monkeypatch: pytest.MonkeyPatch, no_path: None, run: Run
 ) -> None:
     monkeypatch.setenv("EXEDRA_EXECUTORS_CACHE", "/nonexistent")
@@ -82,7 +82,7 @@ def test_i18_item16_every_not_installed_names_what_installs_it(
     assert r.out.count(f"not installed: {INSTALL_HINT}") == 2
 
 
-def test_i18_item17_a_bare_call_prints_usage_and_the_commands(run: Run) -> None:
+def test_a_bare_call_prints_usage_and_the_commands(run: Run) -> None:
     r = run()
     assert r.code == 2 and r.out == ""
     assert r.err.startswith("usage: exedra-engine")
@@ -96,7 +96,7 @@ def _launch_fake(tiny_llama: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize("how", ["--quiet", "--log-file"])
-def test_i18_item17_launch_quiet_and_log_file(
+def test_launch_quiet_and_log_file(
     how: str, tiny_llama: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
 ) -> None:
     # An executor that dies during its load: its logs go where asked, its last lines still
@@ -116,7 +116,7 @@ def test_i18_item17_launch_quiet_and_log_file(
         assert "fake executor: mode die" in text
 
 
-def test_i18_item17_a_long_load_says_it_is_loading(
+def test_a_long_load_says_it_is_loading(
     tiny_llama: Path, monkeypatch: pytest.MonkeyPatch, run: Run
 ) -> None:
     import exedra_engine.cli.launching.launch_run as launch_cli
@@ -146,7 +146,7 @@ def test_i18_item17_a_long_load_says_it_is_loading(
         ["--out", "d", "--check"],
     ],
 )
-def test_i18_item18_plan_refuses_emit_options_without_emit(
+def test_plan_refuses_emit_options_without_emit(
     extra: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -162,7 +162,7 @@ def test_i18_item18_plan_refuses_emit_options_without_emit(
     assert "go with --emit" not in r.err
 
 
-def test_i18_item19_cpu_only_plans_say_why_and_that_the_warning_is_expected(
+def test_cpu_only_plans_say_why_and_that_the_warning_is_expected(
     tiny_llama: Path, llama_server: str, run: Run
 ) -> None:
     import subprocess
@@ -219,7 +219,7 @@ complete_words() {
         (["plan", "--emit", "k8s", "--out", "mo"], ["models"]),
     ],
 )
-def test_i18_completion_is_generated_from_the_parser(
+def test_completion_is_generated_from_the_parser(
     words: list[str], want: list[str], tmp_path: Path
 ) -> None:
     import subprocess
@@ -243,7 +243,7 @@ def test_i18_completion_is_generated_from_the_parser(
     assert got == want, (words, got)
 
 
-def test_i18_completion_scripts_for_bash_and_zsh(run: Run) -> None:
+def test_completion_scripts_for_bash_and_zsh(run: Run) -> None:
     import subprocess
 
     for shell in ("bash", "zsh"):
@@ -259,9 +259,7 @@ def test_i18_completion_scripts_for_bash_and_zsh(run: Run) -> None:
         assert subprocess.run(["zsh", "-n"], input=zsh, text=True, check=False).returncode == 0
 
 
-def test_i18_item9_another_kinds_executor_is_refused(
-    run: Run, tiny_llama: Path, whisper_server: str
-) -> None:
+def test_another_kinds_executor_is_refused(run: Run, tiny_llama: Path, whisper_server: str) -> None:
     r = run(
         "plan",
         "--model",

@@ -13,7 +13,7 @@ from exedra_engine._core.config.findings import Finding, TableOrigin, bundled_or
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._shell.check import judge_config
+from exedra_engine._shell.config_check import judge_config
 from exedra_engine._shell.local.flag_tables import executor_table
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.render import finding_line, findings_summary, print_json, shown

@@ -13,7 +13,7 @@ from tests.conftest import FAKE, Run
 PLAN = ["--kind", "llama", "--no-config", "--executor", str(FAKE)]
 
 
-def test_review_drain_zero_accepted() -> None:
+def test_drain_zero_accepted() -> None:
     # launch --help says "default 0: stop at once", but --drain 0 was refused as not positive.
     a = build_parser().parse_args(
         ["launch", "--model", "/m.gguf", "--kind", "llama", "--drain", "0"]
@@ -26,14 +26,14 @@ def test_review_drain_zero_accepted() -> None:
 
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "x"])
-def test_review_drain_bad_values_refused(value: str, tiny_llama: Path, run: Run) -> None:
+def test_drain_bad_values_refused(value: str, tiny_llama: Path, run: Run) -> None:
     r = run("launch", "--model", str(tiny_llama), *PLAN, f"--drain={value}")
     assert r.code == 2, r.err
     assert r.err.count("\n") == 1 and "argument --drain:" in r.err, r.err
 
 
 @pytest.mark.parametrize("host", ["not a host", "a\tb", "-bad", "x..y", "1.2.3.4:80"])
-def test_review_bad_host_refused_at_plan(host: str, tiny_llama: Path, run: Run) -> None:
+def test_bad_host_refused_at_plan(host: str, tiny_llama: Path, run: Run) -> None:
     # `--host 'not a host'` was planned, and launch then failed with "no known cause in its
     # log": the executor's bind error quotes the host, and the address pattern stops at a blank.
     r = run("plan", "--model", str(tiny_llama), *PLAN, "--arg=--host", f"--arg={host}")
@@ -45,13 +45,13 @@ def test_review_bad_host_refused_at_plan(host: str, tiny_llama: Path, run: Run) 
 @pytest.mark.parametrize(
     "host", ["localhost", "0.0.0.0", "::", "[::1]", "fe80::1", "my-node.example.", "node_1"]
 )
-def test_review_good_hosts_planned(host: str, tiny_llama: Path, run: Run) -> None:
+def test_good_hosts_planned(host: str, tiny_llama: Path, run: Run) -> None:
     r = run("plan", "--model", str(tiny_llama), *PLAN, "--host", host, "--json")
     assert r.code == 0, r.err
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
-def test_review_wait_ready_url_credentials_not_echoed(scheme: str, run: Run) -> None:
+def test_wait_ready_url_credentials_not_echoed(scheme: str, run: Run) -> None:
     # wait-ready printed http://user:KEY@host/... whole in its error.
     url = f"{scheme}://user:sk-live-abc123XYZ@127.0.0.1:1/health"
     r = run("wait-ready", "--timeout", "0.3", "--interval", "0.1", url)
@@ -62,9 +62,7 @@ def test_review_wait_ready_url_credentials_not_echoed(scheme: str, run: Run) -> 
 
 @pytest.mark.parametrize("value", ["sk-live-abc123XYZ", "=x", ""])
 @pytest.mark.parametrize("command", ["plan", "launch"])
-def test_review_env_entry_names_the_option(
-    command: str, value: str, tiny_llama: Path, run: Run
-) -> None:
+def test_env_entry_names_the_option(command: str, value: str, tiny_llama: Path, run: Run) -> None:
     # `--env sk-live-...` said "caller env: entry 1 is not KEY=VALUE", naming no option.
     r = run(command, "--model", str(tiny_llama), *PLAN, "--env", value)
     assert r.code == 2, r.err
@@ -73,7 +71,7 @@ def test_review_env_entry_names_the_option(
 
 
 @pytest.mark.parametrize("command", ["probe", "plan"])
-def test_review_measure_missing_model_named(
+def test_measure_missing_model_named(
     command: str, tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # probe --measure /nope.gguf said "llama-fit-params failed (exit status -6): what():
@@ -97,7 +95,7 @@ def test_review_measure_missing_model_named(
 
 
 @pytest.mark.parametrize("target", ["k8s", "systemd", "quadlet"])
-def test_review_plan_emit_json_refused(target: str, tmp_path: Path, run: Run) -> None:
+def test_plan_emit_json_refused(target: str, tmp_path: Path, run: Run) -> None:
     # plan --emit ... --json ignored --json: it wrote the files and printed text.
     out = tmp_path / "out"
     argv = ["plan", "--model", "/srv/m.gguf", *PLAN, "--host", "0.0.0.0", "--port", "8080"]
@@ -117,7 +115,7 @@ def test_review_plan_emit_json_refused(target: str, tmp_path: Path, run: Run) ->
         ("sk-live-abc123XYZ\r", "control character"),
     ],
 )
-def test_review_unsendable_api_key_refused(key: str, said: str, tiny_llama: Path, run: Run) -> None:
+def test_unsendable_api_key_refused(key: str, said: str, tiny_llama: Path, run: Run) -> None:
     # A key with a newline, or only blanks, was planned ("api key set"): no client could
     # ever send it, so the server would refuse every request.
     r = run(
@@ -128,7 +126,7 @@ def test_review_unsendable_api_key_refused(key: str, said: str, tiny_llama: Path
     assert "abc123" not in r.err
 
 
-def test_review_sendable_api_key_planned(tiny_llama: Path, run: Run) -> None:
+def test_sendable_api_key_planned(tiny_llama: Path, run: Run) -> None:
     r = run(
         "plan",
         "--model",
@@ -161,7 +159,7 @@ engines:
         ["plan", "--model", "/m.gguf", *PLAN[:2], "--executor", str(FAKE), "--explain", "--json"],
     ],
 )
-def test_review_key_after_mistyped_flag_redacted(argv: list[str], tmp_path: Path, run: Run) -> None:
+def test_key_after_mistyped_flag_redacted(argv: list[str], tmp_path: Path, run: Run) -> None:
     # A key copied after a mistyped flag (`--api-kee KEY`, which the flag table does not tie
     # to a value) was printed by config, plan and plan --explain, though the same files set
     # it under --api-key, so it was a known secret.

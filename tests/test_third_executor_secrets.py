@@ -45,7 +45,7 @@ HW = Hardware(cpu=CPU(threads=2), executors=(ExecutorInfo(kind="sd", path="/opt/
 SPEC = ModelSpec(id="flux", path="/m/flux.gguf", kind="sd", capabilities=("image",))
 
 
-def test_i20_item4_a_third_executors_secret_flag_is_hidden_in_the_plans_repr() -> None:
+def test_a_third_executors_secret_flag_is_hidden_in_the_plans_repr() -> None:
     for given in (("--sd-token", TOKEN), (f"--sd-token={TOKEN}",), ("--sd-auth", TOKEN)):
         c = Constraints(port=7860, extra_args=(*given, "--steps", "8"))
         plan = plan_launch(SPEC, HW, c, executors=WITH_SD).unwrap()
@@ -59,7 +59,7 @@ def test_i20_item4_a_third_executors_secret_flag_is_hidden_in_the_plans_repr() -
     assert f"'--sd-auth', '{REDACTED}'" in repr(plan)
 
 
-def test_i20_item4_a_repr_hides_by_name_and_every_copy_of_the_key() -> None:
+def test_a_repr_hides_by_name_and_every_copy_of_the_key() -> None:
     args, env = redact_shown(
         ("--sd-token", TOKEN, "--alias", TOKEN, "--x=" + TOKEN, "--api-key-file", "/k"),
         ("SD_TOKEN=" + TOKEN, "OTHER=" + TOKEN, "COPY=sk-key", "TZ=UTC"),
@@ -74,7 +74,7 @@ def test_i20_item4_a_repr_hides_by_name_and_every_copy_of_the_key() -> None:
     assert "sk-abcdefgh" not in repr(c)
 
 
-def test_i20_item4_constraints_repr_hides_its_overrides_secrets() -> None:
+def test_constraints_repr_hides_its_overrides_secrets() -> None:
     cfg = Config(
         env={"HF_TOKEN": "hf-0123456789"},
         models={"flux": Override(args=("--sd-token", TOKEN), env={"MIRROR": TOKEN})},
@@ -83,7 +83,7 @@ def test_i20_item4_constraints_repr_hides_its_overrides_secrets() -> None:
     assert TOKEN not in text and "hf-0123456789" not in text
 
 
-def test_i20_item4_redact_config_takes_the_executors() -> None:
+def test_redact_config_takes_the_executors() -> None:
     cfg = Config(
         engines={"sd": Override(args=("--sd-auth", TOKEN, "--steps", "8"))},
         models={"flux": Override(env={"MIRROR": TOKEN})},
@@ -102,7 +102,7 @@ def test_i20_item4_redact_config_takes_the_executors() -> None:
     assert shown.engines["llama"].args == ("--sd-auth", REDACTED, "--port", "8")
 
 
-def test_i20_item4_spec_override_and_config_reprs_hide_secrets() -> None:
+def test_spec_override_and_config_reprs_hide_secrets() -> None:
     spec = ModelSpec(path="/m/q.gguf", kind="llama", run_args=("--api-key", TOKEN, "-c", "8"))
     assert TOKEN not in repr(spec) and "'-c', '8'" in repr(spec)
     assert TOKEN not in repr(msgspec.structs.replace(SPEC, run_args=("--sd-auth", TOKEN)))

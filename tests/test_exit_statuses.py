@@ -24,7 +24,7 @@ def _one_line_error(code: int, err: str, *, exit: int = 2) -> None:
 
 @pytest.mark.parametrize("value", ["-5", "0", "nan", "inf", "x"])
 @pytest.mark.parametrize("option", ["--ready-timeout", "--stop-timeout"])
-def test_i18_item5_and_8_launch_timeouts_refused_at_parse(
+def test_launch_timeouts_refused_at_parse(
     option: str, value: str, tiny_llama: Path, run: Run
 ) -> None:
     r = run("launch", "--model", str(tiny_llama), *PLAN, f"{option}={value}")
@@ -34,7 +34,7 @@ def test_i18_item5_and_8_launch_timeouts_refused_at_parse(
 
 @pytest.mark.parametrize("how", ["existing file", "missing parent", "directory in the way"])
 @pytest.mark.parametrize("via", ["emit", "plan --emit"])
-def test_i18_item5_emit_out_path_checked(how: str, via: str, tmp_path: Path, run: Run) -> None:
+def test_emit_out_path_checked(how: str, via: str, tmp_path: Path, run: Run) -> None:
     model = "/srv/models/m.gguf"
     plan = ["plan", "--model", model, *PLAN, "--host", "0.0.0.0", "--port", "8080"]
     r = run(*plan, "--json")
@@ -63,7 +63,7 @@ def test_i18_item5_emit_out_path_checked(how: str, via: str, tmp_path: Path, run
         assert not out.parent.exists()
 
 
-def test_i18_item6_launch_missing_model_exits_2_before_starting(
+def test_launch_missing_model_exits_2_before_starting(
     tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The fake executor would write this file if it were started.
@@ -79,9 +79,7 @@ def test_i18_item6_launch_missing_model_exits_2_before_starting(
 
 @pytest.mark.parametrize("reader", ["head -1", "true"])
 @pytest.mark.parametrize("command", ["plan", "probe"])
-def test_i18_item7_a_pipe_closed_after_output_exits_0(
-    command: str, reader: str, tiny_llama: Path
-) -> None:
+def test_a_pipe_closed_after_output_exits_0(command: str, reader: str, tiny_llama: Path) -> None:
     argv = ["plan", "--model", str(tiny_llama), *PLAN] if command == "plan" else ["probe"]
     script = (
         "set -o pipefail; "
@@ -96,7 +94,7 @@ def test_i18_item7_a_pipe_closed_after_output_exits_0(
         assert (r.returncode, r.stderr) == (0, ""), r.stderr
 
 
-def test_i18_item8_wait_ready_waits_its_timeout_and_says_how_long(run: Run) -> None:
+def test_wait_ready_waits_its_timeout_and_says_how_long(run: Run) -> None:
     import socket
 
     with socket.socket() as s:  # a port nobody listens on
@@ -121,14 +119,14 @@ def test_i18_item8_wait_ready_waits_its_timeout_and_says_how_long(run: Run) -> N
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan"])
 @pytest.mark.parametrize("option", ["--timeout", "--interval"])
-def test_i18_item8_wait_ready_values_refused(option: str, value: str, run: Run) -> None:
+def test_wait_ready_values_refused(option: str, value: str, run: Run) -> None:
     r = run("wait-ready", f"{option}={value}", "http://127.0.0.1:1/health")
     _one_line_error(r.code, r.err)
     assert f"argument {option}:" in r.err
 
 
 @pytest.mark.parametrize("command", ["plan", "launch"])
-def test_i18_item9_executor_kind_equals_path_and_directory_refused(
+def test_executor_kind_equals_path_and_directory_refused(
     command: str, tiny_llama: Path, tmp_path: Path, run: Run
 ) -> None:
     base = [command, "--model", str(tiny_llama), "--kind", "llama", "--no-config"]
@@ -146,7 +144,7 @@ def test_i18_item9_executor_kind_equals_path_and_directory_refused(
         assert r.code == 0 and f'"command": "{odd}"' in r.out, r.err
 
 
-def test_i18_item5_the_property_covers_launch_and_emit() -> None:
+def test_the_property_covers_launch_and_emit() -> None:
     from properties.test_cli_props import NUMERIC
 
     covered = {(c[0], o) for c, o, _ in NUMERIC}
@@ -155,7 +153,7 @@ def test_i18_item5_the_property_covers_launch_and_emit() -> None:
 
 
 @pytest.mark.parametrize("where", ["a directory", "a missing directory"])
-def test_i18_item5_launch_log_file_path_checked(
+def test_launch_log_file_path_checked(
     where: str, tiny_llama: Path, tmp_path: Path, run: Run
 ) -> None:
     path = tmp_path if where == "a directory" else tmp_path / "nope" / "x.log"

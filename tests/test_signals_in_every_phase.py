@@ -147,7 +147,7 @@ SIGS = [signal.SIGINT, signal.SIGTERM]
 
 
 @pytest.mark.parametrize("sig", SIGS, ids=lambda s: s.name)
-def test_i18_item3_launch_signal_while_planning(
+def test_launch_signal_while_planning(
     sig: signal.Signals, real_model: Path, llama_server: str, tmp_path: Path
 ) -> None:
     stub_dir, marker = _hanging_version_stub(tmp_path)
@@ -166,7 +166,7 @@ def test_i18_item3_launch_signal_while_planning(
 
 
 @pytest.mark.parametrize("sig", SIGS, ids=lambda s: s.name)
-def test_i18_item3_launch_signal_while_spawning(
+def test_launch_signal_while_spawning(
     sig: signal.Signals, real_model: Path, llama_server: str
 ) -> None:
     p = _start(_launch_argv(real_model, llama_server), _env(llama_server))
@@ -181,7 +181,7 @@ def test_i18_item3_launch_signal_while_spawning(
 
 
 @pytest.mark.parametrize("sig", SIGS, ids=lambda s: s.name)
-def test_i18_item3_launch_signal_while_loading(
+def test_launch_signal_while_loading(
     sig: signal.Signals, real_model: Path, llama_server: str
 ) -> None:
     p = _start(_launch_argv(real_model, llama_server), _env(llama_server))
@@ -207,7 +207,7 @@ def _until_ready(p: subprocess.Popen[str]) -> str:
 
 
 @pytest.mark.parametrize("sig", SIGS, ids=lambda s: s.name)
-def test_i18_item3_launch_signal_while_serving(
+def test_launch_signal_while_serving(
     sig: signal.Signals, real_model: Path, llama_server: str
 ) -> None:
     p = _start(_launch_argv(real_model, llama_server), _env(llama_server))
@@ -223,7 +223,7 @@ def test_i18_item3_launch_signal_while_serving(
 @pytest.mark.parametrize(
     "first,second", [(signal.SIGINT, signal.SIGINT), (signal.SIGTERM, signal.SIGINT)]
 )
-def test_i18_item4_second_signal_while_stopping_keeps_the_stopped_line(
+def test_second_signal_while_stopping_keeps_the_stopped_line(
     first: signal.Signals, second: signal.Signals, real_model: Path, llama_server: str
 ) -> None:
     p = _start(_launch_argv(real_model, llama_server), _env(llama_server))
@@ -238,7 +238,7 @@ def test_i18_item4_second_signal_while_stopping_keeps_the_stopped_line(
     assert kids and not any(_alive(k) for k in kids)
 
 
-def test_i18_item3_demo_signal_while_planning(
+def test_demo_signal_while_planning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
 ) -> None:
     # The demo's planning (writing its model, probing, planning) runs no child to wait on:
@@ -265,7 +265,7 @@ def test_i18_item3_demo_signal_while_planning(
 
 
 @pytest.mark.parametrize("sig", SIGS, ids=lambda s: s.name)
-def test_i18_item3_demo_signal_while_starting(sig: signal.Signals, llama_server: str) -> None:
+def test_demo_signal_while_starting(sig: signal.Signals, llama_server: str) -> None:
     p = _start(["demo"], _env(llama_server))
     _until(lambda: _executors(p.pid) or p.poll() is not None)
     kids = _executors(p.pid)
@@ -276,7 +276,7 @@ def test_i18_item3_demo_signal_while_starting(sig: signal.Signals, llama_server:
     assert kids and not any(_alive(k) for k in kids)
 
 
-def test_i18_item3_demo_signal_while_serving(
+def test_demo_signal_while_serving(
     llama_server: str, monkeypatch: pytest.MonkeyPatch, run: Run
 ) -> None:
     # Serving, for the demo, is asking its question: the signal comes while the request

@@ -99,7 +99,7 @@ def _outcome(f: object, *args: object) -> object:
 
 @pytest.mark.parametrize("kind", KINDS)
 @given(data=st.data())
-def test_i20_item3_endpoint_reads_as_the_old_loop(kind: str, data: st.DataObject) -> None:
+def test_endpoint_reads_as_the_old_loop(kind: str, data: st.DataObject) -> None:
     p = executor_profile(kind)
     args = data.draw(argvs(kind))
     from exedra_engine._core.plan import endpoint
@@ -117,9 +117,7 @@ def _plain(items: Sequence[Item]) -> list[tuple[object, ...]]:
 
 @pytest.mark.parametrize("kind", KINDS)
 @given(data=st.data())
-def test_i20_item3_split_items_is_read_items_without_problems(
-    kind: str, data: st.DataObject
-) -> None:
+def test_split_items_is_read_items_without_problems(kind: str, data: st.DataObject) -> None:
     table = executor_profile(kind).flags
     args = data.draw(argvs(kind))
     read = table.read_items(args)
@@ -145,7 +143,7 @@ def test_i20_item3_split_items_is_read_items_without_problems(
 
 @pytest.mark.parametrize("kind", KINDS)
 @given(data=st.data())
-def test_i20_item3_the_checker_reads_as_split_items(kind: str, data: st.DataObject) -> None:
+def test_the_checker_reads_as_split_items(kind: str, data: st.DataObject) -> None:
     """Where the executor's reading and the checker's guess cannot differ (no value looks
     like a flag, every token is known), the checker reads the same items; and each item the
     checker's reading refuses is one finding of that code, at that position."""
@@ -163,7 +161,7 @@ def test_i20_item3_the_checker_reads_as_split_items(kind: str, data: st.DataObje
         for it in split
     ):
         assert _plain(checked) == _plain(split)
-    found = {(f.code, f.path) for f in check_plan_layers(kind, table, run_args=args)}
+    found = {(f.code, f.path) for f in check_plan_layers(p, table, run_args=args)}
     for it in checked:
         code = "wrong-kind" if it.problem == "unknown-flag" else it.problem
         if it.problem is not None:
@@ -175,7 +173,7 @@ def test_i20_item3_the_checker_reads_as_split_items(kind: str, data: st.DataObje
 
 @pytest.mark.parametrize("kind", KINDS)
 @given(data=st.data())
-def test_i20_item3_redaction_is_never_weaker_than_the_table(kind: str, data: st.DataObject) -> None:
+def test_redaction_is_never_weaker_than_the_table(kind: str, data: st.DataObject) -> None:
     """Redaction reads no table (it must hold for an argv of any executor), yet hides every
     value that the table's reading gives a key flag."""
     p = executor_profile(kind)
@@ -193,7 +191,7 @@ def test_i20_item3_redaction_is_never_weaker_than_the_table(kind: str, data: st.
 
 
 @given(data=st.data())
-def test_i20_item3_with_port_moves_the_port_the_executor_reads(data: st.DataObject) -> None:
+def test_with_port_moves_the_port_the_executor_reads(data: st.DataObject) -> None:
     args = data.draw(argvs("llama"))
     p = executor_profile("llama")
     table = p.flags
