@@ -184,11 +184,13 @@ def test_shell_examples_succeed(
     # DynamicUser= must reach the one the plan names, as systemd.md's install step makes
     # sure: a copy of the build beside the docs' model, not the user's 0700 home cache.
     llama_server = _reachable_copy(llama_server)
+    whisper_server = _reachable_copy(whisper_server)  # a group's whisper member's unit, too
     script = script.replace("/usr/bin/llama-server", llama_server)
     script = script.replace("/usr/bin/whisper-server", whisper_server)
     _fixture_dir(tmp_path)
     log = tmp_path / "stubbed.log"
-    bins = {str(Path(sys.executable).parent), str(Path(llama_server).parent)}
+    bins = [str(Path(sys.executable).parent), str(Path(llama_server).parent)]
+    bins.append(str(Path(whisper_server).parent))
     env = {k: v for k, v in os.environ.items() if k != "QWEN_KEY"}
     env.update(STUBBED_LOG=str(log), PATH=os.pathsep.join([*bins, os.environ["PATH"]]))
     env["HOME"] = str(tmp_path / "home")  # what a page installs under ~ stays in the test

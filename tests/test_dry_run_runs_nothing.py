@@ -110,7 +110,7 @@ def test_a_recorded_flag_table_is_bounded(tmp_path: Path) -> None:
 
 
 def test_the_bundled_llama_table_passes_the_recorded_table_check(tmp_path: Path) -> None:
-    from exedra_engine._core.executors._flagdata import LLAMA as ROWS
+    from exedra_engine._core.executors._flagdata import LLAMA_FLAGS as ROWS
 
     assert LLAMA.binary == "llama-server"
     hw = read_hardware(_hw_file(tmp_path, Path("/opt/x/llama-server"), ROWS))
