@@ -41,6 +41,26 @@ def _ctrl_c_as_at_a_terminal() -> Iterator[None]:
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = Path(__file__).resolve().parent / "fixtures" / "hosts"
+
+
+def _open_to_all(path: Path) -> bool:
+    """Whether a unit's other user could walk to `path`: not under /tmp or /var/tmp (which
+    PrivateTmp= hides), and every directory on the way that exists searchable by others."""
+    if path.parts[1:2] == ("tmp",) or path.parts[1:3] == ("var", "tmp"):
+        return False
+    return all(not p.is_dir() or p.stat().st_mode & 0o001 for p in (path, *path.parents))
+
+
+def outside_tmp(name: str) -> Path:
+    """A path for a new directory that a systemd unit's DynamicUser= could reach: the
+    checkout's .cache where the checkout is such a place (a clone under /tmp is not), else
+    /var/lib/exedra-engine-tests (CI runs as root). The caller creates and removes it."""
+    for base in (ROOT / ".cache", Path("/var/lib/exedra-engine-tests")):
+        if _open_to_all(base):
+            return base / name
+    raise AssertionError(f"no directory a unit's user can reach for the test ({ROOT})")
+
+
 FAKE = Path(__file__).resolve().parent / "fake_executor.py"
 
 

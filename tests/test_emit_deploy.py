@@ -29,7 +29,7 @@ from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.plan import _sized
 from exedra_engine.cli import main
 from exedra_engine.errors import EmitError, EmitRefused
-from tests.conftest import HOSTS
+from tests.conftest import HOSTS, outside_tmp
 from tests.emit_cases import MODEL, hardware
 
 ALL_HOSTS = tuple(sorted(p.name for p in HOSTS.iterdir() if p.is_dir()))
@@ -84,6 +84,11 @@ def _hw_file(tmp_path: Path, tree: str = "none") -> str:
     path = tmp_path / f"{tree}.json"
     path.write_bytes(msgspec.json.encode(hardware(tree)))
     return str(path)
+
+
+# A waiter installed where a unit can run it (not this checkout's venv, which may be under /tmp
+# and so hidden by PrivateTmp=): a path that does not exist here is not judged.
+ELSEWHERE = ("--waiter", "/usr/local/lib/exedra-engine/bin/exedra-engine")
 
 
 def _plan_cli(tmp_path: Path, *extra: str, tree: str = "none") -> list[str]:
@@ -505,7 +510,7 @@ def test_container_targets_bind_every_address_without_host(
         assert code == 0, err
         assert "0.0.0.0" in out
         assert "binds every address when the caller sets no --host" in err
-    code, out, err = _cli(capsys, *_plan_cli(tmp_path, "--emit", "systemd"))
+    code, out, err = _cli(capsys, *_plan_cli(tmp_path, "--emit", "systemd", *ELSEWHERE))
     assert code == 0 and '"--host" "127.0.0.1"' in out
     code, _, err = _cli(capsys, *_plan_cli(tmp_path, "--host", "127.0.0.1", "--emit", "k8s"))
     assert code == 2 and "plan with --host 0.0.0.0" in err
@@ -517,7 +522,7 @@ def test_the_readiness_hook_runs_the_installed_command(
     bindir = tmp_path / "bin"
     bindir.mkdir()
     # Installed outside /tmp, which the unit's PrivateTmp= would hide (see the next test).
-    opt = Path(__file__).resolve().parent.parent / ".cache" / f"waiter-{os.getpid()}"
+    opt = outside_tmp(f"waiter-{os.getpid()}")
     real = opt / "exedra-engine"
     opt.mkdir(parents=True, exist_ok=True)
     try:

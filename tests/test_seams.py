@@ -59,6 +59,9 @@ def test_plan_emit_with_a_config_file(tmp_path: Path, run: Run) -> None:
             str(conf),
             "--emit",
             target,
+            # a waiter a unit can reach: this checkout's venv may be under /tmp (PrivateTmp=)
+            "--waiter",
+            "/usr/local/lib/exedra-engine/bin/exedra-engine",
         )
         assert r.code == 0, (target, r.err)
         assert "Traceback" not in r.err

@@ -25,7 +25,7 @@ from exedra_engine import (
 from exedra_engine._core.emit.reach import PathFacts, PathStep, reach_problems, unit_paths
 from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._shell.local.path_modes import path_facts
-from tests.conftest import cli
+from tests.conftest import cli, outside_tmp
 
 ROOT = Path(__file__).resolve().parent.parent
 DIR = stat.S_IFDIR
@@ -121,7 +121,7 @@ def test_what_is_not_here_or_runs_as_a_fixed_user_is_not_judged() -> None:
 @pytest.fixture
 def tree() -> Iterator[Path]:
     """A directory outside /tmp (which the unit hides anyway), removed afterwards."""
-    d = ROOT / ".cache" / f"reach-{os.getpid()}"
+    d = outside_tmp(f"reach-{os.getpid()}")
     d.mkdir(parents=True)
     try:
         yield d
