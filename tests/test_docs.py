@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from exedra_engine import config_from_yaml
+from tests.conftest import outside_tmp
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -139,14 +141,22 @@ def _fixture_dir(root: Path) -> None:
 
 
 def _docs_model_dir() -> Path:
-    """Where the pages' model is put: outside /tmp and /var/tmp, since a systemd unit's
-    DynamicUser= gets a private /tmp where the model would not exist, and the emitter refuses
-    one there. The clone's own cache, unless the clone itself is under /tmp (a CI checkout
-    may be); then the user's cache."""
-    for base in (ROOT / ".cache", Path.home() / ".cache" / "exedra-engine"):
-        if not str(base.resolve()).startswith(("/tmp/", "/var/tmp/")):
-            return base / "docs-models"
-    raise AssertionError(f"no directory outside /tmp for the docs' model ({ROOT}, {Path.home()})")
+    """Where the pages' model is put: where a systemd unit's DynamicUser= can reach it (not
+    under /tmp, which the unit sees privately; every directory on the way open to others):
+    the clone's own cache, unless the clone itself is under /tmp (a CI checkout may be)."""
+    return outside_tmp("docs-models")
+
+
+def _reachable_waiter() -> str:
+    """A directory holding an `exedra-engine` that execs this venv's: a unit's readiness hook
+    runs the command found on PATH, and this venv may be under /tmp, hidden from the unit."""
+    bindir = _docs_model_dir().parent / "docs-bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    wrapper = bindir / "exedra-engine"
+    real = Path(sys.executable).parent / "exedra-engine"
+    wrapper.write_text(f'#!/bin/sh\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    return str(bindir)
 
 
 def _reachable_copy(binary: str) -> str:
@@ -189,7 +199,7 @@ def test_shell_examples_succeed(
     script = script.replace("/usr/bin/whisper-server", whisper_server)
     _fixture_dir(tmp_path)
     log = tmp_path / "stubbed.log"
-    bins = [str(Path(sys.executable).parent), str(Path(llama_server).parent)]
+    bins = [_reachable_waiter(), str(Path(sys.executable).parent), str(Path(llama_server).parent)]
     bins.append(str(Path(whisper_server).parent))
     env = {k: v for k, v in os.environ.items() if k != "QWEN_KEY"}
     env.update(STUBBED_LOG=str(log), PATH=os.pathsep.join([*bins, os.environ["PATH"]]))
