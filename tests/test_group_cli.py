@@ -12,7 +12,6 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -22,46 +21,14 @@ from tests.conftest import Run
 from tests.http_client import http
 from tests.test_docs import _docs_model_dir, _reachable_copy
 
-_started: list[subprocess.Popen[str]] = []
-
-
-@pytest.fixture(autouse=True)
-def _no_launcher_left() -> Iterator[None]:
-    yield
-    while _started:
-        p = _started.pop()
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-
-
-def _env(llama_server: str) -> dict[str, str]:
-    return {**os.environ, "PATH": f"{Path(llama_server).parent}{os.pathsep}{os.environ['PATH']}"}
-
-
-def _start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    p = subprocess.Popen(
-        [sys.executable, "-m", "exedra_engine", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    _started.append(p)
-    return p
+# The launcher helpers, and the autouse fixture that stops a launcher a failed test left.
+from tests.test_signals_in_every_phase import _alive, _env, _no_launcher_left, _start  # noqa: F401
 
 
 def _group_file(tmp_path: Path, *members: str) -> Path:
     f = tmp_path / "group.yaml"
     f.write_text("members:\n" + "".join(f"  - {m}\n" for m in members))
     return f
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @pytest.mark.executor
