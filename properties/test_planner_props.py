@@ -17,7 +17,8 @@ from returns.result import Failure, Success
 from exedra_engine import Kind, LaunchPlan, explain_launch, plan_launch
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan.endpoint import resolve_endpoint
-from exedra_engine._core.plan.layers import Layer, merge
+from exedra_engine._core.plan.layer_checks import Layer
+from exedra_engine._core.plan.layers import merge
 from properties import executor_model
 from properties.strategies import HW, REPEATABLE, argv, env, keys, requests
 

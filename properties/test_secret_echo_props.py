@@ -33,7 +33,7 @@ from exedra_engine import (
     open_instance,
     plan_launch,
 )
-from exedra_engine._core.secrets import refuse_redacted
+from exedra_engine._core.launch.redacted import refuse_redacted
 from exedra_engine.cli import build_parser
 from exedra_engine.testing import write_tiny_llama
 

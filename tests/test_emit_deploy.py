@@ -23,7 +23,7 @@ from exedra_engine._core.emit.formats import ini
 from exedra_engine._core.emit.names import DNS1035
 from exedra_engine._core.launch.budget import load_budget
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
-from exedra_engine._core.plan.planner import Explained
+from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.values import LaunchPlan, ModelInfo
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.plan import _sized

@@ -30,7 +30,8 @@ from exedra_engine._core.emit import EmitOptions, Target, emit
 from exedra_engine._core.executors.builtin import LLAMA, WHISPER
 from exedra_engine._core.executors.profile import _flag_table
 from exedra_engine._core.host.hardware_file import hardware_from_json
-from exedra_engine._core.secrets import REDACTED, redact_plan
+from exedra_engine._core.plan.explained import redact_plan
+from exedra_engine._core.secrets import REDACTED
 from exedra_engine._core.struct import FrozenDict
 from exedra_engine.cli import main
 from exedra_engine.errors import ConfigError, HardwareFileError

@@ -29,7 +29,7 @@ from exedra_engine._core.executors.builtin import LLAMA, WHISPER
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.launch.diagnosis import Exit, classify, exit_error, find_cause, layer_of
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
-from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.provenance import Source
 
 # Captured from llama-server 0.3.36 and whisper-server 1.8.5 built by install-executors.sh.
 LLAMA_OOM = (

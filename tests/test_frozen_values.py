@@ -28,10 +28,10 @@ from exedra_engine import (
     load_config,
     plan_launch,
 )
+from exedra_engine._core.config.overrides import redact_config
 from exedra_engine._core.config.parse import located_config, merge_all, merge_configs
 from exedra_engine._core.emit import Target, emit_files
 from exedra_engine._core.emit.options import EmitOptions
-from exedra_engine._core.secrets import redact_config
 from exedra_engine._core.struct import EMPTY, FrozenDict
 
 

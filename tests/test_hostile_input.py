@@ -13,9 +13,9 @@ import pytest
 from returns.result import Failure, Success
 
 from exedra_engine import ConfigError, EngineError, inspect, load_config
+from exedra_engine._core.config.overrides import Config
 from exedra_engine._core.config.parse import config_from_yaml, merge_all, merge_configs
 from exedra_engine._core.gguf.cursor import MAX_KV
-from exedra_engine._core.values import Config
 
 
 def failure(text: str) -> str:

@@ -24,8 +24,10 @@ from exedra_engine import (
 from exedra_engine._core.emit.ready import setting_layer
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan import planner
-from exedra_engine._core.plan.layers import Layer, Said, merge
-from exedra_engine._core.secrets import REDACTED, redact_provenance
+from exedra_engine._core.plan.layer_checks import Layer
+from exedra_engine._core.plan.layers import merge
+from exedra_engine._core.plan.provenance import Said, redact_provenance
+from exedra_engine._core.secrets import REDACTED
 
 HOST = Hardware(
     cpu=CPU(threads=8, ram=1 << 34),

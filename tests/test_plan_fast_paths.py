@@ -31,7 +31,9 @@ from exedra_engine._core.memory.placement import (
     weights_by_place,
 )
 from exedra_engine._core.memory.settings import read_settings
-from exedra_engine._core.plan.layers import Layer, Said, merge
+from exedra_engine._core.plan.layer_checks import Layer
+from exedra_engine._core.plan.layers import merge
+from exedra_engine._core.plan.provenance import Said
 from tests.memory_models import cpu_host, gemma3_270m, gpu_host, llama_135m
 
 

@@ -13,8 +13,9 @@ import psutil
 import pytest
 
 from exedra_engine import Constraints, Endpoint, Hardware, Kind, ModelSpec, plan_launch
+from exedra_engine._core.config.overrides import Config, Override
 from exedra_engine._core.plan.planner import explain_launch
-from exedra_engine._core.values import Config, LaunchPlan, Override
+from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.local.files import open_append
 from exedra_engine._trio.launcher import open_instance
 from tests.conftest import FAKE, cli

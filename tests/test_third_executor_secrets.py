@@ -16,8 +16,9 @@ from exedra_engine import (
     Override,
     plan_launch,
 )
+from exedra_engine._core.config.overrides import redact_config
 from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._core.secrets import REDACTED, redact_config, redact_shown
+from exedra_engine._core.secrets import REDACTED, redact_shown
 
 TOKEN = "sdtok-0123456789"
 ROWS = (

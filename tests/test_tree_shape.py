@@ -6,10 +6,9 @@ package (``_shell``, ``cli``, ``errors``). Each room stands on a floor (`FLOORS`
 docs/explanation.md); an import may go down a floor or across one, never up, and the rooms'
 graph has no cycle.
 
-An import under ``if TYPE_CHECKING:`` names a type for the checker and never runs: it does
-not count towards a cycle between modules (two modules may name each other's types), but it
-does count as an arrow between floors, so a type-only import upward is an exception listed in
-`TYPE_ONLY_UP` with its reason.
+An import under ``if TYPE_CHECKING:`` names a type for the checker and never runs, but it says
+what a module knows: it counts towards a cycle and as an arrow between floors, like any other.
+A module that must name a type from above stands on the wrong floor, or the type does.
 """
 
 from __future__ import annotations
@@ -31,8 +30,8 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("core: executors, model files", frozenset({"_core.executors", "_core.gguf"})),
     ("core: the host, secrets", frozenset({"_core.host", "_core.secrets"})),
     ("core: memory", frozenset({"_core.memory"})),
-    ("core: the plan's values", frozenset({"_core.values"})),
     ("core: override files", frozenset({"_core.config"})),
+    ("core: the plan's values", frozenset({"_core.values"})),
     ("core: the planner", frozenset({"_core.plan"})),
     ("core: launch policy", frozenset({"_core.launch"})),
     ("core: groups", frozenset({"_core.group"})),
@@ -42,15 +41,6 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("public", frozenset({"exedra_engine", "aio", "blocking", "testing"})),
     ("command line", frozenset({"cli", "__main__"})),
 )
-
-# (from room, to room): why a type-only import runs up a floor.
-TYPE_ONLY_UP: dict[tuple[str, str], str] = {
-    ("_core.secrets", "_core.values"): "the walker names the values it hides keys in (Config, "
-    "LaunchPlan, Override), which hold their reprs through it",
-    ("_core.secrets", "_core.plan"): "the walker names Provenance, Said, Source and Explained "
-    "for their hidden copies",
-    ("_core.secrets", "_core.config"): "the walker names Finding for its hidden copy",
-}
 
 MAX_MODULES_PER_FOLDER = 12
 # {folder relative to the package: why it holds more}. Each must still need it.
@@ -178,15 +168,13 @@ def floor_of(name: str) -> int | None:
 
 
 def upward(edges: Mapping[str, Mapping[str, bool]]) -> list[str]:
-    """Each import from a room to a room on a higher floor, type-only ones not excused."""
+    """Each import from a room to a room on a higher floor, type-only ones too."""
     found = []
     for source, targets in edges.items():
-        for target, type_only in targets.items():
+        for target in targets:
             a, b = room(source), room(target)
             fa, fb = floor_of(a), floor_of(b)
             if a == b or fa is None or fb is None or fb <= fa:
-                continue
-            if type_only and (a, b) in TYPE_ONLY_UP:
                 continue
             found.append(f"{source} -> {target} ({FLOORS[fa][0]} -> {FLOORS[fb][0]})")
     return sorted(found)
@@ -195,14 +183,15 @@ def upward(edges: Mapping[str, Mapping[str, bool]]) -> list[str]:
 def room_graph(edges: Mapping[str, Mapping[str, bool]]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for source, targets in edges.items():
-        for target, type_only in targets.items():
-            if not type_only and room(source) != room(target):
+        for target in targets:
+            if room(source) != room(target):
                 graph.setdefault(room(source), set()).add(room(target))
     return graph
 
 
-def _runtime(edges: Mapping[str, Mapping[str, bool]]) -> dict[str, set[str]]:
-    return {m: {t for t, type_only in ts.items() if not type_only} for m, ts in edges.items()}
+def module_graph(edges: Mapping[str, Mapping[str, bool]]) -> dict[str, set[str]]:
+    """{module: imported modules}, type-only imports counted."""
+    return {m: set(ts) for m, ts in edges.items()}
 
 
 def test_the_graph_is_found() -> None:
@@ -219,7 +208,7 @@ def test_every_room_stands_on_a_floor() -> None:
 
 
 def test_no_import_cycle_between_modules() -> None:
-    assert cycles(_runtime(EDGES)) == []
+    assert cycles(module_graph(EDGES)) == []
 
 
 def test_no_import_cycle_between_rooms() -> None:
@@ -228,19 +217,6 @@ def test_no_import_cycle_between_rooms() -> None:
 
 def test_no_import_runs_up_a_floor() -> None:
     assert upward(EDGES) == []
-
-
-def test_each_listed_upward_arrow_is_type_only() -> None:
-    for a, b in TYPE_ONLY_UP:
-        arrows = [
-            type_only
-            for source, targets in EDGES.items()
-            if room(source) == a
-            for target, type_only in targets.items()
-            if room(target) == b
-        ]
-        # A listed arrow may be gone; where it stands, it runs nothing.
-        assert not arrows or all(arrows), (a, b)
 
 
 def _folders() -> dict[str, int]:
@@ -286,6 +262,14 @@ def test_cycles_finds_a_cycle_and_only_it() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+def test_a_type_only_import_closes_a_cycle() -> None:
+    edges = {"a": {"b": False}, "b": {"a": True}}
+    assert cycles(module_graph(edges)) == [["a", "b"]]
+    assert room_graph({"exedra_engine._core.values": {"exedra_engine._core.plan.x": True}}) == {
+        "_core.values": {"_core.plan"}
+    }
+
+
 def test_upward_flags_an_import_up_a_floor() -> None:
     up = {"exedra_engine._core.values": {"exedra_engine._core.plan.layers": False}}
     assert upward(up) == [
@@ -294,9 +278,11 @@ def test_upward_flags_an_import_up_a_floor() -> None:
     ]
     down = {"exedra_engine._core.plan.layers": {"exedra_engine._core.values": False}}
     assert upward(down) == []
-    excused = {"exedra_engine._core.secrets.shown": {"exedra_engine._core.values": True}}
-    assert upward(excused) == []
-    assert upward({"exedra_engine._core.secrets.shown": {"exedra_engine._core.values": False}})
+    type_only = {"exedra_engine._core.secrets.shown": {"exedra_engine._core.values": True}}
+    assert upward(type_only) == [
+        "exedra_engine._core.secrets.shown -> exedra_engine._core.values "
+        "(core: the host, secrets -> core: the plan's values)"
+    ]
 
 
 def test_imports_resolve_submodules_relative_and_type_only() -> None:

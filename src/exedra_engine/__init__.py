@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from exedra_engine._core.config.overrides import Config, Override
 from exedra_engine._core.config.parse import config_from_yaml, merge_configs
 from exedra_engine._core.executors.builtin import BUILTIN as BUILTIN_EXECUTORS
 from exedra_engine._core.executors.builtin import executor_profile
@@ -28,11 +29,11 @@ from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts
 from exedra_engine._core.host.hardware import HostSnapshot, hardware_from
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.endpoint import Resolved, resolve_endpoint
-from exedra_engine._core.plan.planner import Explained, explain_launch, plan_launch
+from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.planner import explain_launch, plan_launch
 from exedra_engine._core.values import (
     CPU,
     GPU,
-    Config,
     Constraints,
     Endpoint,
     ExecutorInfo,
@@ -40,7 +41,6 @@ from exedra_engine._core.values import (
     LaunchPlan,
     ModelInfo,
     ModelSpec,
-    Override,
 )
 from exedra_engine._shell.group_plan import load_group, plan_group_on_host
 from exedra_engine._shell.inspect import inspect, read_inventory

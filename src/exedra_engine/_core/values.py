@@ -10,6 +10,7 @@ from typing import Any
 
 from msgspec import UNSET, UnsetType
 
+from exedra_engine._core.config.overrides import Config, redact_config
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.kinds import KindName
 from exedra_engine._core.host.machine import CPU as CPU  # noqa: PLC0414
@@ -17,8 +18,8 @@ from exedra_engine._core.host.machine import GPU as GPU  # noqa: PLC0414
 from exedra_engine._core.host.machine import ExecutorInfo as ExecutorInfo  # noqa: PLC0414
 from exedra_engine._core.host.machine import Hardware as Hardware  # noqa: PLC0414
 from exedra_engine._core.memory.plan import MemoryPlan
-from exedra_engine._core.secrets import REDACTED, Hider, redact_config, redact_shown
-from exedra_engine._core.struct import EMPTY, Value, frozen_fields
+from exedra_engine._core.secrets import REDACTED, Hider, redact_shown
+from exedra_engine._core.struct import Value
 
 
 class ModelInfo(Value, frozen=True, kw_only=True):
@@ -79,46 +80,6 @@ class ModelSpec(Value, frozen=True, kw_only=True, omit_defaults=True):
             "capabilities": self.capabilities,
             "run_args": args,
         }
-
-    def __repr__(self) -> str:
-        return self.shown_repr()
-
-
-class Override(Value, frozen=True, kw_only=True, omit_defaults=True):
-    """One launch customization layer."""
-
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = EMPTY
-    """A `FrozenDict`, whatever was given: the layer stays as built, and hashable."""
-
-    def __post_init__(self) -> None:
-        frozen_fields(self, "env")
-
-    def shown_fields(self) -> dict[str, Any]:
-        args, env = redact_shown(self.args, [f"{n}={v}" for n, v in self.env.items()])
-        return {"args": args, "env": dict(e.split("=", 1) for e in env)}
-
-    def __repr__(self) -> str:
-        return self.shown_repr()
-
-
-class Config(Value, frozen=True, kw_only=True, omit_defaults=True):
-    """Launch overrides, lowest priority first: env for every executor, engines by executor
-    kind, models by model id. Args are executor-specific, so there is no global args layer."""
-
-    env: dict[str, str] = EMPTY
-    engines: dict[KindName, Override] = EMPTY
-    models: dict[str, Override] = EMPTY
-
-    def __post_init__(self) -> None:
-        # Deeply frozen, so a config can key a cache and no caller can edit a shared one.
-        frozen_fields(self, "env", "engines", "models")
-
-    def shown_fields(self) -> dict[str, Any]:
-        # Secrets and their copies across the files hidden (`redact_config`), and each
-        # `Override` hides again by its own repr.
-        c = redact_config(self)
-        return {"env": dict(c.env), "engines": dict(c.engines), "models": dict(c.models)}
 
     def __repr__(self) -> str:
         return self.shown_repr()

@@ -6,11 +6,11 @@ import os
 import posixpath
 from typing import TYPE_CHECKING
 
+from exedra_engine._core.config.overrides import Config
 from exedra_engine._core.config.parse import merge_all, parse_config
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.values import Config
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.local.ports import HostFiles, NotRegularFile
 from exedra_engine.constants import DEFAULT_CONFIG_PATH

@@ -18,8 +18,9 @@ from exedra_engine._core.gguf.inventory_reader import UnsizedTensors
 from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.host.netstat import holding_states, ports_in_use
 from exedra_engine._core.outcome import as_result
+from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.plan.load_files import with_sizes
-from exedra_engine._core.plan.planner import Explained, explain_plan
+from exedra_engine._core.plan.planner import explain_plan
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine._shell.inspect import inventory_at, read_model

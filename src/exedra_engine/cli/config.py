@@ -9,8 +9,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from exedra_engine._core.secrets import redact_config
-from exedra_engine._core.values import Config
+from exedra_engine._core.config.overrides import Config, redact_config
 from exedra_engine._shell.load_config import read_config
 from exedra_engine.cli import options
 from exedra_engine.cli.parser import Subparsers

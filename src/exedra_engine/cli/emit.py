@@ -27,7 +27,7 @@ from exedra_engine.errors import EmitError, EmitRefused, PlanError
 
 if TYPE_CHECKING:
     from exedra_engine._core.emit import EmitOptions, Emitted, Origin
-    from exedra_engine._core.plan.layers import Source
+    from exedra_engine._core.plan.provenance import Source
 
 # The emitter (its validators included) loads when an emit option is given or a plan is
 # emitted: `add_emit_options` builds every `plan`'s parser, and a plain plan emits nothing.

@@ -9,14 +9,13 @@ import sys
 
 import msgspec
 
-from exedra_engine._core.config.findings import TableOrigin, failing
+from exedra_engine._core.config.findings import TableOrigin, failing, shown_findings
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.plan.model_findings import MODEL_CODES
-from exedra_engine._core.plan.planner import Explained
-from exedra_engine._core.secrets import plan_secrets, redact_provenance
-from exedra_engine._core.secrets.reprs import shown_findings
+from exedra_engine._core.plan.provenance import Source, redact_provenance
+from exedra_engine._core.secrets import plan_secrets
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options

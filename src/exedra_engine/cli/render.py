@@ -14,13 +14,14 @@ from exedra_engine._core.executors.builtin import BUILTIN, LLAMA
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
-from exedra_engine._core.secrets import looks_secret, redact_plan, redact_text
+from exedra_engine._core.plan.explained import redact_plan
+from exedra_engine._core.secrets import looks_secret, redact_text
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, MemberFailed, NotReady
 
 if TYPE_CHECKING:
     from exedra_engine._core.config.findings import Finding
-    from exedra_engine._core.plan.layers import Source
+    from exedra_engine._core.plan.provenance import Source
 
 PROG = "exedra-engine"
 

@@ -31,10 +31,13 @@ A plan's findings about the model itself are in `exedra_engine._core.plan.model_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Literal
 
+import msgspec
+
 from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.secrets import SHORT_KEY, TextRedactor
 from exedra_engine._core.struct import Value
 
 Severity = Literal["error", "warning", "note"]
@@ -107,4 +110,20 @@ def bundled_origin(p: ExecutorProfile, note: str = "") -> TableOrigin:
     """The origin of `p`'s bundled table."""
     return TableOrigin(
         kind=p.kind, binary=p.binary, source="bundled", version=p.table_version, note=note
+    )
+
+
+def shown_findings(findings: tuple[Finding, ...], secrets: Collection[str]) -> tuple[Finding, ...]:
+    """Findings with every long key (`SHORT_KEY` characters or more) and everything secret by
+    its look hidden: they quote the tokens they judge as free text (a caller's
+    ``--arg=--temp=KEY`` is worded back)."""
+    hide = TextRedactor(k for k in secrets if len(k) >= SHORT_KEY)
+    return tuple(
+        msgspec.structs.replace(
+            f,
+            token=hide.text(f.token),
+            message=hide.text(f.message),
+            suggestion=hide.text(f.suggestion),
+        )
+        for f in findings
     )

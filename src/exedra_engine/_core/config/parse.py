@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from exedra_engine._core.config.overrides import Config, Override
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.struct import EMPTY, Value, freeze, frozen_fields
-from exedra_engine._core.values import Config, Override
 from exedra_engine.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:

@@ -20,10 +20,10 @@ from typing import Any
 
 import msgspec
 
+from exedra_engine._core.config.overrides import Config
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.struct import freeze
-from exedra_engine._core.values import Config
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _NULL = freeze({"type": "null"})

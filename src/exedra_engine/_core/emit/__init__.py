@@ -21,7 +21,7 @@ from exedra_engine._core.emit.shape import Shape, shape
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.provenance import Source
 from exedra_engine._core.struct import Value, frozen_fields
 from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan

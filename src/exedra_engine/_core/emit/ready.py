@@ -11,7 +11,7 @@ from exedra_engine._core.emit import names
 from exedra_engine._core.emit.options import Origin
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.endpoint import env_dict
-from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.provenance import Source
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EmitError, EngineError
 

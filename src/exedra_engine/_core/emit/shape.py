@@ -31,7 +31,7 @@ from exedra_engine._core.emit.resources import Gpu, gpu_of, needs_of, threads_of
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.launch.budget import START_BASE, START_RATE, START_UNKNOWN, load_budget
-from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.provenance import Source
 from exedra_engine._core.struct import Value
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import Hardware, LaunchPlan, ModelFile

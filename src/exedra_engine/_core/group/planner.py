@@ -39,7 +39,8 @@ from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.memory.settings import fitter_off, read_settings
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.plan.planner import Explained, PlanFacts, plan_facts
+from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.planner import PlanFacts, plan_facts
 from exedra_engine._core.plan.ports import next_free_port
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan

@@ -15,7 +15,7 @@ from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import CauseKind, ExecutorProfile, ExitCause
 from exedra_engine._core.memory.plan import MemoryPlan, PlaceMemory
 from exedra_engine._core.memory.settings import MIB
-from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.provenance import Source
 from exedra_engine._core.secrets import REDACTED
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import (

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.join import join_unset
-from exedra_engine._core.plan.layers import Layer, Merged, env_items
+from exedra_engine._core.plan.layer_checks import Layer
+from exedra_engine._core.plan.layers import Merged, env_items
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import Constraints, ModelSpec
 from exedra_engine.constants import DEFAULT_HOST

@@ -1,18 +1,25 @@
-"""What every layer must be before it is merged: tokens and variables a process can be given
-(no NUL, no lone surrogate, no empty argument), and no key flag of another executor. Pure."""
+"""A layer (`Layer`), and what every layer must be before it is merged: tokens and variables a
+process can be given (no NUL, no lone surrogate, no empty argument), and no key flag of another
+executor. Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import chain
-from typing import TYPE_CHECKING
 
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.struct import Value
 from exedra_engine.errors import PlanError
 
-if TYPE_CHECKING:
-    from exedra_engine._core.plan.layers import Layer
+
+class Layer(Value, frozen=True, kw_only=True):
+    """One contribution to a plan, `rank` higher wins."""
+
+    name: str
+    rank: int
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
 
 
 def check_layer(profile: ExecutorProfile, layer: Layer) -> None:

@@ -29,92 +29,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import chain
-from typing import Any, Literal, NamedTuple
+from typing import NamedTuple
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable, Item
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.plan.layer_checks import all_fit, check_layer, refuse_foreign_key
+from exedra_engine._core.plan.layer_checks import Layer, all_fit, check_layer, refuse_foreign_key
 from exedra_engine._core.plan.layer_checks import unfit as unfit  # noqa: PLC0414 (planner reads it here)
-from exedra_engine._core.secrets.reprs import shown_source
-from exedra_engine._core.secrets.shown import redact_provenance, redact_said
+from exedra_engine._core.plan.provenance import Provenance, Said, Source
 from exedra_engine._core.struct import EMPTY, Value, freeze, frozen_fields
 from exedra_engine.errors import PlanError
-
-
-class Layer(Value, frozen=True, kw_only=True):
-    """One contribution to a plan, `rank` higher wins."""
-
-    name: str
-    rank: int
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-
-
-class Source(Value, frozen=True, kw_only=True):
-    """Where one final argv option or env variable came from, and what it replaced, as
-    ``plan --explain`` shows it (rendered from a `Provenance`)."""
-
-    what: Literal["arg", "env"]
-    text: str
-    """The option's tokens joined by spaces, or ``NAME=VALUE``."""
-    layer: str
-    overrode: tuple[str, ...] = ()
-    """``layer: text`` of every contribution it replaced."""
-    key: str = ""
-    """The flag's canonical key (``--ctx-size`` for ``-c 8``) or the variable's name; "" for
-    a token the flag table does not know."""
-
-    def shown_fields(self) -> dict[str, Any]:
-        return Value.shown_fields(shown_source(self))
-
-    def __repr__(self) -> str:
-        return self.shown_repr()
-
-
-class Said(Value, frozen=True, kw_only=True):
-    """One contribution of a layer: an argv item or a variable."""
-
-    layer: str
-    what: Literal["arg", "env"]
-    tokens: tuple[str, ...]
-    """An item's tokens (``--ctx-size``, ``8192``), or a variable's (name, value)."""
-    at: int = -1
-    """Where the item's first token stands in its layer's args (-1 for a variable)."""
-
-    @property
-    def text(self) -> str:
-        """As `Source.text` spells it."""
-        return " ".join(self.tokens) if self.what == "arg" else "=".join(self.tokens)
-
-    def shown_fields(self) -> dict[str, Any]:
-        return Value.shown_fields(redact_said(self, ()))
-
-    def __repr__(self) -> str:
-        return self.shown_repr()
-
-
-class Provenance(Value, frozen=True, kw_only=True):
-    """Provenance as data: which layer set one final argv item or variable, and what it
-    replaced."""
-
-    said: Said
-    key: str | None = None
-    """The flag's canonical key, or the variable's name; None for a token the table does not
-    know."""
-    replaced: tuple[Said, ...] = ()
-
-    def shown_fields(self) -> dict[str, Any]:
-        return Value.shown_fields(redact_provenance(self, ()))
-
-    def __repr__(self) -> str:
-        return self.shown_repr()
-
-    def source(self) -> Source:
-        """The entry ``plan --explain`` shows."""
-        s = self.said
-        over = tuple(f"{r.layer}: {r.text}" for r in self.replaced)
-        return Source(what=s.what, text=s.text, layer=s.layer, overrode=over, key=self.key or "")
 
 
 class Merged(Value, frozen=True, kw_only=True):

@@ -20,7 +20,7 @@ warnings; they never change the plan.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from exedra_engine._core.config.check import check_plan_layers
 from exedra_engine._core.config.findings import Finding
@@ -34,18 +34,12 @@ from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.endpoint import resolve_merged
 from exedra_engine._core.plan.engine_args import plan_layers, with_memory_args
-from exedra_engine._core.plan.layers import (
-    Merged,
-    Provenance,
-    Source,
-    env_items,
-    merge,
-)
+from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.layers import Merged, env_items, merge
 from exedra_engine._core.plan.load_files import load_files
 from exedra_engine._core.plan.model_findings import model_findings
 from exedra_engine._core.plan.ports import choose_port, port_origin
 from exedra_engine._core.plan.request_checks import check_request
-from exedra_engine._core.secrets.reprs import shown_explained
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import (
     Constraints,
@@ -65,28 +59,6 @@ from exedra_engine.errors import (
 
 if TYPE_CHECKING:
     from returns.result import Result
-
-
-class Explained(Value, frozen=True, kw_only=True):
-    """A plan, the provenance of each of its argv options and env variables, and what its
-    layers pass to the executor that it would refuse, ignore or misread."""
-
-    plan: LaunchPlan
-    sources: tuple[Source, ...]
-    """`provenance` as ``plan --explain`` shows it."""
-    findings: tuple[Finding, ...] = ()
-    """Warnings about the layers (`exedra_engine._core.config.check`), judged by the flag
-    table given to `explain_launch`: the plan is made as it would be without them."""
-    memory: tuple[str, ...] = ()
-    """The memory arithmetic and what the planner decided from it (``plan --explain``)."""
-    provenance: tuple[Provenance, ...] = ()
-    """Which layer set each argv item and env variable, and what it replaced, as data."""
-
-    def shown_fields(self) -> dict[str, Any]:
-        return shown_explained(self)
-
-    def __repr__(self) -> str:
-        return self.shown_repr()
 
 
 def plan_launch(

@@ -1,16 +1,21 @@
 """The secret walker: one table-driven place decides what is secret, and every output asks
-it. Pure.
+it. Pure, and over strings only: it knows no plan, provenance or override file.
 
 - `table`: the rules as data (key flags and their mistyped neighbours, secret words of
   variable names, URL credentials, key shapes, executors' key log lines);
 - `judge`: each rule as a question (`is_secret_name`, `is_secret_flag`, `looks_secret`);
-- `walk`: a plan's argv and env walked for its secrets (`plan_secrets`, `secret_copies`,
-  `refuse_redacted`);
+- `walk`: argv and env walked for their secrets (`plan_secrets`, `secret_copies`,
+  `redaction_markers`);
 - `hide`: hiding found secrets in a value (`Hider`) or free text (`TextRedactor`);
-- `shown`: plans, provenance, override files and reprs as they may be shown.
+- `shown`: argv, env and a layer's tokens as they may be shown.
 
-Plan rendering (text and ``--json``), ``--explain``, ``config``, the values' reprs (and
-their ``__rich_repr__``), the log relay, the emit guard and the CLI's error echo all use it.
+The typed views stand beside their types and ask it: a plan and its explanation
+(`exedra_engine._core.plan.explained`), provenance (`exedra_engine._core.plan.provenance`),
+override files (`exedra_engine._core.config.overrides`), findings
+(`exedra_engine._core.config.findings`), the launch refusal of a redacted plan
+(`exedra_engine._core.launch.redacted`). Plan rendering (text and ``--json``), ``--explain``,
+``config``, the values' reprs (and their ``__rich_repr__``), the log relay, the emit guard and
+the CLI's error echo all use it.
 """
 
 from __future__ import annotations
@@ -30,21 +35,17 @@ from exedra_engine._core.secrets.judge import (
 )
 from exedra_engine._core.secrets.shown import (
     ENGINE_LAYER,
-    config_secrets,
     redact_args,
-    redact_config,
     redact_env,
-    redact_plan,
-    redact_provenance,
-    redact_said,
     redact_shown,
+    said_tokens_shown,
 )
 from exedra_engine._core.secrets.table import REDACTED, SHORT_KEY
 from exedra_engine._core.secrets.walk import (
     plan_secrets,
     redaction_markers,
-    refuse_redacted,
     secret_copies,
+    secret_values_shown,
 )
 
 __all__ = (
@@ -53,7 +54,6 @@ __all__ = (
     "SHORT_KEY",
     "Hider",
     "TextRedactor",
-    "config_secrets",
     "copied_secret",
     "is_secret_flag",
     "is_secret_name",
@@ -62,14 +62,11 @@ __all__ = (
     "reads_as_secret",
     "redact_args",
     "redact_bytes",
-    "redact_config",
     "redact_env",
-    "redact_plan",
-    "redact_provenance",
-    "redact_said",
     "redact_shown",
     "redact_text",
     "redaction_markers",
-    "refuse_redacted",
+    "said_tokens_shown",
     "secret_copies",
+    "secret_values_shown",
 )

@@ -9,7 +9,6 @@ shape, a URL's credentials). Everything that shows or writes a plan starts from 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
@@ -21,10 +20,6 @@ from exedra_engine._core.secrets.judge import (
     reads_as_secret,
 )
 from exedra_engine._core.secrets.table import REDACTED
-from exedra_engine.errors import PlanError
-
-if TYPE_CHECKING:
-    from exedra_engine._core.values import LaunchPlan
 
 
 def secret_values(
@@ -150,17 +145,3 @@ def redaction_markers(
         if eq and is_secret_name(name) and REDACTED in value:
             where.append(name)
     return tuple(dict.fromkeys(where))
-
-
-def refuse_redacted(plan: LaunchPlan, *, executors: Executors = BUILTIN) -> None:
-    """Raise `PlanError` when the plan hands its executor the redaction marker as a secret
-    (see `redaction_markers`); every launcher calls this before it starts anything."""
-    where = redaction_markers(plan.args, plan.env, executors=executors)
-    if not where:
-        return
-    source = f" (its key is in ${plan.key_env})" if plan.key_env else ""
-    raise PlanError(
-        f"the plan carries the redaction marker {REDACTED} in {', '.join(where)}{source}: "
-        "it was saved for people to read and holds no key. Plan again with the key in its "
-        "variable (--api-key-env VAR), or put the real value back before launching"
-    )

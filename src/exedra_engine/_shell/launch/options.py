@@ -17,7 +17,7 @@ from exedra_engine._core.launch.budget import load_limits
 from exedra_engine._core.launch.child import ChildSpec
 from exedra_engine._core.launch.progress import LoadProgress
 from exedra_engine._core.launch.readiness import LoadLimits
-from exedra_engine._core.plan.layers import Source
+from exedra_engine._core.plan.provenance import Source
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.launch import tree
 from exedra_engine._shell.local.host import LocalHost

@@ -15,9 +15,9 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch.child import ChildSpec, child_spec
 from exedra_engine._core.launch.logs import log_secrets
+from exedra_engine._core.launch.redacted import refuse_redacted
 from exedra_engine._core.plan.endpoint import Resolved, resolve
 from exedra_engine._core.plan.ports import next_free_port, with_port
-from exedra_engine._core.secrets import refuse_redacted
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.launch.failure import not_ready
 from exedra_engine._shell.launch.instance import InstanceState

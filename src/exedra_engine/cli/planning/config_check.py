@@ -111,8 +111,8 @@ def print_schema() -> int:
 def _shown(findings: tuple[Finding, ...], path: str, ex: Executors) -> tuple[Finding, ...]:
     """The findings with the files' secrets hidden where they quote them (a key after a
     mistyped ``--api-kee``, ``--temp=KEY``), and whatever is secret by its look."""
-    from exedra_engine._core.secrets import config_secrets
-    from exedra_engine._core.secrets.reprs import shown_findings
+    from exedra_engine._core.config.findings import shown_findings
+    from exedra_engine._core.config.overrides import config_secrets
     from exedra_engine._shell.load_config import load_config
 
     cfg = load_config(path, executors=ex).value_or(None)

@@ -15,7 +15,7 @@ from exedra_engine._core.group.cpus import cpu_set_text
 from exedra_engine._core.group.planner import GroupExplained
 from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine._core.memory.explain import size_text
-from exedra_engine._core.plan.planner import Explained
+from exedra_engine._core.plan.explained import Explained
 from exedra_engine._shell.config_check import located_configs
 from exedra_engine._shell.group_plan import GroupRequest, explain_group_request, read_group
 from exedra_engine._shell.hardware_file import read_hardware

@@ -15,7 +15,7 @@ from exedra_engine._core.config.parse import merge_all
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.plan.planner import Explained
+from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
 from exedra_engine._shell.config_check import located_configs
 from exedra_engine._shell.hardware_file import read_hardware
