@@ -1,11 +1,12 @@
 """The one place a raised `EngineError` becomes a `returns` Result.
 
 Inside the library, failures are raised as typed `EngineError`s (h11's model: cheap, and the
-happy path reads straight). Each public function converts exactly once, at its boundary, with
-`as_result`; the shells and the command line call the raising forms and never take a Result
-apart again: under returns, ``case Success(v)`` types `v` as Any, which switches the type
-checker off exactly where two layers meet. Anything that is not an `EngineError` is a bug and
-propagates as itself.
+happy path reads straight). Each public function converts exactly once, at its boundary: an
+entry point is written once, in its raising form, and `boundary` makes its Result form
+(returns' ``@safe``, narrowed to `EngineError`); `as_result` converts one call. The shells and
+the command line call the raising forms and never take a Result apart again: under returns,
+``case Success(v)`` types `v` as Any, which switches the type checker off exactly where two
+layers meet. Anything that is not an `EngineError` is a bug and propagates as itself.
 """
 
 from __future__ import annotations
@@ -31,6 +32,21 @@ def as_result(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Resul
         return success(fn(*args, **kwargs))
     except EngineError as e:
         return failure(e)
+
+
+def boundary(fn: Callable[P, T], /) -> Callable[P, Result[T, EngineError]]:
+    """`fn`, the raising form of an entry point, as its Result form: the same parameters
+    (for the type checker too) and docstring, returning ``Success(value)``, or
+    ``Failure(error)`` for the `EngineError` `fn` raised. Anything else propagates.
+
+    Used as ``load_config = boundary(read_config)``: the signature is written once, on the
+    raising form the shells call, and the public name is the Result form."""
+
+    @functools.wraps(fn)
+    def at_boundary(*args: P.args, **kwargs: P.kwargs) -> Result[T, EngineError]:
+        return as_result(fn, *args, **kwargs)
+
+    return at_boundary
 
 
 @functools.cache

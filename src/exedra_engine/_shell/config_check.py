@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from exedra_engine._core.config.check import check_file
 from exedra_engine._core.config.findings import Finding
@@ -13,15 +12,12 @@ from exedra_engine._core.config.parse import LocatedConfig, located_config
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._core.struct import Value
 from exedra_engine._shell.load_config import config_path, override_paths, read_override
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.local.ports import HostFiles
-from exedra_engine.errors import ConfigError, EngineError
-
-if TYPE_CHECKING:
-    from returns.result import Result
+from exedra_engine.errors import ConfigError
 
 
 class CheckReport(Value, frozen=True, kw_only=True):
@@ -34,23 +30,6 @@ class CheckReport(Value, frozen=True, kw_only=True):
     """Whether a file is one the loader refuses (its finding has code ``invalid-file``)."""
 
 
-def check_config(
-    path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
-    files: HostFiles | None = None,
-    tables: Mapping[str, FlagTable] | None = None,
-    *,
-    executors: Executors = BUILTIN,
-) -> Result[CheckReport, EngineError]:
-    """Judge the override files at `path` (a file or a directory, as `load_config` reads it;
-    None: `DEFAULT_CONFIG_PATH`) by `tables` (by kind; the bundled tables otherwise).
-
-    A file the loader refuses becomes an ``invalid-file`` finding and the others are still
-    judged; a path that cannot be read or listed is a `ConfigError`. The ``engines:`` keys
-    are the kinds of `executors`, and the flags are judged by their profiles.
-    """
-    return as_result(judge_config, path, files, tables, executors=executors)
-
-
 def judge_config(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
     files: HostFiles | None = None,
@@ -58,7 +37,13 @@ def judge_config(
     *,
     executors: Executors = BUILTIN,
 ) -> CheckReport:
-    """`check_config` for the library's own callers: raises `ConfigError`."""
+    """Judge the override files at `path` (a file or a directory, as `load_config` reads it;
+    None: `DEFAULT_CONFIG_PATH`) by `tables` (by kind; the bundled tables otherwise).
+
+    A file the loader refuses becomes an ``invalid-file`` finding and the others are still
+    judged; a path that cannot be read or listed is a `ConfigError`. The ``engines:`` keys
+    are the kinds of `executors`, and the flags are judged by their profiles.
+    """
     host = files or LocalHost()
     paths = override_paths(config_path(path), host)
     findings: list[Finding] = []
@@ -72,6 +57,10 @@ def judge_config(
             invalid = True
             findings.append(_invalid(f, err))
     return CheckReport(files=tuple(paths), findings=tuple(findings), invalid=invalid)
+
+
+check_config = boundary(judge_config)
+"""`judge_config` as a Result: ``Success(CheckReport)``, or ``Failure`` with its `EngineError`."""
 
 
 def located_configs(

@@ -18,7 +18,7 @@ from exedra_engine._core.group.file import GroupFile, parse_group_file
 from exedra_engine._core.group.memory import Running
 from exedra_engine._core.group.planner import GroupExplained, explain_group_plan
 from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import as_result, boundary
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware
 from exedra_engine._shell.local.host import LocalHost
@@ -136,19 +136,18 @@ def _affinity() -> tuple[int, ...] | None:
         return None
 
 
-def load_group(
+def read_group(
     path: str | os.PathLike[str], *, executors: Executors = BUILTIN
-) -> Result[tuple[GroupMember, ...], EngineError]:
+) -> tuple[GroupMember, ...]:
     """Read a group file (`exedra_engine._core.group.file`) into its members, each API key
     read from the variable its ``api_key_env`` names. A mistake names the file, the line
     and the member (`ConfigError`); a key variable that is not set, the member
     (`PlanError`)."""
-    return as_result(read_group, os.fspath(path), executors=executors)
+    return file_members(read_group_file(os.fspath(path), executors=executors), os.environ)
 
 
-def read_group(path: str, *, executors: Executors = BUILTIN) -> tuple[GroupMember, ...]:
-    """`load_group`, raising."""
-    return file_members(read_group_file(path, executors=executors), os.environ)
+load_group = boundary(read_group)
+"""`read_group` as a Result: ``Success(members)``, or ``Failure`` with its `EngineError`."""
 
 
 def read_group_file(path: str, *, executors: Executors = BUILTIN) -> GroupFile:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import TYPE_CHECKING
 
 from exedra_engine._core.gguf.header import HeaderFacts, read_gguf_header
 from exedra_engine._core.gguf.inventory import ModelInventory, combine_shards, shard_paths
@@ -15,32 +14,22 @@ from exedra_engine._core.gguf.inventory_reader import (
 )
 from exedra_engine._core.gguf.labels import tuning
 from exedra_engine._core.gguf.quant import quant_name
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._core.values import ModelInfo
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.local.ports import HostFiles, NotRegularFile
-from exedra_engine.errors import EngineError, ModelUnreadable, NotGGUF
-
-if TYPE_CHECKING:
-    from returns.result import Result
+from exedra_engine.errors import ModelUnreadable, NotGGUF
 
 
-def inspect(
+def read_model(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
-) -> Result[ModelInfo, EngineError]:
+) -> ModelInfo:
     """Read a GGUF model's metadata from its header alone, never touching the weights.
 
     Failures: `ModelUnreadable` (missing, a directory, no permission) and `NotGGUF`
     (anything that is not a well-formed GGUF header), each naming the path. `files` is the
     port the file is read through (default: this machine's).
     """
-    return as_result(read_model, path, files)
-
-
-def read_model(
-    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
-) -> ModelInfo:
-    """`inspect` for the library's own callers: raises its `EngineError`."""
     p = os.fsdecode(path)
     if "\0" in p:
         raise ModelUnreadable(f"{p!r}: the path contains a NUL character")
@@ -60,6 +49,10 @@ def read_model(
     return model_info_from(p, size, facts)
 
 
+inspect = boundary(read_model)
+"""`read_model` as a Result: ``Success(ModelInfo)``, or ``Failure`` with its `EngineError`."""
+
+
 def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:
     """The public `ModelInfo` of parsed header facts."""
     return ModelInfo(
@@ -75,18 +68,11 @@ def model_info_from(path: str, size: int, h: HeaderFacts) -> ModelInfo:
     )
 
 
-def read_inventory(
-    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
-) -> Result[ModelInventory, EngineError]:
-    """The model's tensor inventory and memory hyperparameters, from its header (every
-    shard's header for a split model ``*-00001-of-0000N.gguf``). Failures as `inspect`'s."""
-    return as_result(inventory_at, path, files)
-
-
 def inventory_at(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes], files: HostFiles | None = None
 ) -> ModelInventory:
-    """`read_inventory` for the library's own callers: raises its `EngineError`."""
+    """The model's tensor inventory and memory hyperparameters, from its header (every
+    shard's header for a split model ``*-00001-of-0000N.gguf``). Failures as `inspect`'s."""
     p = os.fsdecode(path)
     host = files or LocalHost()
     shards = shard_paths(p)
@@ -108,6 +94,11 @@ def inventory_at(
         parts.append(inv)
         left -= len(inv.tensors)
     return combine_shards(parts)
+
+
+read_inventory = boundary(inventory_at)
+"""`inventory_at` as a Result: ``Success(ModelInventory)``, or ``Failure`` with its
+`EngineError`."""
 
 
 def _one_inventory(

@@ -4,32 +4,27 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import TYPE_CHECKING
 
 from exedra_engine._core.config.overrides import Config
 from exedra_engine._core.config.parse import merge_all, parse_config
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.local.ports import HostFiles, NotRegularFile
 from exedra_engine.constants import DEFAULT_CONFIG_PATH
-from exedra_engine.errors import ConfigError, EngineError
-
-if TYPE_CHECKING:
-    from returns.result import Result
-
+from exedra_engine.errors import ConfigError
 
 _MAX_FILE = 4 << 20
 _ENDINGS = (".yaml", ".yml")
 
 
-def load_config(
+def read_config(
     path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
     files: HostFiles | None = None,
     *,
     executors: Executors = BUILTIN,
-) -> Result[Config, EngineError]:
+) -> Config:
     """Load admin overrides from a directory or one YAML file.
 
     A directory contributes its ``*.yaml`` and ``*.yml`` files (hidden ones excepted) in
@@ -41,16 +36,6 @@ def load_config(
     naming file, line and field. `files` is the port the files are read through (default:
     this machine's). The ``engines:`` keys are the kinds of `executors`.
     """
-    return as_result(read_config, path, files, executors=executors)
-
-
-def read_config(
-    path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
-    files: HostFiles | None = None,
-    *,
-    executors: Executors = BUILTIN,
-) -> Config:
-    """`load_config` for the library's own callers: raises `ConfigError`."""
     p = config_path(path)
     host = files or LocalHost()
     return merge_all(
@@ -59,6 +44,10 @@ def read_config(
             for f in override_paths(p, host)
         ]
     )
+
+
+load_config = boundary(read_config)
+"""`read_config` as a Result: ``Success(Config)``, or ``Failure`` with the `ConfigError`."""
 
 
 def config_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None) -> str:

@@ -105,7 +105,7 @@ def explain_request(
     looked it up already."""
     host = files or LocalHost()
     spec = req.spec
-    # Looked up once: every fact gathered and the planner use it.
+    # Looked up once for every fact gathered.
     profile = profile or req.executors.profile(spec.kind)
     in_use = ports_in_use_for(profile, host) if req.check_ports else frozenset()
     model, inventory = model_inventory_for(profile, spec, host)
@@ -120,7 +120,6 @@ def explain_request(
         inventory=inventory,
         side_models=side_inventories_for(profile, spec, req.constraints, host),
         executors=req.executors,
-        profile=profile,
     )
     return _sized(e, host)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
@@ -15,14 +14,10 @@ from exedra_engine._core.host.hardware import (
     NvidiaProcGpu,
     hardware_from,
 )
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._core.values import Hardware
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.local.ports import Host, HostFiles, HostProcess
-from exedra_engine.errors import EngineError
-
-if TYPE_CHECKING:
-    from returns.result import Result
 
 DRM = "/sys/class/drm"
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
@@ -34,9 +29,7 @@ Versions = Callable[[ExecutorProfile, str], str]
 """How an executor's version is learnt: (its profile, its path) -> the version it states."""
 
 
-def probe(
-    host: Host | None = None, *, executors: Executors = BUILTIN
-) -> Result[Hardware, EngineError]:
+def host_hardware(host: Host | None = None, *, executors: Executors = BUILTIN) -> Hardware:
     """Inspect the host: CPU threads and RAM, DRM render devices, installed executors and
     their versions.
 
@@ -45,13 +38,9 @@ def probe(
     elsewhere (fixture trees in tests); the calling process's environment is never changed.
     Versions are asked of the binaries of this machine only (``BINARY --version``, cached
     per binary, see `exedra_engine._shell.local.flag_tables`): with a `host`, they are "".
-    The executors looked for are those of `executors`.
+    The executors looked for are those of `executors`. Probing cannot fail: unknown facts
+    read as 0.
     """
-    return as_result(host_hardware, host, executors=executors)
-
-
-def host_hardware(host: Host | None = None, *, executors: Executors = BUILTIN) -> Hardware:
-    """`probe` without the Result: probing cannot fail, unknown facts read as 0."""
     if host is not None:
         return hardware_from(snapshot(host, host, executors=executors))
     # This machine: after PATH, the executors scripts/install-executors.sh built.
@@ -61,6 +50,10 @@ def host_hardware(host: Host | None = None, *, executors: Executors = BUILTIN) -
     return hardware_from(
         snapshot(h, h, _executor_version, after_path=cache_bin_dirs(), executors=executors)
     )
+
+
+probe = boundary(host_hardware)
+"""`host_hardware` as a Result: ``Success(Hardware)``, or ``Failure`` with its `EngineError`."""
 
 
 def snapshot(

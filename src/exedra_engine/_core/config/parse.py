@@ -33,13 +33,12 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from exedra_engine._core.config.overrides import Config, Override
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._core.struct import EMPTY, Value, freeze, frozen_fields
-from exedra_engine.errors import ConfigError, EngineError
+from exedra_engine.errors import ConfigError
 
 if TYPE_CHECKING:
     import yaml
-    from returns.result import Result
 
 _STR = "tag:yaml.org,2002:str"
 _NULL = "tag:yaml.org,2002:null"
@@ -346,29 +345,24 @@ def _parent(path: str) -> str:
     return path[:cut] if cut > 0 else ""
 
 
-def config_from_yaml(
-    text: str, source: str, *, executors: Executors = BUILTIN
-) -> Result[Config, EngineError]:
+def parse_config(text: str, source: str, *, executors: Executors = BUILTIN) -> Config:
     """Parse one override document; `source` (a file name) prefixes every error. The
     ``engines:`` keys are the kinds of `executors`."""
-    return as_result(parse_config, text, source, executors=executors)
-
-
-def located_config_from_yaml(
-    text: str, source: str, *, executors: Executors = BUILTIN
-) -> Result[LocatedConfig, EngineError]:
-    """`config_from_yaml`, keeping the line of every field path (for `config --check`)."""
-    return as_result(located_config, text, source, executors=executors)
-
-
-def parse_config(text: str, source: str, *, executors: Executors = BUILTIN) -> Config:
-    """`config_from_yaml` for the library's own callers: raises `ConfigError`."""
     return _from_yaml(text, source, None, executors).config
 
 
+config_from_yaml = boundary(parse_config)
+"""`parse_config` as a Result: ``Success(Config)``, or ``Failure`` with its `EngineError`."""
+
+
 def located_config(text: str, source: str, *, executors: Executors = BUILTIN) -> LocatedConfig:
-    """`located_config_from_yaml` for the library's own callers: raises `ConfigError`."""
+    """`config_from_yaml`, keeping the line of every field path (for `config --check`)."""
     return _from_yaml(text, source, {}, executors)
+
+
+located_config_from_yaml = boundary(located_config)
+"""`located_config` as a Result: ``Success(LocatedConfig)``, or ``Failure`` with its
+`EngineError`."""
 
 
 def compose_document(text: str, source: str) -> yaml.Node | None:

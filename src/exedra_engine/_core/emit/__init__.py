@@ -14,21 +14,17 @@ them: the semantic checks a schema cannot make (`exedra_engine._core.emit.checks
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.emit.shape import Shape, shape
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._core.plan.provenance import Source
 from exedra_engine._core.struct import Value, frozen_fields
 from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
-from exedra_engine.errors import EmitRefused, EngineError
-
-if TYPE_CHECKING:
-    from returns.result import Result
+from exedra_engine.errors import EmitRefused
 
 __all__ = (
     "EmitOptions",
@@ -52,23 +48,6 @@ class Emitted(Value, frozen=True, kw_only=True):
         frozen_fields(self, "files")
 
 
-def emit(
-    plan: LaunchPlan,
-    target: Target,
-    options: EmitOptions = EmitOptions(),
-    *,
-    hardware: Hardware | None = None,
-    sources: Sequence[Source] = (),
-    executors: Executors = BUILTIN,
-) -> Result[Emitted, EngineError]:
-    """The files that run `plan` on `target`. `hardware` is the hardware file the plan was
-    made for (its GPU driver names the GPU resource); `sources` are the plan's provenance
-    (`explain_launch`), for `Emitted.origins`. Fails with `EmitError` for a plan that cannot
-    be emitted as asked (a loopback bind in a container, a secret in the plan's env).
-    `executors` are those the plan's kind is looked up in (the ones it was planned with)."""
-    return as_result(emit_files, plan, target, options, hardware, sources, executors=executors)
-
-
 def emit_files(
     plan: LaunchPlan,
     target: Target,
@@ -78,7 +57,11 @@ def emit_files(
     *,
     executors: Executors = BUILTIN,
 ) -> Emitted:
-    """`emit`, raising the `EngineError` instead of returning it."""
+    """The files that run `plan` on `target`. `hardware` is the hardware file the plan was
+    made for (its GPU driver names the GPU resource); `sources` are the plan's provenance
+    (`explain_launch`), for `Emitted.origins`. Fails with `EmitError` for a plan that cannot
+    be emitted as asked (a loopback bind in a container, a secret in the plan's env).
+    `executors` are those the plan's kind is looked up in (the ones it was planned with)."""
     # The targets are loaded when used: the command line parses its options without them
     # (and without PyYAML, which only the Kubernetes target needs).
     from exedra_engine._core.emit.checks import check_files
@@ -94,6 +77,10 @@ def emit_files(
     if problems:
         raise EmitRefused(tuple(problems))
     return Emitted(files=dict(sorted(files.items())), origins=(*s.origins, *extra))
+
+
+emit = boundary(emit_files)
+"""`emit_files` as a Result: ``Success(Emitted)``, or ``Failure`` with its `EngineError`."""
 
 
 def targets() -> Mapping[str, Target]:

@@ -6,7 +6,7 @@ as soon as it has every field it needs. The byte reader and its bounds are in `c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import BinaryIO, Final
 
 from exedra_engine._core.gguf.cursor import (
     INT_TYPES,
@@ -21,12 +21,9 @@ from exedra_engine._core.gguf.cursor import (
     skip_value,
 )
 from exedra_engine._core.gguf.labels import CHAT_TEMPLATE, LABELS
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._core.struct import Value
-from exedra_engine.errors import EngineError, NotGGUF
-
-if TYPE_CHECKING:
-    from returns.result import Result
+from exedra_engine.errors import NotGGUF
 
 
 class HeaderFacts(Value, frozen=True, kw_only=True):
@@ -51,20 +48,20 @@ class HeaderFacts(Value, frozen=True, kw_only=True):
 _NAMES: Final = ("general.architecture", "general.name")
 
 
-def parse_gguf_header(src: BinaryIO, size: int) -> Result[HeaderFacts, EngineError]:
+def read_gguf_header(src: BinaryIO, size: int) -> HeaderFacts:
     """Read the facts planning needs from a GGUF stream of `size` bytes.
 
     The error message names the offset and the field; the caller adds the path.
     """
-    return as_result(read_gguf_header, src, size)
-
-
-def read_gguf_header(src: BinaryIO, size: int) -> HeaderFacts:
-    """`parse_gguf_header` for the library's own callers: raises `NotGGUF`."""
     try:
         return _parse(Cursor(src, size))
     except (Truncated, Malformed) as e:
         raise NotGGUF(f"not a GGUF file: {e}") from None
+
+
+parse_gguf_header = boundary(read_gguf_header)
+"""`read_gguf_header` as a Result: ``Success(HeaderFacts)``, or ``Failure`` with its
+`EngineError`."""
 
 
 def _parse(cur: Cursor) -> HeaderFacts:

@@ -11,7 +11,7 @@ exceed the file's size.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import BinaryIO, Final
 
 from exedra_engine._core.gguf.cursor import (
     ARRAY,
@@ -33,12 +33,9 @@ from exedra_engine._core.gguf.cursor import (
 )
 from exedra_engine._core.gguf.inventory import GGML_TYPES, ModelInventory, TensorInfo
 from exedra_engine._core.gguf.labels import CHAT_TEMPLATE, LABELS, tuning
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._core.struct import freeze
-from exedra_engine.errors import EngineError, NotGGUF
-
-if TYPE_CHECKING:
-    from returns.result import Result
+from exedra_engine.errors import NotGGUF
 
 MAX_TENSORS: Final = 1 << 16
 """Tensors of one model, every shard of a split set together (a large MoE holds ~2,000)."""
@@ -111,19 +108,6 @@ SWA_PATTERNS: Final[dict[str, tuple[int, bool]]] = freeze(
 )
 
 
-def parse_gguf_inventory(
-    src: BinaryIO, size: int, path: str = "", *, max_tensors: int = MAX_TENSORS
-) -> Result[tuple[ModelInventory, int, int], EngineError]:
-    """Read the tensor inventory of one GGUF file of `size` bytes: the inventory, and the
-    file's ``split.count`` and ``split.no`` (0, 0 for an unsplit model).
-
-    Bounded like `parse_gguf_header`, and reads every key/value (the tensor infos follow
-    them) but never the tensor data. `max_tensors` is what is left of a split set's
-    `MAX_TENSORS` (the shards before used the rest).
-    """
-    return as_result(read_gguf_inventory, src, size, path, max_tensors=max_tensors)
-
-
 class UnsizedTensors(NotGGUF):
     """A header this library reads but whose tensors it cannot size: a ggml type newer than
     it. The model is planned without a memory plan; every other fault is an error."""
@@ -136,13 +120,24 @@ class _NewerType(Malformed):
 def read_gguf_inventory(
     src: BinaryIO, size: int, path: str = "", *, max_tensors: int = MAX_TENSORS
 ) -> tuple[ModelInventory, int, int]:
-    """`parse_gguf_inventory` for the library's own callers: raises `NotGGUF`."""
+    """Read the tensor inventory of one GGUF file of `size` bytes: the inventory, and the
+    file's ``split.count`` and ``split.no`` (0, 0 for an unsplit model).
+
+    Bounded like `parse_gguf_header`, and reads every key/value (the tensor infos follow
+    them) but never the tensor data. `max_tensors` is what is left of a split set's
+    `MAX_TENSORS` (the shards before used the rest).
+    """
     try:
         return _parse_inventory(Cursor(src, size), path, max_tensors)
     except _NewerType as e:
         raise UnsizedTensors(f"not a GGUF file this library can size: {e}") from None
     except (Truncated, Malformed) as e:
         raise NotGGUF(f"not a GGUF file: {e}") from None
+
+
+parse_gguf_inventory = boundary(read_gguf_inventory)
+"""`read_gguf_inventory` as a Result: ``Success((inventory, split_count, split_no))``, or
+``Failure`` with its `EngineError`."""
 
 
 _Kept = dict[str, "int | tuple[int, ...]"]

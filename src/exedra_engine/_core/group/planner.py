@@ -17,7 +17,7 @@ A group of one is planned exactly as `plan_launch` plans its member.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from typing import TYPE_CHECKING, NamedTuple, TypedDict, Unpack
+from typing import NamedTuple, TypedDict, Unpack
 
 import msgspec
 
@@ -38,7 +38,7 @@ from exedra_engine._core.group.memory import (
 from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.memory.settings import fitter_off, read_settings
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.plan.planner import PlanFacts, plan_facts
 from exedra_engine._core.plan.ports import next_free_port
@@ -46,9 +46,6 @@ from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan
 from exedra_engine.constants import DEFAULT_PORT_BASE
 from exedra_engine.errors import DoesNotFit, EngineError, NoHardware, PortInUse
-
-if TYPE_CHECKING:
-    from returns.result import Result
 
 
 class GroupExplained(Value, frozen=True, kw_only=True):
@@ -62,7 +59,7 @@ class GroupExplained(Value, frozen=True, kw_only=True):
 
 class GroupOptions(TypedDict, total=False):
     """What `explain_group_plan` takes besides the members, host and constraints (the
-    keywords of `explain_group`, documented there)."""
+    keywords of `explain_members`, documented there)."""
 
     facts: Sequence[MemberFacts]
     ports_in_use: Set[int]
@@ -73,7 +70,7 @@ class GroupOptions(TypedDict, total=False):
     executors: Executors
 
 
-def plan_group(
+def plan_members(
     members: Sequence[GroupMember],
     hw: Hardware | None,
     constraints: Constraints = Constraints(),
@@ -83,7 +80,7 @@ def plan_group(
     cpus: Sequence[int] | None = None,
     running: Sequence[Running] = (),
     executors: Executors = BUILTIN,
-) -> Result[GroupPlan, EngineError]:
+) -> GroupPlan:
     """Plan several executors on one host from facts alone. Deterministic: equal inputs
     give a byte-identical group plan.
 
@@ -99,12 +96,14 @@ def plan_group(
     options = GroupOptions(
         facts=facts, ports_in_use=ports_in_use, cpus=cpus, running=running, executors=executors
     )
-    return as_result(_explained, members, hw, constraints, options, explain=False).map(
-        lambda e: e.plan
-    )
+    return _explained(members, hw, constraints, options, explain=False).plan
 
 
-def explain_group(
+plan_group = boundary(plan_members)
+"""`plan_members` as a Result: ``Success(GroupPlan)``, or ``Failure`` with its `EngineError`."""
+
+
+def explain_members(
     members: Sequence[GroupMember],
     hw: Hardware | None,
     constraints: Constraints = Constraints(),
@@ -116,8 +115,8 @@ def explain_group(
     flags: dict[str, FlagTable] | None = None,
     config_files: Sequence[LocatedConfig] = (),
     executors: Executors = BUILTIN,
-) -> Result[GroupExplained, EngineError]:
-    """`plan_group`, with each member's `Explained` and each share and why. `flags` are
+) -> GroupExplained:
+    """`plan_members`, with each member's `Explained` and each share and why. `flags` are
     the flag tables the members' layers are judged by, by kind (default: the profiles'),
     `config_files` the override files their constraints were merged from."""
     options = GroupOptions(
@@ -129,7 +128,12 @@ def explain_group(
         config_files=config_files,
         executors=executors,
     )
-    return as_result(_explained, members, hw, constraints, options, explain=True)
+    return _explained(members, hw, constraints, options, explain=True)
+
+
+explain_group = boundary(explain_members)
+"""`explain_members` as a Result: ``Success(GroupExplained)``, or ``Failure`` with its
+`EngineError`."""
 
 
 class _Planning(NamedTuple):

@@ -18,19 +18,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import base_url
 from exedra_engine.constants import DEFAULT_HOST
-from exedra_engine.errors import EngineError, NoEndpoint, PlanError
-
-if TYPE_CHECKING:
-    from returns.result import Result
-
+from exedra_engine.errors import NoEndpoint, PlanError
 
 _STOI = re.compile(r"[ \t\n\v\f\r]*([+-]?\d+)")
 _INT32 = 2**31
@@ -80,23 +75,6 @@ def env_map(env: Mapping[str, str] | Sequence[str]) -> Mapping[str, str]:
     return env if isinstance(env, dict | Mapping) else env_dict(env)
 
 
-def resolve_endpoint(
-    kind: str,
-    args: Sequence[str],
-    env: Mapping[str, str] | Sequence[str],
-    *,
-    executors: Executors = BUILTIN,
-) -> Result[Resolved, EngineError]:
-    """Resolve host, port and API keys from an executor's argv and added environment.
-
-    `env` is what the plan adds to the executor's environment (a mapping or KEY=VALUE
-    strings). Failures: `NoEndpoint` when nothing names a port or the host is a Unix
-    socket; `PlanError` for a value the executor would refuse (naming the flag or variable);
-    `UnsupportedKind` for a kind `executors` does not have.
-    """
-    return as_result(resolve, kind, args, env, executors=executors)
-
-
 def resolve(
     kind: str,
     args: Sequence[str],
@@ -104,8 +82,18 @@ def resolve(
     *,
     executors: Executors = BUILTIN,
 ) -> Resolved:
-    """`resolve_endpoint`, raising the `EngineError` instead of returning it."""
+    """Resolve host, port and API keys from an executor's argv and added environment.
+
+    `env` is what the plan adds to the executor's environment (a mapping or KEY=VALUE
+    strings). Failures: `NoEndpoint` when nothing names a port or the host is a Unix
+    socket; `PlanError` for a value the executor would refuse (naming the flag or variable);
+    `UnsupportedKind` for a kind `executors` does not have.
+    """
     return resolve_for(executors.profile(kind), args, env)
+
+
+resolve_endpoint = boundary(resolve)
+"""`resolve` as a Result: ``Success(Resolved)``, or ``Failure`` with its `EngineError`."""
 
 
 def resolve_for(

@@ -20,7 +20,6 @@ warnings; they never change the plan.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from typing import TYPE_CHECKING
 
 from exedra_engine._core.config.check import check_plan_layers
 from exedra_engine._core.config.findings import Finding
@@ -31,7 +30,7 @@ from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.memory.decide import MemoryDecision, decide_memory
 from exedra_engine._core.memory.settings import read_settings
-from exedra_engine._core.outcome import as_result
+from exedra_engine._core.outcome import boundary
 from exedra_engine._core.plan.endpoint import resolve_merged
 from exedra_engine._core.plan.engine_args import plan_layers, with_memory_args
 from exedra_engine._core.plan.explained import Explained
@@ -51,17 +50,13 @@ from exedra_engine._core.values import (
 )
 from exedra_engine.constants import INSTALL_HINT
 from exedra_engine.errors import (
-    EngineError,
     ExecutorNotFound,
     NoHardware,
     PortInUse,
 )
 
-if TYPE_CHECKING:
-    from returns.result import Result
 
-
-def plan_launch(
+def make_plan(
     spec: ModelSpec,
     hw: Hardware | None,
     constraints: Constraints = Constraints(),
@@ -71,7 +66,7 @@ def plan_launch(
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
     executors: Executors = BUILTIN,
-) -> Result[LaunchPlan, EngineError]:
+) -> LaunchPlan:
     """Plan a launch from facts alone. Deterministic: equal inputs give equal plans.
 
     `model` is the model's header (None when the file is absent, e.g. a dry run in CI: then
@@ -84,52 +79,14 @@ def plan_launch(
     facts = PlanFacts(
         model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models
     )
-    return as_result(_plan_only, spec, hw, constraints, facts, executors)
-
-
-def _plan_only(
-    spec: ModelSpec, hw: Hardware | None, c: Constraints, facts: PlanFacts, executors: Executors
-) -> LaunchPlan:
-    # One Result, not a second one from `.map` (each costs ~0.4 us).
     profile = executors.profile(spec.kind)
-    return _plan(spec, hw, c, facts, explain=False, executors=executors, profile=profile).plan
+    return _plan(
+        spec, hw, constraints, facts, explain=False, executors=executors, profile=profile
+    ).plan
 
 
-def explain_launch(
-    spec: ModelSpec,
-    hw: Hardware | None,
-    constraints: Constraints = Constraints(),
-    *,
-    model: ModelInfo | None = None,
-    ports_in_use: Set[int] = frozenset(),
-    flags: FlagTable | None = None,
-    config_files: Sequence[LocatedConfig] = (),
-    inventory: ModelInventory | None = None,
-    side_models: tuple[ModelInventory, ...] = (),
-    executors: Executors = BUILTIN,
-) -> Result[Explained, EngineError]:
-    """`plan_launch`, plus which layer set each argv option and env variable, and the
-    findings of its layers.
-
-    `flags` is the table the layers are judged by (an installed binary's own, from its
-    help; default: the profile's bundled table); it judges, it does not change the plan.
-    `config_files` are the override files `constraints.overrides` was merged from, with
-    their lines, so findings name file and line; without them the merged overrides are
-    judged as one unnamed file.
-    """
-    return as_result(
-        explain_plan,
-        spec,
-        hw,
-        constraints,
-        model=model,
-        ports_in_use=ports_in_use,
-        flags=flags,
-        config_files=config_files,
-        inventory=inventory,
-        side_models=side_models,
-        executors=executors,
-    )
+plan_launch = boundary(make_plan)
+"""`make_plan` as a Result: ``Success(LaunchPlan)``, or ``Failure`` with its `EngineError`."""
 
 
 def explain_plan(
@@ -144,11 +101,16 @@ def explain_plan(
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
     executors: Executors = BUILTIN,
-    profile: ExecutorProfile | None = None,
 ) -> Explained:
-    """`explain_launch` for the library's own callers (the shells): raises the
-    `EngineError` instead of returning it. `profile` is the spec's kind's in `executors`,
-    where the caller has looked it up already."""
+    """`make_plan`, plus which layer set each argv option and env variable, and the
+    findings of its layers.
+
+    `flags` is the table the layers are judged by (an installed binary's own, from its
+    help; default: the profile's bundled table); it judges, it does not change the plan.
+    `config_files` are the override files `constraints.overrides` was merged from, with
+    their lines, so findings name file and line; without them the merged overrides are
+    judged as one unnamed file.
+    """
     judge = (flags, tuple(config_files))
     facts = PlanFacts(
         model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models
@@ -161,8 +123,12 @@ def explain_plan(
         explain=True,
         judge=judge,
         executors=executors,
-        profile=profile or executors.profile(spec.kind),
+        profile=executors.profile(spec.kind),
     )
+
+
+explain_launch = boundary(explain_plan)
+"""`explain_plan` as a Result: ``Success(Explained)``, or ``Failure`` with its `EngineError`."""
 
 
 class PlanFacts(Value, frozen=True, kw_only=True):
@@ -206,7 +172,7 @@ def plan_facts(
 
 
 # Inside the planner, failures are raised and turned into values once, at the public boundary
-# (`as_result`): a Result costs ~0.4 us to build and ~0.13 us to test, a dozen per plan.
+# (`boundary`): a Result costs ~0.4 us to build and ~0.13 us to test, a dozen per plan.
 def _plan(
     spec: ModelSpec,
     hw: Hardware | None,
