@@ -35,6 +35,8 @@ MAX_DEVICES: Final = 64
 MAX_MIB: Final = 1 << 24
 """The largest size believed, in MiB (16 TiB: no single device comes near it)."""
 MAX_DESCRIPTION: Final = 256
+MAX_LINE: Final = 512
+"""Characters of one device line (name, description and sizes)."""
 
 DEVICE_NAME: Final = re.compile(r"[A-Za-z][\w.:\[\]@/+-]{0,63}")
 """A backend device name: ``Vulkan0``, ``CUDA0``, ``RPC[host:port]``..."""
@@ -108,6 +110,10 @@ def parse_device_list(text: str) -> tuple[Device, ...]:
 
 
 def _device(number: int, line: str) -> Device:
+    if len(line) > MAX_LINE:
+        raise DeviceListError(
+            f"line {number}: {len(line)} characters: longer than a device line ({MAX_LINE})"
+        )
     m = _LINE.fullmatch(line.rstrip("\r"))
     if m is None or not DEVICE_NAME.fullmatch(m.group("name")):
         raise DeviceListError(
