@@ -104,13 +104,13 @@ def _read(
             sel.register(fd, selectors.EVENT_READ)
         while sel.get_map():
             now = time.monotonic()
+            if drain_until is None and _exited(proc.pid):
+                drain_until = min(now + PIPE_DRAIN, deadline)
+            if drain_until is not None and now >= drain_until:
+                break  # it exited; what still holds its pipes is a helper that escaped
             if now >= deadline:
                 why = f"{what} did not exit within {timeout:g} s"
                 return Ran(bytes(bufs[proc.stdout.fileno()]), b"", why, timed_out=True)
-            if drain_until is None and _exited(proc.pid):
-                drain_until = now + PIPE_DRAIN
-            if drain_until is not None and now >= drain_until:
-                break  # it exited; what still holds its pipes is a helper that escaped
             if not announced and now - start >= slow:
                 announced = True
                 notice.say(f"waiting for {what} to answer (given up after {timeout:g} s)")
