@@ -10,13 +10,13 @@ import pytest
 
 from exedra_engine import Device, EngineError
 from exedra_engine._core.host.devices import (
+    MAX_DEVICE_LIST,
     MAX_DEVICES,
-    MAX_TEXT,
-    MIB,
     DeviceListError,
     offloads,
     parse_device_list,
 )
+from exedra_engine._core.memory.settings import MIB
 
 LAVAPIPE = (
     "Available devices:\n  Vulkan0: llvmpipe (LLVM 15.0.6, 256 bits) (2048 MiB, 2048 MiB free)\n"
@@ -100,15 +100,15 @@ def test_a_flood_of_devices_is_refused_by_count() -> None:
 
 
 def test_a_flood_of_text_is_refused_before_it_is_read() -> None:
-    text = LAVAPIPE + "x" * (10 * MAX_TEXT)
+    text = LAVAPIPE + "x" * (10 * MAX_DEVICE_LIST)
     start = time.perf_counter()
-    with pytest.raises(DeviceListError, match=f"more than {MAX_TEXT}"):
+    with pytest.raises(DeviceListError, match=f"more than {MAX_DEVICE_LIST}"):
         parse_device_list(text)
     assert time.perf_counter() - start < 0.1
 
 
 def test_a_long_line_just_under_the_text_cap_is_refused_quickly() -> None:
-    text = "Available devices:\n  Vulkan0: " + "(" * (MAX_TEXT - 40) + "\n"
+    text = "Available devices:\n  Vulkan0: " + "(" * (MAX_DEVICE_LIST - 40) + "\n"
     start = time.perf_counter()
     with pytest.raises(DeviceListError, match="line 2"):
         parse_device_list(text)

@@ -10,7 +10,7 @@ backend lacks), a memory size only one side knows.
 
 from __future__ import annotations
 
-from exedra_engine._core.host.devices import MIB, offloads
+from exedra_engine._core.host.devices import offloads
 from exedra_engine._core.host.machine import Hardware
 
 _SOFTWARE = ("llvmpipe", "lavapipe", "swiftshader")
@@ -44,8 +44,8 @@ def disagreements(hw: Hardware, kind: str, binary: str) -> tuple[str, ...]:
         elif not gpus[i].vram and d.total:
             said.append(
                 f"{gpus[i].card} ({gpus[i].driver or 'unknown driver'}): VRAM unknown in "
-                f"sysfs; {binary} lists {d.name} with {d.total // MIB} MiB, "
-                f"{d.free // MIB} MiB free: plans use its figures"
+                f"sysfs; {binary} lists {d.name} with {d.total >> 20} MiB, "
+                f"{d.free >> 20} MiB free: plans use its figures"
             )
         if any(s in d.description.lower() for s in _SOFTWARE):
             said.append(

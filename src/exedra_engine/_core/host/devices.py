@@ -26,19 +26,20 @@ from typing import Final
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import EngineError
 
-MIB: Final = 1 << 20
+_MIB: Final = 1 << 20
 
-MAX_TEXT: Final = 64 << 10
+MAX_DEVICE_LIST: Final = 64 << 10
 """Characters of a device list read (a real one is a few hundred)."""
 MAX_DEVICES: Final = 64
 """Devices one list may name (llama.cpp's own limit per backend is 16)."""
-MAX_MIB: Final = 1 << 24
+MAX_DEVICE_MIB: Final = 1 << 24
 """The largest size believed, in MiB (16 TiB: no single device comes near it)."""
+MAX_DEVICE_BYTES: Final = MAX_DEVICE_MIB << 20
 MAX_DESCRIPTION: Final = 256
-MAX_LINE: Final = 512
+MAX_DEVICE_LINE: Final = 512
 """Characters of one device line (name, description and sizes)."""
 
-DEVICE_NAME: Final = re.compile(r"[A-Za-z][\w.:\[\]@/+-]{0,63}")
+BACKEND_DEVICE_NAME: Final = re.compile(r"[A-Za-z][\w.:\[\]@/+-]{0,63}")
 """A backend device name: ``Vulkan0``, ``CUDA0``, ``RPC[host:port]``..."""
 
 HEADER: Final = "Available devices:"
@@ -83,8 +84,10 @@ def parse_device_list(text: str) -> tuple[Device, ...]:
     """The devices of ``--list-devices`` output `text` (what follows the ``Available
     devices:`` line; lines before it, a backend's log, are skipped). Raises
     `DeviceListError`, naming the line, for anything llama.cpp does not print."""
-    if len(text) > MAX_TEXT:
-        raise DeviceListError(f"{len(text)} characters: more than {MAX_TEXT}, not a device list")
+    if len(text) > MAX_DEVICE_LIST:
+        raise DeviceListError(
+            f"{len(text)} characters: more than {MAX_DEVICE_LIST}, not a device list"
+        )
     lines = text.splitlines()
     at = [i for i, line in enumerate(lines) if line.rstrip() == HEADER]
     if not at:
@@ -110,12 +113,12 @@ def parse_device_list(text: str) -> tuple[Device, ...]:
 
 
 def _device(number: int, line: str) -> Device:
-    if len(line) > MAX_LINE:
+    if len(line) > MAX_DEVICE_LINE:
         raise DeviceListError(
-            f"line {number}: {len(line)} characters: longer than a device line ({MAX_LINE})"
+            f"line {number}: {len(line)} characters: longer than a device line ({MAX_DEVICE_LINE})"
         )
     m = _LINE.fullmatch(line.rstrip("\r"))
-    if m is None or not DEVICE_NAME.fullmatch(m.group("name")):
+    if m is None or not BACKEND_DEVICE_NAME.fullmatch(m.group("name")):
         raise DeviceListError(
             f"line {number}: {_clip(line)!r} is not '  NAME: DESCRIPTION (N MiB, N MiB free)'"
         )
@@ -126,17 +129,17 @@ def _device(number: int, line: str) -> Device:
             f"to {MAX_DESCRIPTION} characters"
         )
     total, free = int(m.group("total")), int(m.group("free"))
-    if total > MAX_MIB or free > MAX_MIB:
+    if total > MAX_DEVICE_MIB or free > MAX_DEVICE_MIB:
         raise DeviceListError(
             f"line {number}: {m.group('name')} claims {max(total, free)} MiB: more than "
-            f"{MAX_MIB} MiB, no device's memory"
+            f"{MAX_DEVICE_MIB} MiB, no device's memory"
         )
     if free > total:
         raise DeviceListError(
             f"line {number}: {m.group('name')} has {free} MiB free of {total} MiB: more free "
             "than it has"
         )
-    return Device(name=m.group("name"), description=desc, total=total * MIB, free=free * MIB)
+    return Device(name=m.group("name"), description=desc, total=total * _MIB, free=free * _MIB)
 
 
 def _clip(line: str) -> str:

@@ -16,11 +16,10 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Row
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.host.devices import (
-    DEVICE_NAME,
+    BACKEND_DEVICE_NAME,
     MAX_DESCRIPTION,
+    MAX_DEVICE_BYTES,
     MAX_DEVICES,
-    MAX_MIB,
-    MIB,
     Device,
 )
 from exedra_engine._core.host.machine import Hardware
@@ -115,13 +114,13 @@ def device_problems(devices: tuple[Device, ...], at: str) -> list[tuple[str, str
 
 def _device_problem(d: Device, *, seen: list[str]) -> tuple[str, str] | None:
     problem: tuple[str, str] | None = None
-    if not DEVICE_NAME.fullmatch(d.name):
+    if not BACKEND_DEVICE_NAME.fullmatch(d.name):
         problem = ("name", f"{d.name[:40]!r} is not a backend device name")
     elif d.name in seen:
         problem = ("name", f"{d.name} is listed twice")
     elif len(d.description) > MAX_DESCRIPTION or not d.description.isprintable():
         problem = ("description", f"not printable text of up to {MAX_DESCRIPTION} characters")
-    elif not 0 <= d.total <= MAX_MIB * MIB:
+    elif not 0 <= d.total <= MAX_DEVICE_BYTES:
         problem = ("total", f"{d.total} is not a device's size in bytes")
     elif not 0 <= d.free <= d.total:
         problem = ("free", f"{d.free} is not a size in bytes up to its total, {d.total}")

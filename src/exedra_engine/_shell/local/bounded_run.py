@@ -44,7 +44,7 @@ class Ran(NamedTuple):
     """Whether it ran out of time (a slow host: worth asking again later)."""
 
 
-def run_bounded(
+def ask_binary(
     argv: Sequence[str],
     *,
     timeout: float,

@@ -24,14 +24,19 @@ import msgspec
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.host.devices import MAX_TEXT, Device, DeviceListError, parse_device_list
+from exedra_engine._core.host.devices import (
+    MAX_DEVICE_LIST,
+    Device,
+    DeviceListError,
+    parse_device_list,
+)
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Hardware, LaunchPlan
 
-TIMEOUT = 10.0
+LIST_TIMEOUT = 10.0
 """Seconds a binary gets to list its devices (a Vulkan build on lavapipe takes ~0.05 s; a
 CUDA build initialises its driver, ~1 s)."""
-SLOW = 1.0
+_SLOW = 1.0
 FRESH = 60.0
 """Seconds a cached list is used for: a plan then a launch reuse it; free memory is read
 again after."""
@@ -52,7 +57,7 @@ class _Entry(Value, frozen=True, kw_only=True):
     devices: tuple[Device, ...]
 
 
-def cache_dir() -> str:
+def devices_cache_dir() -> str:
     """Where device lists are cached."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "exedra-engine", "devices")
@@ -81,7 +86,9 @@ def executor_devices(
     key = (real, selected)
     if key in _problems:
         return None
-    entry = os.path.join(cache_dir(), _entry_name(real, st.st_size, st.st_mtime_ns, selected))
+    entry = os.path.join(
+        devices_cache_dir(), _entry_name(real, st.st_size, st.st_mtime_ns, selected)
+    )
     cached = _read(entry, real, st.st_size, st.st_mtime_ns, selected)
     if cached is not None:
         return cached
@@ -115,16 +122,20 @@ def list_devices(
     profile: ExecutorProfile, path: str, env: Mapping[str, str]
 ) -> tuple[tuple[Device, ...] | None, str]:
     """Ask the binary, uncached: its devices, or None and why not (naming the binary)."""
-    from exedra_engine._shell.local.bounded_run import run_bounded
+    from exedra_engine._shell.local.bounded_run import ask_binary
 
     flag = profile.list_devices_flag
-    ran = run_bounded(
-        [path, flag], timeout=TIMEOUT, max_output=max(MAX_TEXT, _MAX_ERR), env=env, slow=SLOW
+    ran = ask_binary(
+        [path, flag],
+        timeout=LIST_TIMEOUT,
+        max_output=max(MAX_DEVICE_LIST, _MAX_ERR),
+        env=env,
+        slow=_SLOW,
     )
     if ran.problem:
         return None, ran.problem
-    if len(ran.out) > MAX_TEXT:
-        return None, f"{path} {flag} printed {len(ran.out)} bytes: more than {MAX_TEXT}"
+    if len(ran.out) > MAX_DEVICE_LIST:
+        return None, f"{path} {flag} printed {len(ran.out)} bytes: more than {MAX_DEVICE_LIST}"
     try:
         return parse_device_list(ran.out.decode("utf-8", errors="replace")), ""
     except DeviceListError as e:
@@ -153,7 +164,7 @@ def _read(
     from exedra_engine._shell.local.files import read_regular
 
     try:
-        e = msgspec.json.decode(read_regular(entry, 4 * MAX_TEXT), type=_Entry)
+        e = msgspec.json.decode(read_regular(entry, 4 * MAX_DEVICE_LIST), type=_Entry)
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
     if (e.path, e.size, e.mtime_ns, e.env) != (real, size, mtime_ns, env):

@@ -188,12 +188,12 @@ def _write(entry: str, facts: ExecutorFacts) -> None:
 
 def _run(argv: list[str]) -> tuple[str, str]:
     """The output (stdout, then stderr: whisper-server prints its help there) of `argv`, and
-    why there is none ("" when it ran). Bounded end to end (`run_bounded`): a binary that
+    why there is none ("" when it ran). Bounded end to end (`ask_binary`): a binary that
     starts serving instead of answering, floods, or leaves a helper holding its pipes is
     killed with everything it started, and nothing is left behind."""
-    from exedra_engine._shell.local.bounded_run import run_bounded
+    from exedra_engine._shell.local.bounded_run import ask_binary
 
-    ran = run_bounded(argv, timeout=TIMEOUT, max_output=_MAX_OUTPUT, slow=SLOW)
+    ran = ask_binary(argv, timeout=TIMEOUT, max_output=_MAX_OUTPUT, slow=SLOW)
     if ran.problem:
         return "", ran.problem + (_TIMED_OUT if ran.timed_out else "")
     return (ran.out + b"\n" + ran.err).decode("utf-8", errors="replace"), ""
