@@ -107,7 +107,7 @@ def test_a_stale_entry_is_asked_again(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_a_binary_that_hangs_floods_or_lies_is_bounded_and_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, said: str
 ) -> None:
-    monkeypatch.setattr(device_list, "LIST_TIMEOUT", 0.5)
+    monkeypatch.setattr(flag_tables, "TIMEOUT", 0.5)
     b, calls = _fake(tmp_path, mode)
     start = time.monotonic()
     assert device_list.executor_devices(LLAMA, str(b), {}) is None
@@ -124,7 +124,7 @@ def test_a_binary_that_hangs_floods_or_lies_is_bounded_and_named(
 def test_a_helper_that_escapes_with_the_pipes_is_killed_and_reaped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
-    monkeypatch.setattr(device_list, "LIST_TIMEOUT", 1.0)
+    monkeypatch.setattr(flag_tables, "TIMEOUT", 1.0)
     b, _ = _fake(tmp_path, mode, escape=True)
     start = time.monotonic()
     got = device_list.executor_devices(LLAMA, str(b), {})
@@ -190,7 +190,7 @@ def test_probe_shows_and_records_the_executors_devices(run: Run, tmp_path: Path)
 def test_probe_names_a_device_list_it_gave_up_on(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(device_list, "LIST_TIMEOUT", 0.5)
+    monkeypatch.setattr(flag_tables, "TIMEOUT", 0.5)
     b, _ = _fake(tmp_path, "hang")
     r = run("probe", env={"PATH": f"{b.parent}{os.pathsep}/usr/bin:/bin"})
     assert r.code == 0, r.err

@@ -1,6 +1,7 @@
 """The devices an installed executor sees: ``BINARY --list-devices`` run bounded
-(`exedra_engine._shell.local.bounded_run`), under a given environment, read as hostile input
-(`exedra_engine._core.host.devices.parse_device_list`), cached.
+(`exedra_engine._shell.local.bounded_run`, within the ``--help`` probe's time:
+`exedra_engine._shell.local.flag_tables.TIMEOUT`), under a given environment, read as
+hostile input (`exedra_engine._core.host.devices.parse_device_list`), cached.
 
 Which devices a binary sees depends on the variables its backends read
 (``CUDA_VISIBLE_DEVICES``, ``GGML_VK_VISIBLE_DEVICES``...: the profile's `device_env`), so
@@ -33,10 +34,6 @@ from exedra_engine._core.host.devices import (
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Hardware, LaunchPlan
 
-LIST_TIMEOUT = 10.0
-"""Seconds a binary gets to list its devices (a Vulkan build on lavapipe takes ~0.05 s; a
-CUDA build initialises its driver, ~1 s)."""
-_SLOW = 1.0
 FRESH = 60.0
 """Seconds a cached list is used for: a plan then a launch reuse it; free memory is read
 again after."""
@@ -122,15 +119,16 @@ def list_devices(
     profile: ExecutorProfile, path: str, env: Mapping[str, str]
 ) -> tuple[tuple[Device, ...] | None, str]:
     """Ask the binary, uncached: its devices, or None and why not (naming the binary)."""
+    from exedra_engine._shell.local import flag_tables
     from exedra_engine._shell.local.bounded_run import ask_binary
 
     flag = profile.list_devices_flag
     ran = ask_binary(
         [path, flag],
-        timeout=LIST_TIMEOUT,
+        timeout=flag_tables.TIMEOUT,
         max_output=max(MAX_DEVICE_LIST, _MAX_ERR),
         env=env,
-        slow=_SLOW,
+        slow=flag_tables.SLOW,
     )
     if ran.problem:
         return None, ran.problem
