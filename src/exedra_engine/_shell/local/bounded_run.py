@@ -21,6 +21,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
+import msgspec
+
 from exedra_engine._core.launch.child import ChildSpec
 from exedra_engine._shell import notice
 from exedra_engine._shell.launch import child, tree
@@ -61,7 +63,12 @@ def ask_binary(
         ChildSpec(argv=tuple(argv), env=tuple((env if env is not None else os.environ).items()))
     )
     prefix, preexec = child.death_signal(spec.death_signal)
-    if prefix and not os.access(argv[0], os.X_OK):
+    if prefix and "/" not in argv[0]:
+        import shutil
+
+        found = shutil.which(argv[0], path=dict(spec.env).get("PATH", os.defpath))
+        spec = msgspec.structs.replace(spec, argv=(found or argv[0], *spec.argv[1:]))
+    if prefix and not os.access(spec.argv[0], os.X_OK):
         # setpriv would run and report the failed exec itself: say it as Popen would.
         return Ran(b"", b"", f"{argv[0]} cannot be run: {_access_problem(argv[0])}")
     tree.SUBREAPER.acquire()

@@ -33,6 +33,7 @@ from exedra_engine._core.host.devices import (
 )
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine._shell import notice
 
 FRESH = 60.0
 """Seconds a cached list is used for: a plan then a launch reuse it; free memory is read
@@ -92,6 +93,9 @@ def executor_devices(
     devices, problem = list_devices(profile, path, env)
     if devices is None:
         _problems[key] = problem
+        # Said once per process where the command line listens: the plan goes on with the
+        # kernel's GPUs, and the reason is not lost.
+        notice.say(f"{problem}; its devices are unknown, the kernel's GPUs are planned with")
         return None
     at = time.time()
     size, mtime_ns = st.st_size, st.st_mtime_ns
