@@ -212,3 +212,21 @@ def test_a_plan_lists_the_devices_under_its_own_environment(
     args = hidden["args"]
     assert args[args.index("--n-gpu-layers") + 1] == "0"  # the plan's own env hides it
     assert "--list-devices vk=" in _calls(calls, "--list-devices")
+
+
+def test_probe_records_the_variables_the_devices_were_listed_under(
+    run: Run, tmp_path: Path
+) -> None:
+    b, calls = _fake(tmp_path)
+    env = {"PATH": f"{b.parent}{os.pathsep}/usr/bin:/bin", "GGML_VK_VISIBLE_DEVICES": "0"}
+    doc = json.loads(run("probe", "--json", env=env).out)
+    (llama,) = (e for e in doc["executors"] if e["kind"] == "llama")
+    assert llama["devices_env"] == [["GGML_VK_VISIBLE_DEVICES", "0"]]
+    assert "devices as listed under GGML_VK_VISIBLE_DEVICES=0" in run("probe", env=env).out
+    # A plan whose own environment chooses the same devices asks nothing more.
+    asked = len(_calls(calls, "--list-devices"))
+    base = ("plan", "--model", str(tmp_path / "absent.gguf"), "--kind", "llama",
+            "--no-config", "--no-port-check", "--json")  # fmt: skip
+    r = run(*base, "--env", "GGML_VK_VISIBLE_DEVICES=0", env=env)
+    assert r.code == 0, r.err
+    assert len(_calls(calls, "--list-devices")) == asked

@@ -243,3 +243,17 @@ def test_an_older_file_without_devices_loads_and_plans_by_the_kernels_gpus() -> 
         '{"cpu": {"threads": 1}, "executors": [{"kind": "llama", "path": "/x"}]}', "host.json"
     )
     assert hw.executors[0].devices == () and not hw.executors[0].listed()
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [[["lower", "0"]], [["GGML_VK_VISIBLE_DEVICES", "\x1b[2J"]], [["A", "1"]] * 17],
+)
+def test_recorded_device_variables_of_hostile_shape_are_refused(pairs: list[list[str]]) -> None:
+    doc = {
+        "cpu": {"threads": 1},
+        "executors": [{"kind": "llama", "path": "/x", "devices_env": pairs}],
+    }
+    with pytest.raises(HardwareFileError) as e:
+        hardware_from_json(json.dumps(doc), "host.json")
+    assert "$.executors[0].devices_env" in str(e.value) and "\x1b" not in str(e.value)

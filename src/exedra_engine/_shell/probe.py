@@ -33,9 +33,11 @@ _LIB_DIRS = (".", "../lib", "../lib64", "../lib/ggml", "../lib64/ggml")
 
 Versions = Callable[[ExecutorProfile, str], str]
 """How an executor's version is learnt: (its profile, its path) -> the version it states."""
-Devices = Callable[[ExecutorProfile, str], tuple[Device, ...] | None]
+Devices = Callable[
+    [ExecutorProfile, str], tuple[tuple[Device, ...] | None, tuple[tuple[str, str], ...]]
+]
 """How an executor's devices are learnt: (its profile, its path) -> the devices it lists
-(None: it has no list, or gave none to believe)."""
+(None: it has no list, or gave none to believe) and the variables that chose them."""
 
 
 def probe(
@@ -161,20 +163,27 @@ def _executor(
             for rel in _LIB_DIRS:
                 libs.extend(files.list_dir(posixpath.normpath(posixpath.join(real_dir, rel))) or ())
             version = versions(profile, candidate) if versions else ""
+            listed, chosen_by = devices(profile, candidate) if devices else (None, ())
             return ExecutorFile(
                 kind=profile.kind,
                 path=candidate,
                 libs=tuple(sorted(set(libs))),
                 version=version,
-                devices=devices(profile, candidate) if devices else None,
+                devices=listed,
+                devices_env=chosen_by,
             )
     return None
 
 
-def _executor_devices(profile: ExecutorProfile, path: str) -> tuple[Device, ...] | None:
-    from exedra_engine._shell.local.device_list import executor_devices
+def _executor_devices(
+    profile: ExecutorProfile, path: str
+) -> tuple[tuple[Device, ...] | None, tuple[tuple[str, str], ...]]:
+    import os
 
-    return executor_devices(profile, path)
+    from exedra_engine._shell.local.device_list import device_env, executor_devices
+
+    listed = executor_devices(profile, path)
+    return listed, device_env(profile, os.environ) if listed is not None else ()
 
 
 def _executor_version(profile: ExecutorProfile, path: str) -> str:

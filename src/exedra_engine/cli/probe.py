@@ -133,6 +133,9 @@ def _device_lines(hw: Hardware, e: ExecutorInfo, profile: ExecutorProfile) -> It
         problem = devices_problem(profile, e.path)
         yield f"{'':<10} devices: not listed ({shown(problem or 'not asked')})"
         return
+    under = ", ".join(f"{k}={v}" for k, v in e.devices_env)
+    if under:
+        yield f"{'':<10} devices as listed under {shown(under)}"
     if not e.devices:
         yield f"{'':<10} devices: none ({profile.binary} {profile.list_devices_flag})"
     for d in e.devices:

@@ -71,6 +71,8 @@ class ExecutorFile(Value, frozen=True, kw_only=True):
     devices: tuple[Device, ...] | None = None
     """What its ``--list-devices`` says (`exedra_engine._core.host.devices`); None when it
     was not asked or gave no answer to believe."""
+    devices_env: tuple[tuple[str, str], ...] = ()
+    """The variables that choose its devices, as they were when it was asked."""
 
 
 class HostSnapshot(Value, frozen=True, kw_only=True):
@@ -109,6 +111,7 @@ def hardware_from(snap: HostSnapshot) -> Hardware:
                 version=e.version,
                 devices=e.devices or (),
                 devices_listed=e.devices is not None,
+                devices_env=e.devices_env,
             )
             for e in snap.executors
         ),

@@ -80,6 +80,7 @@ def _check(hw: Hardware, where: str, executors: Executors) -> None:
         seen.add(e.kind)
         problems.extend(_flag_problems(e.flags, f"$.executors[{i}].flags"))
         problems.extend(device_problems(e.devices, f"$.executors[{i}].devices"))
+        problems.extend(_device_env_problems(e.devices_env, f"$.executors[{i}].devices_env"))
     problems.extend(_measurement_problems(hw, executors))
     if problems:
         path, what = problems[0]
@@ -125,6 +126,15 @@ def _device_problem(d: Device, *, seen: list[str]) -> tuple[str, str] | None:
     elif not 0 <= d.free <= d.total:
         problem = ("free", f"{d.free} is not a size in bytes up to its total, {d.total}")
     return problem
+
+
+def _device_env_problems(pairs: tuple[tuple[str, str], ...], at: str) -> list[tuple[str, str]]:
+    if len(pairs) > 16:
+        return [(at, f"{len(pairs)} variables: more than 16")]
+    for j, (name, value) in enumerate(pairs):
+        if not _ENV_NAME.fullmatch(name) or len(value) > 1024 or not value.isprintable():
+            return [(f"{at}[{j}]", "not a variable name and printable value of up to 1024")]
+    return []
 
 
 MAX_FLAG_ROWS = 2048

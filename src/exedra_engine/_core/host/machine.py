@@ -105,6 +105,11 @@ class ExecutorInfo(Value, frozen=True, kw_only=True, omit_defaults=True):
     hardware file from an older probe; a listing that failed). A non-empty `devices` counts
     as listed either way."""
 
+    devices_env: tuple[tuple[str, str], ...] = ()
+    """The variables that choose its devices (the profile's `device_env`:
+    ``GGML_VK_VISIBLE_DEVICES``...) as they were when `devices` was listed: the executor sees
+    those devices when it runs with the same values."""
+
     def listed(self) -> bool:
         """Whether the binary's own device list is known (see `devices_listed`)."""
         return self.devices_listed or bool(self.devices)

@@ -197,10 +197,16 @@ def devices_for_plan(
     if exe is None or not profile.list_devices_flag:
         return None
     env = child_environment(plan, os.environ, executors=executors)
-    if exe.listed() and device_env(profile, env) == device_env(profile, os.environ):
+    chosen_by = device_env(profile, env)
+    if exe.listed() and chosen_by == exe.devices_env:
         return None
     devices = executor_devices(profile, exe.path, env)
-    listed = msgspec.structs.replace(exe, devices=devices or (), devices_listed=devices is not None)
+    listed = msgspec.structs.replace(
+        exe,
+        devices=devices or (),
+        devices_listed=devices is not None,
+        devices_env=chosen_by if devices is not None else (),
+    )
     if listed == exe:
         return None
     others = tuple(listed if e is exe else e for e in hw.executors)
