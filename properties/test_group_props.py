@@ -19,6 +19,7 @@ from exedra_engine import (
     CPU,
     GPU,
     Constraints,
+    Device,
     DoesNotFit,
     ExecutorInfo,
     GroupMember,
@@ -47,6 +48,14 @@ def hosts(draw: st.DrawFn) -> tuple[Hardware, tuple[int, ...] | None]:
         GPU(card=f"card{i}", driver="amdgpu", vram=f, vram_free=f) for i, f in enumerate(free)
     )
     exes = EXES if not gpus else (GPU_LLAMA, EXES[1])
+    if draw(st.booleans()):
+        # The devices as the executor lists them (--list-devices): with or without the
+        # kernel's view of them (a Vulkan device with no DRM node), or none at all.
+        devices = tuple(
+            Device(name=f"Vulkan{i}", description="d", total=f, free=f) for i, f in enumerate(free)
+        )
+        gpus = draw(st.sampled_from([(), gpus]))
+        exes = (msgspec.structs.replace(GPU_LLAMA, devices=devices, devices_listed=True), EXES[1])
     hw = Hardware(
         cpu=CPU(threads=threads, ram=512 << 30, available=available), gpus=gpus, executors=exes
     )

@@ -22,7 +22,7 @@ from exedra_engine._core.memory.decide import HOST_MARGIN
 from exedra_engine._core.memory.estimate import estimate_memory
 from exedra_engine._core.memory.kv import context_geometry, kv_bytes
 from exedra_engine._core.memory.settings import read_settings
-from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
+from exedra_engine._core.values import CPU, GPU, Device, ExecutorInfo, Hardware
 
 CPU_HOST = Hardware(
     cpu=CPU(threads=4, ram=64 << 30, available=None),
@@ -32,6 +32,18 @@ GPU_HOST = Hardware(
     cpu=CPU(threads=4, ram=64 << 30),
     gpus=(GPU(card="card0", driver="amdgpu", vram=16 << 30, vram_free=12 << 30),),
     executors=(ExecutorInfo(kind=Kind.LLAMA, path="/x", backends=("cpu", "vulkan")),),
+)
+# The same device as the executor lists it (--list-devices), the kernel showing none.
+LISTED_HOST = Hardware(
+    cpu=CPU(threads=4, ram=64 << 30),
+    executors=(
+        ExecutorInfo(
+            kind=Kind.LLAMA,
+            path="/x",
+            backends=("cpu", "vulkan"),
+            devices=(Device(name="Vulkan0", description="d", total=16 << 30, free=12 << 30),),
+        ),
+    ),
 )
 
 # Cache types by bytes per element (block bytes / block elements), smallest first.
@@ -110,7 +122,7 @@ flags = st.lists(
     flags,
     st.integers(1, 200_000),
     st.integers(1, 200_000),
-    st.sampled_from([CPU_HOST, GPU_HOST]),
+    st.sampled_from([CPU_HOST, GPU_HOST, LISTED_HOST]),
 )
 def test_monotone_in_ctx(
     inv: ModelInventory, extra: list[str], a: int, b: int, hw: Hardware
@@ -153,6 +165,16 @@ def test_monotone_in_cache_type(inv: ModelInventory, ctx: int, a: str, b: str) -
     ]
     assert got[0].parts.kv <= got[1].parts.kv
     assert got[0].total <= got[1].total
+
+
+@given(inventories(), flags, st.sampled_from([0, 512, 4096, 32768]))
+def test_a_device_the_executor_lists_is_planned_as_the_same_device_in_sysfs(
+    inv: ModelInventory, extra: list[str], ctx: int
+) -> None:
+    args = ["-c", str(ctx), *extra] if ctx else extra
+    assert estimate_memory(inv, args, LISTED_HOST, LLAMA) == estimate_memory(
+        inv, args, GPU_HOST, LLAMA
+    )
 
 
 @given(inventories(), st.data())

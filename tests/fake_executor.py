@@ -19,6 +19,8 @@ FAKE_MODE chooses the behaviour:
   escape-bare-die  like escape-die, the grandchild's environment emptied
 FAKE_CHILD_FILE, if set, receives the escaped grandchild's pid.
 ``--help`` and ``--version`` alone print one line and exit 0 (no flags, no version).
+``--list-devices`` alone prints llama.cpp's device list and exits 0: ``(none)``, or the devices
+FAKE_DEVICES names (``;``-separated ``Vulkan0: DESC (N MiB, N MiB free)``).
 FAKE_ECHO, if set, names variables (comma separated) whose values are printed to stderr at
 start, with the argv, as an executor that logs its settings would.
 FAKE_READY_FILE, if set, receives the CLOCK_MONOTONIC instant /health turned 200, and
@@ -159,6 +161,11 @@ def _asked_about_itself() -> bool:
     # to tell, and must not start serving instead.
     if sys.argv[1:] in (["--help"], ["--version"]):
         print("fake executor: no help", file=sys.stderr)
+        return True
+    if sys.argv[1:] == ["--list-devices"]:
+        devices = [d for d in os.environ.get("FAKE_DEVICES", "").split(";") if d]
+        print("Available devices:")
+        print("\n".join(f"  {d}" for d in devices) or "  (none)")
         return True
     return False
 

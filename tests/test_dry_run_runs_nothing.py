@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from exedra_engine import CPU, ExecutorInfo, Hardware, Kind
+from exedra_engine import CPU, Device, ExecutorInfo, Hardware, Kind
 from exedra_engine._core.executors.builtin import LLAMA
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine.errors import HardwareFileError
@@ -115,3 +115,39 @@ def test_the_bundled_llama_table_passes_the_recorded_table_check(tmp_path: Path)
     assert LLAMA.binary == "llama-server"
     hw = read_hardware(_hw_file(tmp_path, Path("/opt/x/llama-server"), ROWS))
     assert len(hw.executors[0].flags) == len(ROWS)
+
+
+def test_a_group_plan_for_another_host_never_runs_the_binary_its_file_names(
+    run: Run, tiny_llama: Path, tmp_path: Path
+) -> None:
+    exe, ran = _trap(tmp_path)
+    hw = _hw_file(tmp_path, exe)
+    group = tmp_path / "group.yaml"
+    group.write_text(
+        f"members:\n  - {{id: a, model: {tiny_llama}, ctx: 256}}\n"
+        f"  - {{id: b, model: {tiny_llama}, ctx: 256}}\n"
+    )
+    for extra in ((), ("--json",)):
+        r = run("plan", "--group", str(group), "--hardware", str(hw), "--no-port-check",
+                "--no-config", "--explain", *extra)  # fmt: skip
+        assert r.code == 0, r.err
+        assert not ran.exists(), f"ran {ran.read_text()!r}"
+
+
+def test_devices_a_hardware_file_records_are_planned_with_and_nothing_runs(
+    run: Run, tiny_llama: Path, tmp_path: Path
+) -> None:
+    exe, ran = _trap(tmp_path)
+    lavapipe = Device(name="Vulkan0", description="llvmpipe", total=2 << 30, free=2 << 30)
+    info = ExecutorInfo(kind=Kind.LLAMA, path=str(exe), version="b1", devices=(lavapipe,))
+    path = tmp_path / "vulkan.json"
+    path.write_bytes(
+        msgspec.json.encode(Hardware(cpu=CPU(threads=4, ram=1 << 33), executors=(info,)))
+    )
+    r = run("plan", "--model", str(tiny_llama), "--kind", "llama", "--hardware", str(path),
+            "--no-port-check", "--no-config", "--explain", "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    assert not ran.exists(), f"ran {ran.read_text()!r}"
+    doc = json.loads(r.out)
+    assert "--n-gpu-layers" not in doc["plan"]["args"]
+    assert doc["plan"]["memory"]["devices"][0]["name"] == "Vulkan0"

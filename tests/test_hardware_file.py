@@ -6,6 +6,7 @@ a broken file is an error that names the file and the field."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import msgspec
@@ -175,3 +176,84 @@ def test_a_file_from_an_older_probe_still_loads() -> None:
     assert hw.cpu.available is None
     assert hw.gpus[0].vram_free is None
     assert hw.measurements == ()
+
+
+@pytest.mark.parametrize("threads", [8193, 10**7, 2**62])
+def test_a_thread_count_no_host_has_is_refused_before_anything_is_built(threads: int) -> None:
+    start = time.perf_counter()
+    with pytest.raises(HardwareFileError) as e:
+        hardware_from_json(f'{{"cpu": {{"threads": {threads}}}}}', "host.json")
+    assert time.perf_counter() - start < 0.1
+    assert str(e.value) == (
+        f"host.json: $.cpu.threads: {threads} is not a thread count (1 to 8192, a host's)"
+    )
+
+
+def test_a_group_plan_from_a_file_with_absurd_threads_is_one_line(
+    tmp_path: Path, tiny_llama: Path
+) -> None:
+    hw = tmp_path / "hw.json"
+    hw.write_text('{"cpu": {"threads": 1000000000}}')
+    group = tmp_path / "g.yaml"
+    group.write_text(f"members:\n  - {{id: a, model: {tiny_llama}}}\n")
+    r = cli("plan", "--group", str(group), "--hardware", str(hw), "--no-config")
+    assert r.code != 0 and "Traceback" not in r.err
+    assert "$.cpu.threads: 1000000000 is not a thread count" in r.err
+
+
+@pytest.mark.parametrize(
+    ("device", "said"),
+    [
+        ({"name": "Vulkan0", "description": "x", "total": 1, "free": 2}, "devices[0].free"),
+        ({"name": "-rf", "description": "x", "total": 1, "free": 1}, "devices[0].name"),
+        ({"name": "V0", "description": "\x1b[2J", "total": 1, "free": 1}, "devices[0].description"),
+        ({"name": "V0", "description": "x", "total": -1, "free": 0}, "devices[0].total"),
+        ({"name": "V0", "description": "x", "total": 2**62, "free": 0}, "devices[0].total"),
+    ],
+)
+def test_recorded_devices_of_hostile_shape_are_refused_naming_the_field(
+    device: dict[str, object], said: str
+) -> None:
+    doc = {
+        "cpu": {"threads": 1},
+        "executors": [{"kind": "llama", "path": "/x", "devices": [device]}],
+    }
+    with pytest.raises(HardwareFileError) as e:
+        hardware_from_json(json.dumps(doc), "host.json")
+    assert f"$.executors[0].{said}" in str(e.value)
+    assert "\x1b" not in str(e.value)
+
+
+def test_a_device_recorded_twice_or_too_many_is_refused() -> None:
+    dev = {"name": "Vulkan0", "description": "x", "total": 1, "free": 1}
+    doc = {
+        "cpu": {"threads": 1},
+        "executors": [{"kind": "llama", "path": "/x", "devices": [dev, dev]}],
+    }
+    with pytest.raises(HardwareFileError, match=r"devices\[1\].name: Vulkan0 is listed twice"):
+        hardware_from_json(json.dumps(doc), "host.json")
+    many = [{**dev, "name": f"Vulkan{i}"} for i in range(65)]
+    doc["executors"][0]["devices"] = many  # type: ignore[index]
+    with pytest.raises(HardwareFileError, match="65 devices: more than 64"):
+        hardware_from_json(json.dumps(doc), "host.json")
+
+
+def test_an_older_file_without_devices_loads_and_plans_by_the_kernels_gpus() -> None:
+    hw = hardware_from_json(
+        '{"cpu": {"threads": 1}, "executors": [{"kind": "llama", "path": "/x"}]}', "host.json"
+    )
+    assert hw.executors[0].devices == () and not hw.executors[0].listed()
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [[["lower", "0"]], [["GGML_VK_VISIBLE_DEVICES", "\x1b[2J"]], [["A", "1"]] * 17],
+)
+def test_recorded_device_variables_of_hostile_shape_are_refused(pairs: list[list[str]]) -> None:
+    doc = {
+        "cpu": {"threads": 1},
+        "executors": [{"kind": "llama", "path": "/x", "devices_env": pairs}],
+    }
+    with pytest.raises(HardwareFileError) as e:
+        hardware_from_json(json.dumps(doc), "host.json")
+    assert "$.executors[0].devices_env" in str(e.value) and "\x1b" not in str(e.value)

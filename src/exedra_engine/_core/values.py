@@ -13,6 +13,7 @@ from msgspec import UNSET, UnsetType
 from exedra_engine._core.config.overrides import Config, redact_config
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.kinds import KindName
+from exedra_engine._core.host.devices import Device as Device  # noqa: PLC0414
 from exedra_engine._core.host.machine import CPU as CPU  # noqa: PLC0414
 from exedra_engine._core.host.machine import GPU as GPU  # noqa: PLC0414
 from exedra_engine._core.host.machine import ExecutorInfo as ExecutorInfo  # noqa: PLC0414

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.host.devices import Device
 from exedra_engine._core.host.hardware import (
     DrmNode,
     ExecutorFile,
@@ -27,17 +28,25 @@ _LIB_DIRS = (".", "../lib", "../lib64", "../lib/ggml", "../lib64/ggml")
 
 Versions = Callable[[ExecutorProfile, str], str]
 """How an executor's version is learnt: (its profile, its path) -> the version it states."""
+Devices = Callable[
+    [ExecutorProfile, str], tuple[tuple[Device, ...] | None, tuple[tuple[str, str], ...]]
+]
+"""How an executor's devices are learnt: (its profile, its path) -> the devices it lists
+(None: it has no list, or gave none to believe) and the variables that chose them."""
 
 
 def host_hardware(host: Host | None = None, *, executors: Executors = BUILTIN) -> Hardware:
-    """Inspect the host: CPU threads and RAM, DRM render devices, installed executors and
-    their versions.
+    """Inspect the host: CPU threads and RAM, DRM render devices, installed executors, their
+    versions and the devices they see (``llama-server --list-devices``, under this
+    process's environment).
 
     A host without /sys/class/drm is not an error: its GPUs are the nvidia driver's cards
     (/proc/driver/nvidia/gpus), if any, else it is a CPU-only host. `host` roots the reads
     elsewhere (fixture trees in tests); the calling process's environment is never changed.
-    Versions are asked of the binaries of this machine only (``BINARY --version``, cached
-    per binary, see `exedra_engine._shell.local.flag_tables`): with a `host`, they are "".
+    Versions and devices are asked of the binaries of this machine only (``BINARY
+    --version`` and ``--list-devices``, bounded and cached, see
+    `exedra_engine._shell.local.flag_tables` and `exedra_engine._shell.local.device_list`):
+    with a `host`, they are "" and not listed.
     The executors looked for are those of `executors`. Probing cannot fail: unknown facts
     read as 0.
     """
@@ -48,7 +57,14 @@ def host_hardware(host: Host | None = None, *, executors: Executors = BUILTIN) -
 
     h = LocalHost()
     return hardware_from(
-        snapshot(h, h, _executor_version, after_path=cache_bin_dirs(), executors=executors)
+        snapshot(
+            h,
+            h,
+            _executor_version,
+            after_path=cache_bin_dirs(),
+            executors=executors,
+            devices=_executor_devices,
+        )
     )
 
 
@@ -63,9 +79,10 @@ def snapshot(
     *,
     after_path: tuple[str, ...] = (),
     executors: Executors = BUILTIN,
+    devices: Devices | None = None,
 ) -> HostSnapshot:
-    """Read every raw fact `hardware_from` needs; `versions` asks each executor found, which
-    is looked for on the search path, then in `after_path`."""
+    """Read every raw fact `hardware_from` needs; `versions` and `devices` ask each executor
+    found, which is looked for on the search path, then in `after_path`."""
     cgroup = _cgroup_dir(files)
     return HostSnapshot(
         affinity_cpus=proc.affinity_cpus(),
@@ -84,7 +101,9 @@ def snapshot(
             for bus in sorted(files.list_dir(NVIDIA_GPUS) or ())
         ),
         executors=tuple(
-            e for e in (_executor(files, proc, p, versions, after_path) for p in executors) if e
+            e
+            for p in executors
+            if (e := _executor(files, proc, p, versions, after_path, devices=devices))
         ),
     )
 
@@ -125,6 +144,8 @@ def _executor(
     profile: ExecutorProfile,
     versions: Versions | None,
     after_path: tuple[str, ...] = (),
+    *,
+    devices: Devices | None = None,
 ) -> ExecutorFile | None:
     name = profile.binary
     for d in (*proc.search_path(), *after_path):
@@ -135,10 +156,27 @@ def _executor(
             for rel in _LIB_DIRS:
                 libs.extend(files.list_dir(posixpath.normpath(posixpath.join(real_dir, rel))) or ())
             version = versions(profile, candidate) if versions else ""
+            listed, chosen_by = devices(profile, candidate) if devices else (None, ())
             return ExecutorFile(
-                kind=profile.kind, path=candidate, libs=tuple(sorted(set(libs))), version=version
+                kind=profile.kind,
+                path=candidate,
+                libs=tuple(sorted(set(libs))),
+                version=version,
+                devices=listed,
+                devices_env=chosen_by,
             )
     return None
+
+
+def _executor_devices(
+    profile: ExecutorProfile, path: str
+) -> tuple[tuple[Device, ...] | None, tuple[tuple[str, str], ...]]:
+    import os
+
+    from exedra_engine._shell.local.device_list import device_env, executor_devices
+
+    listed = executor_devices(profile, path)
+    return listed, device_env(profile, os.environ) if listed is not None else ()
 
 
 def _executor_version(profile: ExecutorProfile, path: str) -> str:

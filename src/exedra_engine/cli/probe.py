@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import msgspec
 
 from exedra_engine._core.executors.builtin import LLAMA
-from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.values import Hardware
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.values import ExecutorInfo, Hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.render import Report, shown, size_or_unknown
@@ -114,10 +114,37 @@ def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
         else:
             what = f"not installed: {INSTALL_HINT}"
         yield f"{k:<10} {what}"
+        if e:
+            yield from _device_lines(hw, e, executors.profile(k))
     if hw.measurements:
         from exedra_engine.cli.planning.measure import measurement_lines
 
         yield "\n".join(measurement_lines(hw.measurements))
+
+
+def _device_lines(hw: Hardware, e: ExecutorInfo, profile: ExecutorProfile) -> Iterator[str]:
+    """The devices the binary lists, and where its view and the kernel's disagree."""
+    from exedra_engine._core.host.device_views import disagreements
+    from exedra_engine._shell.local.device_list import devices_problem
+
+    if not profile.list_devices_flag:
+        return
+    if not e.listed():
+        problem = devices_problem(profile, e.path)
+        yield f"{'':<10} devices: not listed ({shown(problem or 'not asked')})"
+        return
+    under = ", ".join(f"{k}={v}" for k, v in e.devices_env)
+    if under:
+        yield f"{'':<10} devices as listed under {shown(under)}"
+    if not e.devices:
+        yield f"{'':<10} devices: none ({profile.binary} {profile.list_devices_flag})"
+    for d in e.devices:
+        yield (
+            f"{'':<10} device {shown(d.name)}  {shown(d.description)}  "
+            f"memory {size_or_unknown(d.total)}, {_free_text(d.free)} free"
+        )
+    for said in disagreements(hw, e.kind, profile.binary):
+        yield f"{'':<10} note: {shown(said)}"
 
 
 def _free_text(free: int | None) -> str:

@@ -54,6 +54,20 @@ LLAMA: Final = ExecutorProfile(
     help_style="llama.cpp",
     # `llama-server --version` prints "version: 0.5.0-dev (build 1, commit 0c1e570)" on stderr.
     version_flag="--version",
+    # common/arg.cpp common_print_available_devices: "  Vulkan0: DESC (N MiB, N MiB free)".
+    list_devices_flag="--list-devices",
+    # The backends' own selectors (CUDA, Vulkan, ROCm/HIP, SYCL, MUSA) and the Vulkan loader's
+    # choice of driver.
+    device_env=(
+        "CUDA_VISIBLE_DEVICES",
+        "GGML_VK_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "ONEAPI_DEVICE_SELECTOR",
+        "MUSA_VISIBLE_DEVICES",
+        "VK_ICD_FILENAMES",
+        "VK_DRIVER_FILES",
+    ),
     # Options whose handler appends rather than replaces (llama.cpp common/arg.cpp push_back).
     repeatable=frozenset(
         {

@@ -93,6 +93,13 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     nargs drops the row), checked against the executor's sources and behaviour."""
     version_flag: str = ""
     """The flag that prints its version ("": it has none)."""
+    list_devices_flag: str = ""
+    """The flag that prints the devices it sees and exits, in llama.cpp's format
+    (`exedra_engine._core.host.devices`); "": it has none, and its devices are the
+    kernel's GPUs."""
+    device_env: tuple[str, ...] = ()
+    """Variables that change which devices it sees (``CUDA_VISIBLE_DEVICES``...): its
+    device list is asked under the plan's own values of them, and cached by them."""
 
     host_flag: str = "--host"
     port_flag: str = "--port"

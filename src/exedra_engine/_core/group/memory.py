@@ -17,9 +17,10 @@ from typing import NamedTuple
 
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.host.machine import OffloadDevice
 from exedra_engine._core.launch.actual import Actual
 from exedra_engine._core.memory.decide import usable_host
-from exedra_engine._core.memory.estimate import device_available, estimate_memory
+from exedra_engine._core.memory.estimate import estimate_memory
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.memory.kv import FALLBACK_CTX
 from exedra_engine._core.memory.plan import MemoryPlan
@@ -142,7 +143,8 @@ def device_shares(
     (`DoesNotFit`) when a member there is `judged` (its argv switched llama.cpp's fitter
     off, as a single plan is judged); otherwise the fitter keeps layers on the host for the
     members that start last, and the notes say so."""
-    n = len(hw.gpus)
+    devices = group_devices(hw, [p.spec.kind for p in plans])
+    n = len(devices)
     if n == 0:
         return DeviceShares((), tuple(() for _ in ids), ())
     notes: list[str] = []
@@ -150,10 +152,10 @@ def device_shares(
     budgets: list[int] = []
     columns: list[tuple[int, ...]] = []
     for j in range(n):
-        have = _free_for_group(hw, j, held)
+        have = max((devices[j].available or 0) - (held[j] if j < len(held) else 0), 0)
         col = [need[j] for need in needs]
         if have and sum(col) > have:
-            notes.append(_over_device(ids, col, hw, j, have=have, judged=judged))
+            notes.append(_over_device(ids, col, devices[j], j, have=have, judged=judged))
             columns.append(tuple(col))
         else:
             columns.append(split_budget(have, col, col) if have else tuple(col))
@@ -162,10 +164,14 @@ def device_shares(
     return DeviceShares(tuple(budgets), shares, tuple(notes))
 
 
-def _free_for_group(hw: Hardware, j: int, held: tuple[int, ...]) -> int:
-    """GPU `j`'s free memory less what running executors hold there (0: unknown)."""
-    have = device_available(hw, j) or 0
-    return max(have - (held[j] if j < len(held) else 0), 0)
+def group_devices(hw: Hardware, kinds: Sequence[str]) -> tuple[OffloadDevice, ...]:
+    """The devices a group's members share, in the order their plans number them: those
+    of the first of `kinds` (the members', in order) whose executor has any
+    (`Hardware.offload_devices`: its own device list, else the kernel's GPUs)."""
+    for kind in dict.fromkeys(kinds):
+        if devices := hw.offload_devices(kind):
+            return devices
+    return ()
 
 
 def _reserved_per_device(plan: LaunchPlan, n: int) -> tuple[int, ...]:
@@ -175,14 +181,21 @@ def _reserved_per_device(plan: LaunchPlan, n: int) -> tuple[int, ...]:
 
 
 def _over_device(
-    ids: Sequence[str], col: list[int], hw: Hardware, j: int, *, have: int, judged: Sequence[bool]
+    ids: Sequence[str],
+    col: list[int],
+    device: OffloadDevice,
+    j: int,
+    *,
+    have: int,
+    judged: Sequence[bool],
 ) -> str:
     """The note for GPU `j`, whose reservations `col` are above the `have` bytes free there;
     raises `DoesNotFit` instead when a member reserving there is judged."""
     named = sorted(zip(ids, col, strict=True), key=lambda t: (-t[1], t[0]))
     each = ", ".join(f"{i} {size_text(b)}" for i, b in named if b)
+    named_as = device.name if device.listed else device.label
     said = (
-        f"the group reserves {size_text(sum(col))} of GPU {j} ({hw.gpus[j].card}) but "
+        f"the group reserves {size_text(sum(col))} of GPU {j} ({named_as}) but "
         f"{size_text(have)} is free: {each}"
     )
     if any(judge and b for judge, b in zip(judged, col, strict=True)):

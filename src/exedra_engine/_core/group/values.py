@@ -31,7 +31,9 @@ class MemberShare(Value, frozen=True, kw_only=True, omit_defaults=True):
     """Bytes of host memory the member may hold resident (its plan's resident total fits it);
     0: not shared (host memory unknown, or the member's model was not read)."""
     device_memory: tuple[int, ...] = ()
-    """Bytes of each GPU's memory (in `Hardware.gpus` order) the member may reserve."""
+    """Bytes of each device's memory the member may reserve, in the order of the devices
+    the group shares (`exedra_engine._core.group.memory.group_devices`: the executor's own
+    device list where it was asked, else `Hardware.gpus`)."""
     cpus: tuple[int, ...] = ()
     """The CPU ids the member is pinned to; empty: not pinned."""
     threads: int = 0

@@ -29,6 +29,7 @@ import math
 import re
 
 from exedra_engine._core.executors.kinds import KindName
+from exedra_engine._core.host.devices import Device
 from exedra_engine._core.host.machine import CPU, GPU, ExecutorInfo, Hardware
 from exedra_engine._core.struct import Value
 
@@ -67,6 +68,11 @@ class ExecutorFile(Value, frozen=True, kw_only=True):
     version: str = ""
     """What its ``--version`` says, as `exedra_engine._core.executors.helptext.version_from`
     reads it."""
+    devices: tuple[Device, ...] | None = None
+    """What its ``--list-devices`` says (`exedra_engine._core.host.devices`); None when it
+    was not asked or gave no answer to believe."""
+    devices_env: tuple[tuple[str, str], ...] = ()
+    """The variables that choose its devices, as they were when it was asked."""
 
 
 class HostSnapshot(Value, frozen=True, kw_only=True):
@@ -98,7 +104,15 @@ def hardware_from(snap: HostSnapshot) -> Hardware:
         ),
         gpus=gpus_from(snap.drm, snap.nvidia),
         executors=tuple(
-            ExecutorInfo(kind=e.kind, path=e.path, backends=backends_of(e.libs), version=e.version)
+            ExecutorInfo(
+                kind=e.kind,
+                path=e.path,
+                backends=backends_of(e.libs),
+                version=e.version,
+                devices=e.devices or (),
+                devices_listed=e.devices is not None,
+                devices_env=e.devices_env,
+            )
             for e in snap.executors
         ),
     )

@@ -15,6 +15,13 @@ import msgspec
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Row
 from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.host.devices import (
+    BACKEND_DEVICE_NAME,
+    MAX_DESCRIPTION,
+    MAX_DEVICE_BYTES,
+    MAX_DEVICES,
+    Device,
+)
 from exedra_engine._core.host.machine import Hardware
 from exedra_engine._core.host.measurement_bounds import measurement_problems
 from exedra_engine.errors import HardwareFileError
@@ -44,8 +51,14 @@ def _with_path_first(message: str) -> str:
 def _check(hw: Hardware, where: str, executors: Executors) -> None:
     """What the types cannot say: counts and sizes a probe can print."""
     problems: list[tuple[str, str]] = []
-    if hw.cpu.threads < 1:
-        problems.append(("$.cpu.threads", f"{hw.cpu.threads} is not a thread count (at least 1)"))
+    if not 1 <= hw.cpu.threads <= MAX_HOST_THREADS:
+        # Bounded before anything is built from it: a group's CPU sets are lists of ids.
+        problems.append(
+            (
+                "$.cpu.threads",
+                f"{hw.cpu.threads} is not a thread count (1 to {MAX_HOST_THREADS}, a host's)",
+            )
+        )
     if hw.cpu.ram < 0:
         problems.append(("$.cpu.ram", f"{hw.cpu.ram} is not a size in bytes"))
     if hw.cpu.available is not None and hw.cpu.available < 0:
@@ -66,6 +79,8 @@ def _check(hw: Hardware, where: str, executors: Executors) -> None:
             problems.append((f"$.executors[{i}].kind", f"{e.kind} is listed twice"))
         seen.add(e.kind)
         problems.extend(_flag_problems(e.flags, f"$.executors[{i}].flags"))
+        problems.extend(device_problems(e.devices, f"$.executors[{i}].devices"))
+        problems.extend(_device_env_problems(e.devices_env, f"$.executors[{i}].devices_env"))
     problems.extend(_measurement_problems(hw, executors))
     if problems:
         path, what = problems[0]
@@ -79,6 +94,47 @@ def _measurement_problems(hw: Hardware, executors: Executors) -> list[tuple[str,
         for i, m in enumerate(hw.measurements)
         for field, what in measurement_problems(m, measuring)
     ]
+
+
+MAX_HOST_THREADS = 8192
+"""The most CPU threads a hardware file may state: Linux's largest ``NR_CPUS``."""
+
+
+def device_problems(devices: tuple[Device, ...], at: str) -> list[tuple[str, str]]:
+    """A recorded device list, held to what `parse_device_list` accepts from the binary
+    itself: bounded in count, names and sizes, each device once."""
+    if len(devices) > MAX_DEVICES:
+        return [(at, f"{len(devices)} devices: more than {MAX_DEVICES}")]
+    names = [d.name for d in devices]
+    for j, d in enumerate(devices):
+        if what := _device_problem(d, seen=names[:j]):
+            field, why = what
+            return [(f"{at}[{j}].{field}", why)]
+    return []
+
+
+def _device_problem(d: Device, *, seen: list[str]) -> tuple[str, str] | None:
+    problem: tuple[str, str] | None = None
+    if not BACKEND_DEVICE_NAME.fullmatch(d.name):
+        problem = ("name", f"{d.name[:40]!r} is not a backend device name")
+    elif d.name in seen:
+        problem = ("name", f"{d.name} is listed twice")
+    elif len(d.description) > MAX_DESCRIPTION or not d.description.isprintable():
+        problem = ("description", f"not printable text of up to {MAX_DESCRIPTION} characters")
+    elif not 0 <= d.total <= MAX_DEVICE_BYTES:
+        problem = ("total", f"{d.total} is not a device's size in bytes")
+    elif not 0 <= d.free <= d.total:
+        problem = ("free", f"{d.free} is not a size in bytes up to its total, {d.total}")
+    return problem
+
+
+def _device_env_problems(pairs: tuple[tuple[str, str], ...], at: str) -> list[tuple[str, str]]:
+    if len(pairs) > 16:
+        return [(at, f"{len(pairs)} variables: more than 16")]
+    for j, (name, value) in enumerate(pairs):
+        if not _ENV_NAME.fullmatch(name) or len(value) > 1024 or not value.isprintable():
+            return [(f"{at}[{j}]", "not a variable name and printable value of up to 1024")]
+    return []
 
 
 MAX_FLAG_ROWS = 2048

@@ -5,9 +5,12 @@ by `exedra_engine._core.host.hardware` or read back from a hardware file.
 
 from __future__ import annotations
 
+from typing import Final
+
 from exedra_engine._core.executors.flags import Row
 from exedra_engine._core.executors.kinds import KindName
-from exedra_engine._core.struct import Value
+from exedra_engine._core.host.devices import Device, offloads
+from exedra_engine._core.struct import Value, freeze
 
 
 class FitRow(Value, frozen=True, kw_only=True):
@@ -62,7 +65,10 @@ class CPU(Value, frozen=True, kw_only=True):
 
 
 class GPU(Value, frozen=True, kw_only=True):
-    """One DRM render device."""
+    """One GPU as the host's kernel shows it: a DRM render device, or a card the nvidia
+    driver lists where it has no DRM node. What the executor itself sees may differ (a
+    Vulkan or CUDA device with no DRM node: WSL2, a container without sysfs, a software
+    renderer): that is `ExecutorInfo.devices`."""
 
     card: str
     """The DRM card name (``card0``), or the render node name when no card is linked."""
@@ -89,6 +95,24 @@ class ExecutorInfo(Value, frozen=True, kw_only=True, omit_defaults=True):
     """The flags its own ``--help`` lists, parsed (``probe --json --flags`` records them):
     a plan made elsewhere from this host's file judges its layers by them, since a dry run
     never runs a binary a hardware file names. () when not recorded."""
+    devices: tuple[Device, ...] = ()
+    """The devices the binary itself lists (``llama-server --list-devices``, under the
+    environment it was probed or planned in), the CPU aside; () when it lists none or was
+    not asked (`devices_listed` tells which)."""
+    devices_listed: bool = False
+    """Whether `devices` is the binary's answer (then () means it sees no device, whatever
+    sysfs shows); False when it was not asked (whisper-server, which has no device list; a
+    hardware file from an older probe; a listing that failed). A non-empty `devices` counts
+    as listed either way."""
+
+    devices_env: tuple[tuple[str, str], ...] = ()
+    """The variables that choose its devices (the profile's `device_env`:
+    ``GGML_VK_VISIBLE_DEVICES``...) as they were when `devices` was listed: the executor sees
+    those devices when it runs with the same values."""
+
+    def listed(self) -> bool:
+        """Whether the binary's own device list is known (see `devices_listed`)."""
+        return self.devices_listed or bool(self.devices)
 
     def has_gpu_backend(self) -> bool:
         """Whether any known backend drives a GPU (not cpu, blas or rpc)."""
@@ -113,5 +137,69 @@ class Hardware(Value, frozen=True, kw_only=True):
         return next((e for e in self.executors if e.kind == kind), None)
 
     def has_gpu(self) -> bool:
-        """Whether any render device was found."""
+        """Whether the kernel shows any GPU (`gpus`: DRM render devices, or the nvidia
+        driver's cards). Not whether a plan offloads: that is `offload_devices`, which asks
+        the executor's own device list first."""
         return bool(self.gpus)
+
+    def offload_devices(self, kind: str) -> tuple[OffloadDevice, ...]:
+        """The devices the `kind` executor would place layers on, in its order: those it
+        listed itself (`ExecutorInfo.devices`, its accelerators aside) when it was asked;
+        otherwise one per GPU of `gpus`, named as its first GPU backend names them, when it
+        has one. () when it is not installed or has none."""
+        exe = self.executor(kind)
+        if exe is None:
+            return ()
+        if exe.listed():
+            return tuple(
+                OffloadDevice(
+                    name=d.name, label=d.description, total=d.total, free=d.free, listed=True
+                )
+                for d in exe.devices
+                if offloads(d)
+            )
+        if not exe.has_gpu_backend() or not self.gpus:
+            return ()
+        backend = next((b for b in exe.backends if b in _GPU_BACKENDS), "")
+        prefix = _GPU_BACKENDS.get(backend, backend.upper() or "GPU")
+        return tuple(
+            OffloadDevice(name=f"{prefix}{i}", label=g.card, total=g.vram, free=g.vram_free)
+            for i, g in enumerate(self.gpus)
+        )
+
+
+class OffloadDevice(Value, frozen=True, kw_only=True):
+    """One place a plan puts layers on (`Hardware.offload_devices`), from the executor's own
+    device list or, where it was not asked, from the kernel's GPUs."""
+
+    name: str
+    """The backend device name (``Vulkan0``, ``CUDA0``)."""
+    label: str
+    """The executor's description of it, or the GPU's DRM card (``card0``)."""
+    total: int
+    """Bytes of its memory; 0 when unknown (nvidia's sysfs says none)."""
+    free: int | None
+    """Bytes free; None when unknown."""
+    listed: bool = False
+    """Whether the executor listed it (else it is a `GPU` of sysfs)."""
+
+    @property
+    def available(self) -> int | None:
+        """What a plan is judged against: its free memory, else its total; None when
+        neither is known."""
+        return self.free if self.free is not None else self.total or None
+
+
+_GPU_BACKENDS: Final = freeze(
+    {
+        "cuda": "CUDA",
+        "hip": "ROCm",
+        "vulkan": "Vulkan",
+        "sycl": "SYCL",
+        "metal": "MTL",
+        "musa": "MUSA",
+        "opencl": "OpenCL",
+        "cann": "CANN",
+    }
+)
+"""The device-name prefix each GPU backend's devices get in llama.cpp (``Vulkan0``)."""

@@ -319,8 +319,8 @@ class _Decider:
         lines = list(explain_memory(m, budget))
         if budget is None:
             lines.append(self.how)
-        for i, g in enumerate(self.hw.gpus[: len(m.devices)]):
-            if g.vram_free is None and g.vram:
+        for i, d in enumerate(self.hw.offload_devices(self.p.kind)[: len(m.devices)]):
+            if d.free is None and d.total:
                 lines.append(f"{m.devices[i].name}: free memory unknown, judged by its total")
         if self.judge_devices and m.devices:
             lines.append(

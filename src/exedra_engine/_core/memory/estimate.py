@@ -164,7 +164,7 @@ def estimate_from_settings(
                 parts=rsd,
                 reserved=res.total,
                 reserved_parts=res,
-                available=device_available(hardware, i),
+                available=device_available(hardware, i, profile.kind),
             )
             for i, (name, (res, rsd)) in enumerate(zip(p.devices, devices, strict=True))
         ),
@@ -179,14 +179,11 @@ def host_available(hw: Hardware) -> int | None:
     return hw.cpu.ram or None
 
 
-def device_available(hw: Hardware, i: int) -> int | None:
-    """A device's free memory, else its total; None when neither is known."""
-    if i >= len(hw.gpus):
-        return None
-    g = hw.gpus[i]
-    if g.vram_free is not None:
-        return g.vram_free
-    return g.vram or None
+def device_available(hw: Hardware, i: int, kind: str) -> int | None:
+    """The free memory of the `kind` executor's `i`-th device (`Hardware.offload_devices`),
+    else its total; None when neither is known."""
+    devices = hw.offload_devices(kind)
+    return devices[i].available if i < len(devices) else None
 
 
 _Pair = tuple[MemoryParts, MemoryParts]

@@ -4,25 +4,13 @@ device (src/llama-model.cpp, load_tensors), and the bytes that land on each plac
 from __future__ import annotations
 
 import re
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
 from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
-from exedra_engine._core.host.machine import GPU, Hardware
+from exedra_engine._core.host.machine import Hardware
 from exedra_engine._core.memory.settings import MemorySettings
-from exedra_engine._core.struct import Value, freeze
+from exedra_engine._core.struct import Value
 
-_GPU_BACKENDS: Final = freeze(
-    {
-        "cuda": "CUDA",
-        "hip": "ROCm",
-        "vulkan": "Vulkan",
-        "sycl": "SYCL",
-        "metal": "MTL",
-        "musa": "MUSA",
-        "opencl": "OpenCL",
-        "cann": "CANN",
-    }
-)
 _EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch)?exps")
 
 
@@ -36,14 +24,10 @@ class Placement(Value, frozen=True, kw_only=True):
 
 
 def device_names(hw: Hardware, kind: str) -> tuple[str, ...]:
-    """The backend device names the `kind` executor's llama.cpp would give the host's GPUs
-    (``Vulkan0``...); none when its build has no GPU backend."""
-    exe = hw.executor(kind)
-    if exe is None or not exe.has_gpu_backend() or not hw.gpus:
-        return ()
-    backend = next((b for b in exe.backends if b in _GPU_BACKENDS), "")
-    prefix = _GPU_BACKENDS.get(backend, backend.upper() or "GPU")
-    return tuple(f"{prefix}{i}" for i in range(len(hw.gpus)))
+    """The backend device names the `kind` executor places layers on (``Vulkan0``...): its
+    own device list where it was asked, else the host's GPUs under its backend's names
+    (`Hardware.offload_devices`); none when it has no device."""
+    return tuple(d.name for d in hw.offload_devices(kind))
 
 
 def place(inv: ModelInventory, s: MemorySettings, hw: Hardware, kind: str) -> Placement:
@@ -51,12 +35,13 @@ def place(inv: ModelInventory, s: MemorySettings, hw: Hardware, kind: str) -> Pl
     output layer and the last ``-ngl`` - 1 blocks on the devices, split by ``-ts`` (default:
     by free memory), the input layer always on the host; ``-ngl`` unset counts as every
     layer offloaded (the executor's fitter moves layers back only when they do not fit)."""
-    devices = device_names(hw, kind)
+    offload = hw.offload_devices(kind)
+    devices = tuple(d.name for d in offload)
     if not devices or s.gpu_layers == 0:
         return Placement(devices=devices, layers=(-1,) * inv.blocks, output=-1, kv_on_device=False)
     n_gpu = inv.blocks + 1 if s.gpu_layers < 0 else min(s.gpu_layers, inv.blocks + 1)
     weights = s.tensor_split[: len(devices)] or tuple(
-        float(_free(g)) or 1.0 for g in hw.gpus[: len(devices)]
+        float(d.available or 0) or 1.0 for d in offload
     )
     if s.split_mode == "none" or len(weights) == 1:
         weights = (1.0,) + (0.0,) * (len(devices) - 1)
@@ -75,10 +60,6 @@ def place(inv: ModelInventory, s: MemorySettings, hw: Hardware, kind: str) -> Pl
     layers = tuple(device_of(i) if i >= first else -1 for i in range(inv.blocks))
     output = device_of(inv.blocks)  # the output layer is the first offloaded (n_gpu >= 1)
     return Placement(devices=devices, layers=layers, output=output, kv_on_device=s.kv_offload)
-
-
-def _free(g: GPU) -> int:
-    return g.vram_free if g.vram_free is not None else g.vram
 
 
 def weights_by_place(

@@ -191,7 +191,9 @@ def _plan(
     exe = _installed(profile, hw, spec)
     check_request(profile, spec, constraints, model)
     engine_port = choose_port(constraints, ports_in_use)
-    cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
+    # The executor's own devices where it listed them (a Vulkan device with no DRM node
+    # offloads; a card it cannot drive does not), else the kernel's GPUs and its backends.
+    cpu_only = constraints.no_gpu or not hw.offload_devices(spec.kind)
     layers = plan_layers(
         profile, spec, constraints, engine_port, cpu_only, extra=facts.engine_extra
     )

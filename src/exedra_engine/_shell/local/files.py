@@ -84,6 +84,27 @@ def write_inside(directory: str, name: str, data: bytes) -> None:
         raise
 
 
+def write_cache_entry(entry: str, data: bytes) -> None:
+    """Write a cache entry atomically (a private directory made as needed, a new file renamed
+    over the old); a cache that cannot be written is not an error: the next run asks
+    again."""
+    import tempfile
+
+    directory = os.path.dirname(entry)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, entry)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # a read-only home
+
+
 def real_paths(paths: Iterable[str]) -> tuple[tuple[str, str], ...]:
     """(path, where it resolves on this machine) for each absolute path of `paths` and each
     directory above it that is or passes through a link; the first 256 paths. A path absent

@@ -26,11 +26,8 @@ from exedra_engine._core.executors.helptext import (
 )
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.struct import Value
-from exedra_engine._shell import notice
 
 if TYPE_CHECKING:
-    import subprocess
-
     from exedra_engine._core.config.findings import TableOrigin
 
 # subprocess, tempfile and the findings module are imported where used: `probe` (every plan's
@@ -184,63 +181,19 @@ def _read(entry: str, real: str, size: int, mtime_ns: int) -> ExecutorFacts | No
 
 
 def _write(entry: str, facts: ExecutorFacts) -> None:
-    import tempfile
+    from exedra_engine._shell.local.files import write_cache_entry
 
-    directory = os.path.dirname(entry)
-    try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(msgspec.json.encode(facts))
-            os.replace(tmp, entry)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
-        pass  # a read-only home: the next run asks the binary again
+    write_cache_entry(entry, msgspec.json.encode(facts))
 
 
 def _run(argv: list[str]) -> tuple[str, str]:
     """The output (stdout, then stderr: whisper-server prints its help there) of `argv`, and
-    why there is none ("" when it ran). Its whole process group is killed at the timeout, so
-    a binary that starts serving instead of answering leaves nothing behind."""
-    import subprocess
+    why there is none ("" when it ran). Bounded end to end (`ask_binary`): a binary that
+    starts serving instead of answering, floods, or leaves a helper holding its pipes is
+    killed with everything it started, and nothing is left behind."""
+    from exedra_engine._shell.local.bounded_run import ask_binary
 
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except (OSError, ValueError) as e:
-        why = e.strerror if isinstance(e, OSError) else None
-        return "", f"{argv[0]} cannot be run: {why or e}"
-    try:
-        try:
-            out, err = proc.communicate(timeout=min(SLOW, TIMEOUT))
-        except subprocess.TimeoutExpired:
-            notice.say(f"waiting for {argv[0]} {argv[1]} to answer (given up after {TIMEOUT:g} s)")
-            out, err = proc.communicate(timeout=max(TIMEOUT - SLOW, 0))
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        proc.communicate()
-        return "", f"{argv[0]} {argv[1]} did not exit within {TIMEOUT:g} s{_TIMED_OUT}"
-    except BaseException:
-        # Interrupted (Ctrl-C, the CLI's SIGTERM): the child is in a session of its own, so
-        # nobody else would stop it.
-        _kill_group(proc)
-        raise
-    text = (out[:_MAX_OUTPUT] + b"\n" + err[:_MAX_OUTPUT]).decode("utf-8", errors="replace")
-    return text, ""
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
+    ran = ask_binary(argv, timeout=TIMEOUT, max_output=_MAX_OUTPUT, slow=SLOW)
+    if ran.problem:
+        return "", ran.problem + (_TIMED_OUT if ran.timed_out else "")
+    return (ran.out + b"\n" + ran.err).decode("utf-8", errors="replace"), ""

@@ -20,7 +20,7 @@ from exedra_engine._shell.config_check import located_configs
 from exedra_engine._shell.group_plan import GroupRequest, explain_group_request, read_group
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
-from exedra_engine.cli.planning.request import shared_constraints
+from exedra_engine.cli.planning.request import recorded_table, shared_constraints
 from exedra_engine.cli.render import finding_line, print_json, print_plan, shown, shown_plan
 from exedra_engine.errors import EngineError
 
@@ -68,7 +68,7 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
         from exedra_engine.cli.planning.emit_group import run_group_emit
 
         return run_group_emit(explain_group_request(req, explain=False).plan, req.hardware, a)
-    e = explain_group_request(req, flags=_flag_tables(req) if a.explain else None)
+    e = explain_group_request(req, flags=_flag_tables(req, a.hardware) if a.explain else None)
     members = [hide(m, a.show_secrets, a.executors) for m in e.members]
     plans = [shown_plan(m.plan, a.show_secrets, m.sources, executors=a.executors) for m in members]
     group = msgspec.structs.replace(e.plan, plans=tuple(plans))
@@ -109,16 +109,25 @@ def group_request(a: argparse.Namespace) -> GroupRequest:
     )
 
 
-def _flag_tables(req: GroupRequest) -> dict[str, FlagTable]:
-    """The installed executors' own flag tables (their --help, cached), by kind, for
-    --explain's findings, as ``plan --explain`` judges one plan."""
+def _flag_tables(req: GroupRequest, hardware_file: str | None) -> dict[str, FlagTable]:
+    """The executors' own flag tables, by kind, for --explain's findings, as ``plan
+    --explain`` judges one plan: this host's binaries' (their --help, cached), or those a
+    `hardware_file` recorded (a dry run for another host runs nothing the file names)."""
     from exedra_engine._shell.local.flag_tables import executor_table
 
     out: dict[str, FlagTable] = {}
     for kind in dict.fromkeys(m.spec.kind for m in req.members):
         exe = req.hardware.executor(kind) if req.hardware else None
-        if exe is not None:
-            out[kind] = executor_table(req.executors.profile(kind), exe.path)[0]
+        if exe is None:
+            continue
+        profile = req.executors.profile(kind)
+        table = (
+            recorded_table(profile, exe, hardware_file)[0]
+            if hardware_file
+            else executor_table(profile, exe.path)[0]
+        )
+        if table is not None:
+            out[kind] = table
     return out
 
 

@@ -258,7 +258,17 @@ def planned(
             from exedra_engine._shell.local.flag_tables import executor_table
 
             flags, origin = executor_table(profile, exe.path)
-    return req, explain_request(req, flags=flags, profile=profile), origin
+    e = explain_request(req, flags=flags, profile=profile)
+    if req.hardware is not None and not a.hardware:
+        # This host's plan: its executor's devices as it sees them under the plan's own
+        # environment (a layer's CUDA_VISIBLE_DEVICES), planned again where they differ.
+        from exedra_engine._shell.local.device_list import devices_for_plan
+
+        hw = devices_for_plan(req.hardware, e.plan, executors=req.executors)
+        if hw is not None:
+            req = msgspec.structs.replace(req, hardware=hw)
+            e = explain_request(req, flags=flags, profile=profile)
+    return req, e, origin
 
 
 def recorded_table(
