@@ -38,7 +38,6 @@ SERIAL_MODULES = frozenset(
         "test_exit_statuses",
         "test_first_use",
         "test_signals_in_every_phase",
-        "test_known_defects",
         "test_launch",
         "test_launch_failures_cli",
         "test_lifecycle",

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import psutil
 import pytest
 
-from exedra_engine import LaunchPlan, __version__
+from exedra_engine import CPU, ExecutorInfo, Hardware, Kind, LaunchPlan, __version__
 from exedra_engine.cli import main
-from tests.conftest import FAKE, HOSTS, Run
+from tests.conftest import FAKE, HOSTS, Ran, Run
 
 
 def spawn(*argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -320,3 +324,73 @@ def test_a_command_named_first_is_parsed_by_its_parser_alone_as_by_the_whole(
     got, want = vars(alone.parse_args(argv)), vars(build_parser().parse_args(argv))
     assert got.pop("func").__qualname__ == want.pop("func").__qualname__
     assert got == want
+
+
+# -- planned on a host file: threads, --strict, --emit wording --------------------------
+
+
+def _hw() -> Hardware:
+    return Hardware(
+        cpu=CPU(threads=8, ram=1 << 34),
+        executors=(
+            ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server"),
+            ExecutorInfo(kind=Kind.TRANSCRIBE, path="/usr/bin/whisper-server"),
+        ),
+    )
+
+
+def _plan(run: Run, model: Path, tmp_path: Path, *args: str, command: str = "plan") -> Ran:
+    """`exedra-engine COMMAND` for `model`, on a host file of `_hw()`, ports unchecked."""
+    hw = tmp_path / "here.json"
+    hw.write_bytes(msgspec.json.encode(_hw()))
+    base = ("--model", str(model), "--kind", "llama", "--hardware", str(hw), "--no-port-check")
+    return run(command, *base, *args)
+
+
+@pytest.mark.parametrize("command", ["plan", "launch"])
+def test_threads_100000_is_an_input_error_on_the_command_line(
+    command: str, tiny_llama: Path, tmp_path: Path, run: Run
+) -> None:
+    r = _plan(run, tiny_llama, tmp_path, "--threads", "100000", command=command)
+    assert r.code == 2, r
+    assert "threads 100000 (--threads) is more than 512" in r.err and r.err.count("\n") == 1
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_threads_above_ggml_cap_in_caller_args_fails_strict(
+    tiny_llama: Path, tmp_path: Path, run: Run
+) -> None:
+    r = _plan(run, tiny_llama, tmp_path, "--arg=--threads", "--arg=9000", "--strict")
+    assert r.code == 2 and "--threads 9000 is more than 512" in r.err, r
+
+
+def test_one_emitted_file_matches_the_plan(tiny_llama: Path, tmp_path: Path, run: Run) -> None:
+    r = _plan(run, tiny_llama, tmp_path, "--emit", "k8s", "--check")
+    assert r.code == 0, r
+    assert r.out.rstrip().endswith(".yaml matches the plan (k8s)"), r.out
+
+
+@pytest.fixture
+def readable_model(tiny_llama: Path) -> Iterator[Path]:
+    """The tiny model where any user can read it: a Quadlet unit runs as 65532, and emit
+    refuses a model that user cannot reach (pytest's own tmp tree is 0700)."""
+    where = Path(tempfile.mkdtemp(prefix="exedra-test-", dir="/var/tmp"))
+    try:
+        where.chmod(0o755)
+        model = where / tiny_llama.name
+        shutil.copyfile(tiny_llama, model)
+        model.chmod(0o644)
+        yield model
+    finally:
+        shutil.rmtree(where)
+
+
+@pytest.mark.parametrize("target", ["k8s", "quadlet"])
+def test_emit_explain_prints_one_host_row(
+    target: str, readable_model: Path, tmp_path: Path, run: Run
+) -> None:
+    r = _plan(run, readable_model, tmp_path, "--emit", target, "--explain")
+    assert r.code == 0, r
+    rows = [line.split() for line in r.err.splitlines() if line.startswith("  host ")]
+    assert len(rows) == 1, rows
+    assert rows[0][1:3] == ["0.0.0.0", "default"]

@@ -312,3 +312,18 @@ def test_block_style_lists_give_each_token_its_own_line() -> None:
     text = "engines:\n  llama:\n    args:\n      - --flash-attn\n      - 'on'\n      - --ctx-szie\n"
     f = one(text + "      - '4096'\n", "unknown-flag")
     assert (f.line, f.path) == (6, "$.engines.llama.args[2]")
+
+
+def test_threads_above_ggml_cap_flagged_by_the_config_checker() -> None:
+    text = (
+        "env: {LLAMA_ARG_THREADS: '600'}\n"
+        "engines:\n  llama:\n    args: [--threads, '100000', -tb, '1000']\n"
+        "models:\n  q:\n    args: [--threads-http, '1000', -t, '512']\n"
+    )
+    found = [(f.code, f.path, f.message) for f in findings(text, "a.yaml")]
+    bad = {path: msg for code, path, msg in found if code == "bad-value"}
+    flagged = {"$.env.LLAMA_ARG_THREADS", "$.engines.llama.args[1]", "$.engines.llama.args[3]"}
+    assert set(bad) == flagged, found
+    assert "--threads 100000 is more than 512" in bad["$.engines.llama.args[1]"]
+    assert "-tb 1000 is more than 512" in bad["$.engines.llama.args[3]"]
+    assert "LLAMA_ARG_THREADS=600: " in bad["$.env.LLAMA_ARG_THREADS"]

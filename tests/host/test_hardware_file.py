@@ -6,17 +6,19 @@ a broken file is an error that names the file and the field."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
+import psutil
 import pytest
 
-from exedra_engine import Kind, LaunchPlan
+from exedra_engine import CPU, ExecutorInfo, Hardware, Kind, LaunchPlan
 from exedra_engine._core.host.hardware_file import hardware_from_json
 from exedra_engine._shell.hardware_file import load_hardware
 from exedra_engine._shell.probe import probe
 from exedra_engine.errors import HardwareFileError
-from tests.conftest import HOSTS, cli, host
+from tests.conftest import HOSTS, Run, cli, host
 
 TREES = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())
 
@@ -175,3 +177,46 @@ def test_a_file_from_an_older_probe_still_loads() -> None:
     assert hw.cpu.available is None
     assert hw.gpus[0].vram_free is None
     assert hw.measurements == ()
+
+
+# -- launch refuses another host's file -----------------------------------------------
+
+
+@pytest.fixture
+def other_hosts_file(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "other.json"
+    hw = Hardware(
+        cpu=CPU(threads=8, ram=1 << 34),
+        executors=(
+            ExecutorInfo(kind=Kind.LLAMA, path="/opt/other-host/bin/llama-server"),
+            ExecutorInfo(kind=Kind.TRANSCRIBE, path="/usr/bin/whisper-server"),
+        ),
+    )
+    path.write_bytes(msgspec.json.encode(hw))
+    yield path
+
+
+@pytest.mark.serial  # a launch: refused before any process, which the test counts
+def test_launch_with_another_hosts_hardware_file_is_refused_before_any_process(
+    other_hosts_file: Path, tiny_llama: Path, run: Run
+) -> None:
+    hw_file = other_hosts_file
+    r = run("launch", "--model", str(tiny_llama), "--kind", "llama", "--hardware", str(hw_file))
+    assert r.code == 2, r
+    assert f"--hardware {hw_file}" in r.err and "/opt/other-host/bin/llama-server" in r.err
+    assert "does not exist" in r.err and r.err.count("\n") == 1
+    assert psutil.Process().children(recursive=True) == []
+    # Planning for that host stays what the file is for.
+    planned = run(
+        "plan",
+        "--model",
+        str(tiny_llama),
+        "--kind",
+        "llama",
+        "--hardware",
+        str(hw_file),
+        "--no-port-check",
+        "--json",
+    )
+    assert planned.code == 0, planned
+    assert json.loads(planned.out)["command"] == "/opt/other-host/bin/llama-server"

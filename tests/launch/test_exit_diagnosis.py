@@ -30,6 +30,7 @@ from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.launch.diagnosis import Exit, classify, exit_error, find_cause, layer_of
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.layers import Source
+from exedra_engine._shell.launch.child import ExitReason
 
 # Captured from llama-server 0.3.36 and whisper-server 1.8.5 built by install-executors.sh.
 LLAMA_OOM = (
@@ -247,3 +248,11 @@ def test_an_unknown_flag_is_found_by_its_spelling() -> None:
     assert layer_of("--ctx-szie", sources, LLAMA.flags) == "caller"
     assert layer_of("--zz=1", sources, LLAMA.flags) == "caller"
     assert layer_of("--ctx-sz", sources, LLAMA.flags) == ""
+
+
+def test_a_requested_stop_is_said_in_words_not_a_method_name() -> None:
+    assert ExitReason(returncode=0, requested=True).describe() == "exit 0 after a stop request"
+    assert ExitReason(returncode=-9, requested=True).describe() == (
+        "killed by SIGKILL after a stop request"
+    )
+    assert ExitReason(returncode=1, requested=False).describe() == "exit 1"

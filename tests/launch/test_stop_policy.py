@@ -26,6 +26,7 @@ from exedra_engine import (
     plan_launch,
 )
 from exedra_engine._core.launch.stop import stop_steps
+from exedra_engine._shell.launch.instance import _drained
 from exedra_engine._shell.launch.stopping import run_stop, set_within
 from exedra_engine._trio.loop import LOOP
 from tests.conftest import FAKE
@@ -134,3 +135,19 @@ async def test_the_ready_timeout_is_virtual_time_too(
     assert isinstance(err, NotReady) and "within 60 s" in str(err)
     assert trio.current_time() - virtual >= 60
     assert time.monotonic() - wall < 30
+
+
+# -- a draining stop says what it waits for -----------------------------------------
+
+
+def test_drain_end_lines() -> None:
+    assert _drained([2, 1, 0], True, 3.25, 30) == (
+        "drained: idle after 3.2 s (2 slots busy when it began): stopping it"
+    )
+    assert _drained([1, 1], False, 30.0, 30) == (
+        "drain: 1 slot still busy after 30 s: stopping it anyway"
+    )
+    assert _drained([], False, 5.0, 5) == "drain: no answer after 5 s: stopping it anyway"
+    assert _drained([0], True, 0.0, 5) == "drain: no request in progress: stopping it now"
+    assert _drained([None], True, 0.0, 5).startswith("drain: the executor does not say")
+    assert _drained([1, None], True, 1.0, 5).startswith("drain: the executor stopped answering")

@@ -17,6 +17,7 @@ from exedra_engine._core.secrets import (
     redact_text,
 )
 from exedra_engine._trio.logs import LogPump
+from exedra_engine.cli import render
 from tests.log_pump import feed
 
 KEY = st.text(
@@ -79,3 +80,17 @@ def test_plan_secrets_are_every_secret_the_executor_is_handed() -> None:
     args = ("--port", "8080", "--api-key", "a,b", "--hf-token=hft1", "-hft", "t2", "--ctx", "9")
     env = ("HF_TOKEN=tok", "LLAMA_API_KEY=", "PATH=/bin", "MY_PASSWORD=pw")
     assert set(plan_secrets(args, env)) == {"a,b", "a", "b", "hft1", "t2", "tok", "pw"}
+
+
+def test_host_name_given_to_host_is_not_masked() -> None:
+    try:
+        given = {"localhost": "--host", "inference-box": "--host", "Xk9qL2vRt7": "--host"}
+        render.hide_values({**given, "localhost2x": "--name"})
+        said = "couldn't bind HTTP server socket, hostname: {}, port: 8080"
+        assert render.unechoed(said.format("localhost")) == said.format("localhost")
+        assert render.unechoed(said.format("inference-box")) == said.format("inference-box")
+        # A value in a key's form stays hidden, --host or not.
+        assert "Xk9qL2vRt7" not in render.unechoed(said.format("Xk9qL2vRt7"))
+        assert "localhost2x" not in render.unechoed("x localhost2x y")
+    finally:
+        render.hide_values({})
