@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import msgspec
 import pytest
 
 from exedra_engine import ExecutorInfo, Hardware, Kind
@@ -87,6 +88,13 @@ def wav(models: Path) -> Path:
 def host(name: str, path: str = "/usr/local/bin:/usr/bin", affinity: int = 8) -> LocalHost:
     """A LocalHost rooted at one of the fixture trees."""
     return LocalHost(str(HOSTS / name), path_env=path, affinity=affinity)
+
+
+def hardware_file(tmp_path: Path, tree: str = "nvidia") -> Path:
+    """The probe of fixture tree TREE, written under TMP_PATH as `probe --json` writes it."""
+    f = tmp_path / f"{tree}.json"
+    f.write_bytes(msgspec.json.encode(probe(host(tree)).unwrap()))
+    return f
 
 
 def _executor(name: str) -> str:

@@ -136,3 +136,12 @@ def test_defined_names_counts_definitions_not_imports() -> None:
 def test_collisions_names_each_module_of_a_duplicate() -> None:
     where = {"shape": {"a.py", "b.py"}, "plan": {"a.py"}, "add_parser": {"cli/plan.py"}}
     assert collisions(where) == {"shape": ["a.py", "b.py"]}
+
+
+def test_the_errors_public_functions_raise_are_exported() -> None:
+    import exedra_engine
+    from exedra_engine.errors import EmitError, HardwareFileError
+
+    assert exedra_engine.HardwareFileError is HardwareFileError
+    assert exedra_engine.EmitError is EmitError
+    assert {"HardwareFileError", "EmitError"} <= set(exedra_engine.__all__)

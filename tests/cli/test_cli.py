@@ -394,3 +394,39 @@ def test_emit_explain_prints_one_host_row(
     rows = [line.split() for line in r.err.splitlines() if line.startswith("  host ")]
     assert len(rows) == 1, rows
     assert rows[0][1:3] == ["0.0.0.0", "default"]
+
+
+# -- a module per command, data out, one renderer ---------------------------------------
+
+
+def test_a_module_per_command_with_its_parser_beside_its_handler() -> None:
+    import argparse
+    import importlib
+
+    from exedra_engine.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(sub.choices) >= 9
+    for name, command in sub.choices.items():
+        module = importlib.import_module(f"exedra_engine.cli.{name.replace('-', '_')}")
+        assert callable(module.add_parser), name
+        assert command.get_default("func").__module__ == module.__name__, name
+
+
+@pytest.mark.parametrize(("command", "value"), [("probe", "Hardware"), ("config", "Config")])
+def test_a_command_returns_data_and_one_renderer_prints_it(
+    command: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from exedra_engine.cli import build_parser
+    from exedra_engine.cli.render import Report, show
+
+    a = build_parser().parse_args([command, *([str(tmp_path)] if command == "config" else [])])
+    report = a.func(a)
+    assert isinstance(report, Report) and type(report.value).__name__ == value
+    assert capsys.readouterr().out == ""  # the handler printed nothing: show does
+    assert show(report, as_json=True) == 0
+    assert isinstance(msgspec.json.decode(capsys.readouterr().out), dict)
+    assert show(report, as_json=False) == 0
+    text = capsys.readouterr().out
+    assert text.strip() and not text.startswith("{")

@@ -11,6 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from exedra_engine.cli import exit_status
+from exedra_engine.errors import (
+    ConfigError,
+    EmitError,
+    EngineError,
+    HardwareFileError,
+    LaunchError,
+    NotReady,
+    PlanError,
+)
 from tests.conftest import FAKE, Run
 
 PLAN = ["--kind", "llama", "--no-config", "--executor", str(FAKE)]
@@ -160,3 +170,33 @@ def test_launch_log_file_path_checked(
     r = run("launch", "--model", str(tiny_llama), *PLAN, "--log-file", str(path))
     _one_line_error(r.code, r.err)
     assert "argument --log-file:" in r.err
+
+
+# -- one table of exit statuses ---------------------------------------------------------
+
+MODEL = "/var/lib/exedra/models/qwen/model.gguf"
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (NotReady("never answered"), 1),
+        (LaunchError("cannot start"), 1),
+        (ConfigError("bad file"), 2),
+        (HardwareFileError("bad host"), 2),
+        (PlanError("bad plan"), 2),
+        (EmitError("loopback in a pod"), 2),
+        (EngineError("bad option"), 2),
+    ],
+)
+def test_one_table_maps_error_classes_to_exit_status(error: EngineError, status: int) -> None:
+    assert exit_status(error) == status
+
+
+def test_errors_reach_main_with_their_status(tmp_path: Path, run: Run) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("env: [not, a, mapping]\n")
+    r = run("plan", "--model", MODEL, "--kind", "llama", "--config", str(bad))
+    assert r.code == 2 and r.err.count("\n") == 1 and "bad.yaml:1" in r.err
+    r = run("emit", str(tmp_path / "missing.json"), "--target", "k8s")
+    assert r.code == 2 and "cannot read" in r.err

@@ -20,7 +20,7 @@ from exedra_engine._core.emit.checks import check_files
 from exedra_engine._core.emit.formats import ini
 from exedra_engine._core.emit.resources import GPU_RESOURCES
 from exedra_engine.errors import EmitError
-from tests.conftest import cli
+from tests.conftest import Run, cli, hardware_file
 from tests.emit_cases import KEY, MODEL, VENDOR_HOSTS, hardware, plan_for
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "emit"
@@ -481,3 +481,38 @@ def test_wait_ready_times_out_with_one_line() -> None:
     )
     assert code == 1
     assert err.count("\n") == 1 and "did not answer 200" in err
+
+
+def test_plan_emit_with_a_config_file(tmp_path: Path, run: Run) -> None:
+    # The CLI spread a positional (spec, hw, constraints, files) into plan_explained, whose
+    # fourth parameter is the HostFiles port: with any override file, `plan --emit` crashed.
+    conf = tmp_path / "conf.yaml"
+    conf.write_text("env: {EXEDRA_MARK: from-config}\nengines: {llama: {args: [-c, '512']}}\n")
+    hw = hardware_file(tmp_path)
+    for target in ("k8s", "systemd", "quadlet"):
+        r = run(
+            "plan",
+            "--model",
+            MODEL,
+            "--kind",
+            "llama",
+            "--hardware",
+            str(hw),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "8080",
+            "--no-port-check",
+            "--config",
+            str(conf),
+            "--emit",
+            target,
+            # a waiter a unit can reach: this checkout's venv may be under /tmp (PrivateTmp=)
+            "--waiter",
+            "/usr/local/lib/exedra-engine/bin/exedra-engine",
+        )
+        assert r.code == 0, (target, r.err)
+        assert "Traceback" not in r.err
+        # The override reached the emitted files: the config was planned with, not dropped.
+        assert "from-config" in r.out, target
+        assert "512" in r.out, target

@@ -3,6 +3,7 @@ through the `HostFiles` port, so no disk tree is needed (tests/memory_host.py)."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,21 @@ def test_the_memory_host_agrees_with_the_disk(tmp_path: Path) -> None:
         stream, size = host.open_file("/d/a.yaml")
         with stream:
             assert (stream.read(), size) == (b"x", 1)
+
+
+def test_paths_may_be_bytes_or_path_like(tmp_path: Path) -> None:
+    from exedra_engine import inspect, load_config
+    from exedra_engine.testing import write_tiny_llama
+
+    conf = tmp_path / "c.yaml"
+    conf.write_text("env: {A: b}\n")
+    want = load_config(str(conf)).unwrap()
+    assert want.env == {"A": "b"}
+    assert load_config(conf).unwrap() == want
+    assert load_config(os.fsencode(conf)).unwrap() == want
+    model = write_tiny_llama(tmp_path / "m.gguf")
+    info = inspect(str(model)).unwrap()
+    assert inspect(model).unwrap() == info
+    assert inspect(os.fsencode(model)).unwrap() == info
+    undecodable = os.fsencode(tmp_path) + b"/m\xff.gguf"
+    assert "m\udcff.gguf" in str(inspect(undecodable).failure())

@@ -6,6 +6,8 @@ general paths they stand in for."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from exedra_engine import (
@@ -32,6 +34,7 @@ from exedra_engine._core.memory.placement import (
 )
 from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.plan.layers import Layer, Said, merge
+from tests.conftest import hardware_file
 from tests.memory_models import cpu_host, gemma3_270m, gpu_host, llama_135m
 
 
@@ -194,3 +197,42 @@ def test_decider_settings_read_as_the_argv_would(
     d = _Decider(gemma3_270m(), argv, env=env, hw=cpu_host(), profile=LLAMA, sides=(None, None))
     extra = d.flags(ctx, cache)
     assert d.settings(extra) == read_settings(LLAMA, (*argv, *extra), env)
+
+
+# -- start-up cost: what a plain plan loads ---------------------------------------------
+
+LAZY = (
+    "returns",  # the CLI makes no Result
+    "exedra_engine._core.emit",  # a plain plan emits nothing
+    "exedra_engine._shell.local.flag_tables",  # only --explain/--strict and probe ask binaries
+    "exedra_engine._core.executors.helptext",
+    "yaml",  # only `config` prints YAML and override files parse it
+    "socket",  # the port dump needs _socket only
+    "trio",  # the launcher
+    "shutil",  # zlib, bz2 and lzma with it
+)
+
+
+def test_a_plain_plan_loads_none_of_the_lazy_modules(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # A hardware file: probing this machine asks its installed executors for their versions
+    # (the flag-table cache), which is what a probe is for.
+    argv = [
+        "plan", "--model", str(tmp_path / "absent.gguf"), "--kind", "llama",
+        "--no-config", "--hardware", str(hardware_file(tmp_path)), "--json",
+    ]  # fmt: skip
+    code = (
+        "import sys, io, contextlib\n"
+        "from exedra_engine.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    code = main(sys.argv[1:])\n"
+        "print(code, *sorted(sys.modules))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True
+    )
+    status, *loaded = r.stdout.split()
+    assert status == "0", r.stderr
+    assert [m for m in loaded if m.split(".")[0] in LAZY or m.startswith(LAZY)] == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
 from returns.result import Failure
 
 from exedra_engine import (
@@ -19,6 +20,8 @@ from exedra_engine import (
     PortInUse,
     plan,
 )
+from exedra_engine._shell.plan import PlanRequest, explain_request
+from exedra_engine.errors import NoHardware
 
 HW = Hardware(
     cpu=CPU(threads=2),
@@ -82,3 +85,13 @@ def test_side_models_are_found_by_the_one_reader(tmp_path: Path) -> None:
     # As the executor reads it, "--mmproj" here is the alias's value, not a flag.
     alias = ("--alias", "--mmproj", side)
     assert side_inventories(spec, Constraints(extra_args=alias), LocalHost()) == ()
+
+
+def test_plan_request_is_a_value() -> None:
+    spec = ModelSpec(id="m", path="/var/lib/exedra/models/qwen/model.gguf", kind=Kind.LLAMA)
+    req = PlanRequest(spec=spec, hardware=None)
+    assert req == PlanRequest(spec=spec, hardware=None, constraints=Constraints())
+    with pytest.raises(AttributeError):
+        req.spec = spec  # type: ignore[misc]
+    with pytest.raises(NoHardware):
+        explain_request(req)

@@ -161,3 +161,19 @@ def test_the_demo_prints_its_endpoint_once(llama_server: str) -> None:
     lines = r.stdout.splitlines()
     assert sum(ln.startswith("endpoint ") for ln in lines) == 1, r.stdout
     assert any(ln.startswith("answer    ") for ln in lines) and 'demo "$@"' not in r.stdout
+
+
+def test_the_quick_loop_leaves_slow_tests_out_and_ci_runs_them() -> None:
+    recipes: dict[str, list[str]] = {}
+    name = ""
+    for line in (ROOT / "justfile").read_text().splitlines():
+        if line and not line[0].isspace() and not line.startswith("#") and ":" in line:
+            name = line.split()[0].rstrip(":")
+            recipes[name] = []
+        elif line.startswith("    ") and name:
+            recipes[name].append(line.strip())
+    # Both go through the two-phase runner (scripts/test-phases.sh), which adds the marks.
+    assert any('test-phases.sh "not slow"' in c for c in recipes["test-quick"])
+    assert not any("slow" in c for c in recipes["test"])
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "./dev test\n" in ci

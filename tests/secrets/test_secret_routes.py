@@ -17,7 +17,7 @@ from exedra_engine._core.plan.planner import explain_launch
 from exedra_engine._core.values import Config, LaunchPlan, Override
 from exedra_engine._shell.local.files import open_append
 from exedra_engine._trio.launcher import open_instance
-from tests.conftest import FAKE, cli
+from tests.conftest import FAKE, Run, cli, hardware_file
 
 K = "sk-live-abcdef123456"
 SURFACES = ([], ["--json"], ["--explain"], ["--explain", "--json"])
@@ -221,3 +221,69 @@ def test_config_check_findings_do_not_quote_a_key(tmp_path: Path) -> None:
         assert _shows(ran.out + ran.err, K, "abcdef123456", "alice:pw") == []
     shown = cli("config", "--check", "--show-secrets", str(cfg))
     assert K in shown.out
+
+
+# -- a key copied into other options ----------------------------------------------------
+
+MODEL = "/var/lib/exedra/models/qwen/model.gguf"
+COPIED = "sk-copied-key-0123456789"
+
+
+def _copied_key_argv(*extra: str) -> list[str]:
+    return [
+        "plan",
+        "--model",
+        MODEL,
+        "--kind",
+        "llama",
+        "--executor",
+        "/nonexistent/llama-server",
+        "--no-config",
+        "--no-port-check",
+        "--api-key-env",
+        "EXEDRA_SEAMS_KEY",
+        f"--env=OTHER={COPIED}",
+        f"--env=LIST=a,{COPIED}",
+        "--arg=--alias",
+        f"--arg={COPIED}",
+        f"--arg=--temp={COPIED}",
+        *extra,
+    ]
+
+
+@pytest.mark.parametrize(
+    "surface", [(), ("--json",), ("--explain",), ("--explain", "--json"), ("--strict",)]
+)
+def test_the_key_value_is_hidden_whatever_carries_it(surface: tuple[str, ...], run: Run) -> None:
+    r = run(*_copied_key_argv(*surface), env={"EXEDRA_SEAMS_KEY": COPIED})
+    assert r.code in (0, 2), r.err
+    assert COPIED not in r.out + r.err
+    if not surface or surface == ("--json",):
+        assert "OTHER=<redacted>" in r.out and "LIST=<redacted>" in r.out
+        assert "--alias" in r.out  # the flag stays; only its value is hidden
+    shown = run(*_copied_key_argv(*surface, "--show-secrets"), env={"EXEDRA_SEAMS_KEY": COPIED})
+    assert COPIED in shown.out + shown.err  # the check can fail
+
+
+def test_the_engine_flags_are_not_judged_by_what_a_key_equals(run: Run) -> None:
+    # Redaction compares whole values, set above the engine layer: a key that happens to
+    # equal the bind address does not hide the planner's own --host.
+    r = run(
+        "plan", "--model", MODEL, "--kind", "llama", "--executor", "/x/llama-server",
+        "--no-config", "--no-port-check", "--json", "--api-key-env", "EXEDRA_SEAMS_KEY",
+        env={"EXEDRA_SEAMS_KEY": "127.0.0.1"},
+    )  # fmt: skip
+    plan = msgspec.json.decode(r.out)
+    assert plan["host"] == "127.0.0.1" and "127.0.0.1" in plan["args"]
+
+
+def test_emit_refuses_a_copied_key(tmp_path: Path, run: Run) -> None:
+    hw = hardware_file(tmp_path)
+    r = run(
+        *_copied_key_argv("--hardware", str(hw), "--host", "0.0.0.0", "--emit", "k8s"),
+        "--secret",
+        "model-key",
+        env={"EXEDRA_SEAMS_KEY": COPIED},
+    )
+    assert r.code == 2 and COPIED not in r.out + r.err
+    assert "OTHER" in r.err and "--alias" in r.err
