@@ -3,6 +3,7 @@ systemd's own checks, hostile argv, and --check failing on edited files."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -516,3 +517,12 @@ def test_plan_emit_with_a_config_file(tmp_path: Path, run: Run) -> None:
         # The override reached the emitted files: the config was planned with, not dropped.
         assert "from-config" in r.out, target
         assert "512" in r.out, target
+
+
+def test_each_target_has_its_writer_and_its_checks() -> None:
+    # Kubernetes' checks are a module of their own (k8s_check); the units' sit beside their writer.
+    for target, checks in (("k8s", "k8s_check"), ("systemd", "systemd"), ("quadlet", "quadlet")):
+        writer = importlib.import_module(f"exedra_engine._core.emit.formats.{target}")
+        checker = importlib.import_module(f"exedra_engine._core.emit.formats.{checks}")
+        assert callable(getattr(writer, f"emit_{target}"))
+        assert callable(getattr(checker, f"check_{target}"))
