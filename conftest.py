@@ -88,7 +88,7 @@ _STATE: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # `launch` keeps the executor's log under $XDG_STATE_HOME (cli/launching/launch_output.py): the
+    # `launch` keeps the executor's log under $XDG_STATE_HOME (cli/launch/launch_output.py): the
     # suite's launches keep theirs in a directory of their own, not in the user's.
     _STATE.append(tempfile.mkdtemp(prefix="exedra-test-state-"))
     os.environ["XDG_STATE_HOME"] = _STATE[-1]

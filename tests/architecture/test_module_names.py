@@ -31,7 +31,11 @@ ADAPTERS = frozenset(
 SHARED: dict[str, tuple[str, frozenset[str]]] = {
     "add_parser": (
         "each command module's entry: its parser beside its handler (pipx's layout)",
-        frozenset(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "cli").glob("*.py")),
+        frozenset(
+            str(p.relative_to(PACKAGE))
+            for pattern in ("*.py", "*/__init__.py")  # a command's module, or its package's
+            for p in (PACKAGE / "cli").glob(pattern)
+        ),
     ),
     **{
         name: ("the public API of each adapter (API.md), one per adapter", ADAPTERS)

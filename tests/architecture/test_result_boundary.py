@@ -66,7 +66,7 @@ def test_the_command_line_never_sees_a_result() -> None:
     bad = [
         f"{p.relative_to(SRC)}:{n.lineno}"
         for p, tree in _modules()
-        if p.parent.name == "cli"
+        if p.relative_to(SRC).parts[0] == "cli"  # cli/ and each command's package in it
         for n in ast.walk(tree)
         if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("returns")
     ]

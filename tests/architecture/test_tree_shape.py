@@ -55,7 +55,7 @@ TYPE_ONLY_UP: dict[tuple[str, str], str] = {
 MAX_MODULES_PER_FOLDER = 12
 # {folder relative to the package: why it holds more}. Each must still need it.
 # {folder relative to the package: why it holds more modules}. Each must still need it. None
-# does: cli/ and _shell/ were split by concept (cli/planning, cli/launching, _shell/local).
+# does: cli/ is split by command (cli/plan/, cli/launch/, ...), _shell/ by concept (_shell/local/).
 BIG_FOLDERS: dict[str, str] = {}
 
 MAX_LINES = 500

@@ -71,7 +71,7 @@ def test_demo_fails_in_one_line_on_each_executor_fault(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from exedra_engine.cli import main
-    from exedra_engine.cli.launching import demo_run
+    from exedra_engine.cli.demo import demo_run
 
     monkeypatch.setenv("FAKE_MODE", mode)
     monkeypatch.setattr(demo_run, "READY_TIMEOUT", 1.0)

@@ -119,7 +119,7 @@ def test_launch_quiet_and_log_file(
 def test_a_long_load_says_it_is_loading(
     tiny_llama: Path, monkeypatch: pytest.MonkeyPatch, run: Run
 ) -> None:
-    import exedra_engine.cli.launching.launch_run as launch_cli
+    import exedra_engine.cli.launch.launch_run as launch_cli
 
     monkeypatch.setattr(launch_cli, "PROGRESS_EVERY", 0.2)
     monkeypatch.setattr(launch_cli, "SHOW_AFTER", 0.0)

@@ -1,6 +1,6 @@
 """What `launch` prints of itself: where the executor's log goes, the ready lines with a curl
 command that names the key's variable (never its value), and the refusal of a flag the
-installed binary does not take (cli/launching/launch_output.py). Pure: no process."""
+installed binary does not take (cli/launch/launch_output.py). Pure: no process."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from exedra_engine import Kind, ModelSpec
 from exedra_engine._core.config.findings import Finding, TableOrigin
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine.cli.launching.launch_output import (
+from exedra_engine.cli.launch.launch_output import (
     curl_command,
     kept_log_path,
     log_sink,

@@ -284,7 +284,7 @@ def test_demo_signal_while_serving(
     # waits (sent from inside it), and the executor answering it is stopped.
     import socket
 
-    import exedra_engine.cli.launching.demo_run as demo
+    import exedra_engine.cli.demo.demo_run as demo
 
     monkeypatch.setenv("PATH", _env(llama_server)["PATH"])
     asked: list[str] = []

@@ -60,7 +60,7 @@ def test_plan_from_the_hardware_file_of_each_fixture_host(
     def no_probe(*_: object) -> None:
         raise AssertionError("planning with --hardware must not probe this machine")
 
-    monkeypatch.setattr("exedra_engine.cli.planning.request.host_hardware", no_probe)
+    monkeypatch.setattr("exedra_engine.cli.plan.request.host_hardware", no_probe)
     exe = hw.executor(Kind.LLAMA)
     extra = () if exe else ("--executor", "/usr/bin/llama-server")
     code, out, err = cli(*_plan_args(f, *extra))

@@ -278,7 +278,7 @@ def test_the_companion_is_found_beside_the_executor(
 def test_plan_measure_puts_the_measurement_into_the_planners_input(
     run: Run, gen_gemma3: Path, llama_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import exedra_engine.cli.planning.request as asked  # where the CLI asks the planner
+    import exedra_engine.cli.plan.request as asked  # where the CLI asks the planner
 
     seen: list[Hardware] = []
     real = asked.explain_request
@@ -343,7 +343,7 @@ def test_probe_measure_stores_figures_a_plan_elsewhere_uses(
     text = run("probe", "--measure", str(gen_gemma3), "--ctx", "512")
     assert text.code == 0 and "measured" in text.out and "ctx 512" in text.out
     # planned from the file on "another machine": the measurement travels with it
-    import exedra_engine.cli.planning.request as asked  # where the CLI asks the planner
+    import exedra_engine.cli.plan.request as asked  # where the CLI asks the planner
 
     seen: list[Hardware] = []
     real = asked.explain_request

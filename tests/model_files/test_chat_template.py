@@ -229,7 +229,7 @@ def test_the_demo_says_how_to_fetch_the_real_model_when_it_is_absent(
 ) -> None:
     import trio
 
-    from exedra_engine.cli.launching import demo_real
+    from exedra_engine.cli.demo import demo_real
 
     monkeypatch.setenv("EXEDRA_TEST_MODEL", str(tmp_path / "absent.gguf"))
     assert trio.run(demo_real.ask_real_model) == 0

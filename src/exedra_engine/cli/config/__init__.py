@@ -1,5 +1,5 @@
 """``exedra-engine config``: the merged admin overrides; ``--check`` judges them by the
-executors' flags (cli/planning/config_check.py), ``--schema`` prints their JSON Schema."""
+executors' flags (cli/config/config_check.py), ``--schema`` prints their JSON Schema."""
 
 from __future__ import annotations
 
@@ -55,11 +55,11 @@ def add_parser(sub: Subparsers) -> None:
 
 def config_command(a: argparse.Namespace) -> int | Report:
     if a.schema:
-        from exedra_engine.cli.planning.config_check import print_schema
+        from exedra_engine.cli.config.config_check import print_schema
 
         return print_schema()
     if a.check:
-        from exedra_engine.cli.planning.config_check import run_check
+        from exedra_engine.cli.config.config_check import run_check
 
         return run_check(a)
     if a.executor or a.strict:

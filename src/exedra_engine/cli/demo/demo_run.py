@@ -1,4 +1,4 @@
-"""The run of ``exedra-engine demo``, once signals are honoured (cli/demo.py).
+"""The run of ``exedra-engine demo``, once signals are honoured (cli/demo/__init__.py).
 
 Generates a tiny llama model, probes the host, plans, launches a real llama-server, asks it
 one question through the OpenAI-compatible API with the planned key, prints what happened
@@ -30,7 +30,7 @@ from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from exedra_engine.cli.launching.signals import Signals
+    from exedra_engine.cli.signals import Signals
 
 READY_TIMEOUT = 60.0
 """How long the demo's tiny model may take to load."""
@@ -55,7 +55,7 @@ def ask(url: str, key: str, question: str) -> dict[str, Any]:
 def run_demo(a: argparse.Namespace, sigs: Signals) -> int:
     """Run the demo, `sigs` installed by the caller; 0 on success, 128+N when signal N
     interrupted it (nothing is left)."""
-    from exedra_engine.cli.launching.signals import Interrupted, interrupted_exit
+    from exedra_engine.cli.signals import Interrupted, interrupted_exit
 
     try:
         import gguf  # noqa: F401
@@ -101,8 +101,8 @@ def run_demo(a: argparse.Namespace, sigs: Signals) -> int:
 async def _run(
     p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float], sigs: Signals
 ) -> int:
-    from exedra_engine.cli.launching.signal_scope import signal_watch
-    from exedra_engine.cli.launching.signals import interrupted_exit
+    from exedra_engine.cli.signal_scope import signal_watch
+    from exedra_engine.cli.signals import interrupted_exit
 
     phase = "starting"
     async with signal_watch(sigs) as (nursery, work):
@@ -168,6 +168,6 @@ async def _demo(p: LaunchPlan, a: argparse.Namespace, timings: dict[str, float])
     print("timings   " + ", ".join(f"{k.replace('_', ' ')} {v:g} ms" for k, v in ms.items()))
     if not reason.clean:
         return 1
-    from exedra_engine.cli.launching.demo_real import ask_real_model
+    from exedra_engine.cli.demo.demo_real import ask_real_model
 
     return await ask_real_model()

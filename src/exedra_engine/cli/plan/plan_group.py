@@ -20,7 +20,7 @@ from exedra_engine._shell.config_check import located_configs
 from exedra_engine._shell.group_plan import GroupRequest, explain_group_request, read_group
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
-from exedra_engine.cli.planning.request import shared_constraints
+from exedra_engine.cli.plan.request import shared_constraints
 from exedra_engine.cli.render import finding_line, print_json, print_plan, shown, shown_plan
 from exedra_engine.errors import EngineError
 
@@ -65,7 +65,7 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
         a.host = "0.0.0.0"
     req = group_request(a)
     if a.emit:
-        from exedra_engine.cli.planning.emit_group import run_group_emit
+        from exedra_engine.cli.plan.emit_group import run_group_emit
 
         return run_group_emit(explain_group_request(req, explain=False).plan, req.hardware, a)
     e = explain_group_request(req, flags=_flag_tables(req) if a.explain else None)

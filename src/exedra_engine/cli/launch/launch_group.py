@@ -2,7 +2,7 @@
 (`exedra_engine.open_group`), one ``ready`` line per member once all are, their logs
 forwarded, all stopped together on a signal or when one of them exits.
 
-The phases are `launch`'s (cli/launch.py): a signal while the members start stops them all
+The phases are `launch`'s (cli/launch/__init__.py): a signal while the members start stops them all
 and exits 128+N; a member that cannot start stops the others and the command exits 1 with
 one line naming it (`MemberFailed`); a signal while they serve stops them all in parallel
 (exit 0 when every stop was clean); a member that exits on its own stops the others (exit 1).
@@ -22,8 +22,8 @@ from exedra_engine._core.group.start import Group
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._trio.group import open_group
 from exedra_engine._trio.launcher import Instance
-from exedra_engine.cli.launching.signal_scope import signal_phase
-from exedra_engine.cli.launching.signals import Signals, interrupted_exit
+from exedra_engine.cli.signal_scope import signal_phase
+from exedra_engine.cli.signals import Signals, interrupted_exit
 from exedra_engine.errors import LaunchError, MemberFailed
 
 
@@ -31,7 +31,7 @@ def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
     """``launch --group FILE`` (``--router``: as one llama.cpp router): plan the group as
     ``plan --group`` does, then run it."""
     from exedra_engine._shell.group_plan import explain_group_request
-    from exedra_engine.cli.planning.plan_group import group_request
+    from exedra_engine.cli.plan.plan_group import group_request
 
     group = explain_group_request(group_request(a), explain=False).plan
     if a.router:
@@ -43,7 +43,7 @@ def _launch_router(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> in
     """The group's llama members as one llama-server in router mode: its preset written to
     a private directory for the life of the command, ready when ``/models`` answers."""
     from exedra_engine._core.emit.group.router import router_plan, router_preset
-    from exedra_engine.cli.launching.launch_run import run_launch
+    from exedra_engine.cli.launch.launch_run import run_launch
     from exedra_engine.cli.render import PROG, shown
 
     preset = router_preset(group, executors=a.executors)
@@ -73,7 +73,7 @@ def run_group_launch(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> 
         return interrupted_exit(sigs.first, "planning", "nothing was started")
     log_file: IO[bytes] | None = None
     if a.log_file:
-        from exedra_engine.cli.launching.launch_run import open_log
+        from exedra_engine.cli.launch.launch_run import open_log
 
         try:
             log_file = open_log(a.log_file, "--log-file")

@@ -1,6 +1,6 @@
 """The run of ``launch`` once planned: start the executor under trio, show its load, print
-what is ready (cli/launching/launch_output.py), send its log where asked, stop it on a signal (the
-phases: cli/launch.py)."""
+what is ready (cli/launch/launch_output.py), send its log where asked, stop it on a signal (the
+phases: cli/launch/__init__.py)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from exedra_engine._core.plan.layers import Source
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.launch.load_progress import Sampler, child_running, plan_files, read_proc
 from exedra_engine._trio.launcher import Instance, start_instance
-from exedra_engine.cli.launching.launch_output import LogSink, log_sink, ready_lines
-from exedra_engine.cli.launching.signal_scope import signal_watch
-from exedra_engine.cli.launching.signals import Signals, interrupted_exit
+from exedra_engine.cli.launch.launch_output import LogSink, log_sink, ready_lines
+from exedra_engine.cli.signal_scope import signal_watch
+from exedra_engine.cli.signals import Signals, interrupted_exit
 from exedra_engine.errors import EngineError, LaunchError
 
 PROGRESS_EVERY: Final = 10.0

@@ -1,6 +1,7 @@
 """SIGINT and SIGTERM for the commands that run an executor (launch, demo), from their first
 line: no trio here, so the handlers are in place before the modules that fork on import
-(ctypes' ``ldconfig -p``) or start anything are loaded. See cli/launch.py for the phases."""
+(ctypes' ``ldconfig -p``) or start anything are loaded. See cli/launch/__init__.py for the
+phases."""
 
 from __future__ import annotations
 

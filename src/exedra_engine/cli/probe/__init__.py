@@ -57,7 +57,7 @@ def add_parser(sub: Subparsers) -> None:
 def probe_command(a: argparse.Namespace) -> Report:
     hw = host_hardware(executors=a.executors)
     if a.measure:
-        from exedra_engine.cli.planning.measure import measured_host
+        from exedra_engine.cli.probe.measure import measured_host
 
         hw = measured_host(hw, a.measure, a.ctx, a.arg)
     elif a.ctx or a.arg:
@@ -115,7 +115,7 @@ def _lines(hw: Hardware, executors: Executors) -> Iterator[str]:
             what = f"not installed: {INSTALL_HINT}"
         yield f"{k:<10} {what}"
     if hw.measurements:
-        from exedra_engine.cli.planning.measure import measurement_lines
+        from exedra_engine.cli.probe.measure import measurement_lines
 
         yield "\n".join(measurement_lines(hw.measurements))
 

@@ -1,6 +1,6 @@
 """``exedra-engine demo``: the whole path on an embedded default, with nothing to configure.
 
-Its run (cli/launching/demo_run.py) is imported once signals are honoured: loading trio and the
+Its run (cli/demo/demo_run.py) is imported once signals are honoured: loading trio and the
 launcher takes long enough for a Ctrl-C to come during it."""
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def demo_command(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.launching.signals import Interrupted, Signals, interrupted_exit
+    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
     with Signals().installed() as sigs:
         try:
-            from exedra_engine.cli.launching.demo_run import run_demo
+            from exedra_engine.cli.demo.demo_run import run_demo
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
         return run_demo(a, sigs)

@@ -210,7 +210,7 @@ def shared_constraints(a: argparse.Namespace, files: Sequence[LocatedConfig]) ->
 def _measured(a: argparse.Namespace, req: PlanRequest) -> PlanRequest:
     """`req` with the engine's own measurement of the plan asked for in its hardware: planned
     once for its flags, measured on this machine."""
-    from exedra_engine.cli.planning.measure import measured_hardware
+    from exedra_engine.cli.probe.measure import measured_hardware
     from exedra_engine.errors import PlanError
 
     if a.hardware or req.hardware is None:

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 
 from exedra_engine._core.config.findings import Finding, TableOrigin
 from exedra_engine.cli import options
-from exedra_engine.cli.launching.launch_output import log_sink, refusal
+from exedra_engine.cli.launch.launch_output import log_sink, refusal
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.plan import cpu_note, hide_findings
-from exedra_engine.cli.planning.request import add_plan_options, planned
+from exedra_engine.cli.plan.request import add_plan_options, planned
 from exedra_engine.cli.render import PROG, fail, findings_summary
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EngineError
@@ -91,7 +91,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def launch_command(a: argparse.Namespace) -> int:
-    from exedra_engine.cli.launching.signals import Interrupted, Signals, interrupted_exit
+    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
     if a.group is not None:
         return _launch_group(a)
@@ -117,7 +117,7 @@ def launch_command(a: argparse.Namespace) -> int:
     # Signals are honoured from here on, planning included (the phases above).
     with Signals().installed() as sigs:
         try:
-            from exedra_engine.cli.launching.launch_run import run_launch
+            from exedra_engine.cli.launch.launch_run import run_launch
 
             # Judged by the binary that is about to start (its own --help, cached per
             # binary): a flag it refuses stops the launch here, not after the executor's
@@ -156,10 +156,10 @@ def _judged(a: argparse.Namespace, findings: Sequence[Finding], origin: TableOri
 
 def _launch_group(a: argparse.Namespace) -> int:
     """``launch --group FILE``: the options a group file sets per member are refused as
-    ``plan --group`` refuses them; then planned and run (cli/launching/launch_group.py)."""
-    from exedra_engine.cli.launching.launch_group import launch_group
-    from exedra_engine.cli.launching.signals import Interrupted, Signals, interrupted_exit
-    from exedra_engine.cli.planning.plan_group import refuse_per_member
+    ``plan --group`` refuses them; then planned and run (cli/launch/launch_group.py)."""
+    from exedra_engine.cli.launch.launch_group import launch_group
+    from exedra_engine.cli.plan.plan_group import refuse_per_member
+    from exedra_engine.cli.signals import Interrupted, Signals, interrupted_exit
 
     refuse_per_member(a)
     if a.drain and not a.router:

@@ -21,7 +21,7 @@ from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.parser import Subparsers
-from exedra_engine.cli.planning.request import add_plan_options, plan_request, planned
+from exedra_engine.cli.plan.request import add_plan_options, plan_request, planned
 from exedra_engine.cli.render import (
     MEMORY_WORDS,
     PROG,
@@ -80,7 +80,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def plan_command(a: argparse.Namespace) -> int:
     if a.group is not None:
-        from exedra_engine.cli.planning.plan_group import plan_group_command
+        from exedra_engine.cli.plan.plan_group import plan_group_command
 
         return plan_group_command(a, hide_findings)
     missing = [f for f, v in (("--model", a.model), ("--kind", a.kind)) if v is None]

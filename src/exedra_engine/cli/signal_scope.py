@@ -1,5 +1,5 @@
 """The phase a signal ends, for the commands that run executors under trio (see
-cli/launch.py for the phases)."""
+cli/launch/__init__.py for the phases)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from exedra_engine.cli.launching.signals import SIGNALS, Signals
+from exedra_engine.cli.signals import SIGNALS, Signals
 
 
 @asynccontextmanager
