@@ -19,9 +19,9 @@ import msgspec
 import psutil
 import pytest
 
-from exedra_engine import CPU, ExecutorInfo, Hardware, Kind, LaunchPlan, __version__
+from exedra_engine import LaunchPlan, __version__
 from exedra_engine.cli import main
-from tests.conftest import FAKE, HOSTS, Ran, Run
+from tests.conftest import FAKE, HOSTS, Ran, Run, eight_threads
 
 
 def spawn(*argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -329,20 +329,10 @@ def test_a_command_named_first_is_parsed_by_its_parser_alone_as_by_the_whole(
 # -- planned on a host file: threads, --strict, --emit wording --------------------------
 
 
-def _hw() -> Hardware:
-    return Hardware(
-        cpu=CPU(threads=8, ram=1 << 34),
-        executors=(
-            ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server"),
-            ExecutorInfo(kind=Kind.TRANSCRIBE, path="/usr/bin/whisper-server"),
-        ),
-    )
-
-
 def _plan(run: Run, model: Path, tmp_path: Path, *args: str, command: str = "plan") -> Ran:
-    """`exedra-engine COMMAND` for `model`, on a host file of `_hw()`, ports unchecked."""
+    """`exedra-engine COMMAND` for `model`, on a host file of `eight_threads()`, no port check."""
     hw = tmp_path / "here.json"
-    hw.write_bytes(msgspec.json.encode(_hw()))
+    hw.write_bytes(msgspec.json.encode(eight_threads()))
     base = ("--model", str(model), "--kind", "llama", "--hardware", str(hw), "--no-port-check")
     return run(command, *base, *args)
 

@@ -13,12 +13,12 @@ import msgspec
 import psutil
 import pytest
 
-from exedra_engine import CPU, ExecutorInfo, Hardware, Kind, LaunchPlan
+from exedra_engine import Kind, LaunchPlan
 from exedra_engine._core.host.hardware_file import hardware_from_json
 from exedra_engine._shell.hardware_file import load_hardware
 from exedra_engine._shell.probe import probe
 from exedra_engine.errors import HardwareFileError
-from tests.conftest import HOSTS, Run, cli, host
+from tests.conftest import HOSTS, Run, cli, eight_threads, host
 
 TREES = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())
 
@@ -185,14 +185,7 @@ def test_a_file_from_an_older_probe_still_loads() -> None:
 @pytest.fixture
 def other_hosts_file(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "other.json"
-    hw = Hardware(
-        cpu=CPU(threads=8, ram=1 << 34),
-        executors=(
-            ExecutorInfo(kind=Kind.LLAMA, path="/opt/other-host/bin/llama-server"),
-            ExecutorInfo(kind=Kind.TRANSCRIBE, path="/usr/bin/whisper-server"),
-        ),
-    )
-    path.write_bytes(msgspec.json.encode(hw))
+    path.write_bytes(msgspec.json.encode(eight_threads("/opt/other-host/bin/llama-server")))
     yield path
 
 

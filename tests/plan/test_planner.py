@@ -28,6 +28,7 @@ from exedra_engine import (
 )
 from exedra_engine._core.plan.ports import with_port
 from exedra_engine.constants import MAX_THREADS
+from tests.conftest import eight_threads
 
 LLAMA = ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server", backends=("cpu", "vulkan"))
 LLAMA_CPU = ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server", backends=("cpu",))
@@ -409,23 +410,13 @@ def test_flags_joined_inside_a_layer_move_the_rest_of_it_on() -> None:
     assert joined.provenance == again.provenance
 
 
-def _hw() -> Hardware:
-    return Hardware(
-        cpu=CPU(threads=8, ram=1 << 34),
-        executors=(
-            ExecutorInfo(kind=Kind.LLAMA, path="/usr/bin/llama-server"),
-            ExecutorInfo(kind=Kind.TRANSCRIBE, path="/usr/bin/whisper-server"),
-        ),
-    )
-
-
 @pytest.mark.parametrize("kind", [Kind.LLAMA, Kind.TRANSCRIBE])
 def test_threads_above_ggml_cap_refused_by_the_planner(kind: Kind) -> None:
     spec = ModelSpec(path="/m/model.bin", kind=kind)
-    ok = plan_launch(spec, _hw(), Constraints(threads=MAX_THREADS)).unwrap()
+    ok = plan_launch(spec, eight_threads(), Constraints(threads=MAX_THREADS)).unwrap()
     assert ok.args[ok.args.index("--threads") + 1] == "512"
     for n in (MAX_THREADS + 1, 100_000):
-        r = plan_launch(spec, _hw(), Constraints(threads=n))
+        r = plan_launch(spec, eight_threads(), Constraints(threads=n))
         assert isinstance(r, Failure) and isinstance(r.failure(), PlanError)
         msg = str(r.failure())
         assert f"threads {n} (--threads)" in msg and "more than 512" in msg, msg
