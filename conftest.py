@@ -39,7 +39,6 @@ SERIAL_MODULES = frozenset(
         "test_exit_statuses",
         "test_first_use",
         "test_signals_in_every_phase",
-        "test_known_defects",
         "test_launch",
         "test_launch_failures_cli",
         "test_lifecycle",
@@ -90,7 +89,7 @@ _STATE: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # `launch` keeps the executor's log under $XDG_STATE_HOME (cli/launching/launch_output.py): the
+    # `launch` keeps the executor's log under $XDG_STATE_HOME (cli/launch/launch_output.py): the
     # suite's launches keep theirs in a directory of their own, not in the user's.
     _STATE.append(tempfile.mkdtemp(prefix="exedra-test-state-"))
     os.environ["XDG_STATE_HOME"] = _STATE[-1]

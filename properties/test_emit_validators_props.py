@@ -1,7 +1,7 @@
 """Random valid plans with hostile emit options and model paths, for every target, through the
 real validators (issue 22): ``kubernetes-validate --strict``, ``systemd-analyze verify`` with
 any output counted as a failure, and Quadlet's own reading of every value (its generator is
-not installed here: see tests/test_emit_deploy.py). Whatever is drawn, emit either refuses
+not installed here: see tests/emit/test_emit_deploy.py). Whatever is drawn, emit either refuses
 with an `EmitError` or writes files that all of them pass; a new class of invalid output is
 found here rather than by a cluster.
 
@@ -23,8 +23,8 @@ import yaml
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from returns.result import Failure, Success
+from tests.emit.test_emit_deploy import ALL_HOSTS, fake_binary, systemd_verify, with_memory
 from tests.emit_cases import hardware
-from tests.test_emit_deploy import ALL_HOSTS, fake_binary, systemd_verify, with_memory
 
 from exedra_engine import Constraints, Kind, LaunchPlan, ModelInfo, ModelSpec, plan_launch
 from exedra_engine._core.emit import EmitOptions, Selinux, Storage, Target, emit

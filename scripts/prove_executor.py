@@ -6,7 +6,8 @@
 `--version` proves nothing (it runs no CPU kernel); a model load and one request do. On success
 prints one line, `variant=<ggml CPU plugin> ready=<s> answer=<s>`, and exits 0. On failure says
 why on stderr and exits 1; a binary killed by SIGILL "was built for instructions this CPU lacks".
-Also imported by tests/test_portability.py, which runs the binaries under qemu's CPU models.
+Also imported by tests/executors/test_portability.py, which runs the binaries under qemu's CPU
+models.
 """
 
 from __future__ import annotations

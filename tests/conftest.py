@@ -9,9 +9,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import msgspec
 import pytest
 
-from exedra_engine import ExecutorInfo, Hardware, Kind
+from exedra_engine import CPU, ExecutorInfo, Hardware, Kind
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.probe import probe
 from exedra_engine.testing import (
@@ -87,6 +88,25 @@ def wav(models: Path) -> Path:
 def host(name: str, path: str = "/usr/local/bin:/usr/bin", affinity: int = 8) -> LocalHost:
     """A LocalHost rooted at one of the fixture trees."""
     return LocalHost(str(HOSTS / name), path_env=path, affinity=affinity)
+
+
+def hardware_file(tmp_path: Path, tree: str = "nvidia") -> Path:
+    """The probe of fixture tree TREE, written under TMP_PATH as `probe --json` writes it."""
+    f = tmp_path / f"{tree}.json"
+    f.write_bytes(msgspec.json.encode(probe(host(tree)).unwrap()))
+    return f
+
+
+def eight_threads(llama: str = "/usr/bin/llama-server") -> Hardware:
+    """A host of 8 threads and 16 GiB without a GPU: llama-server at LLAMA, whisper-server in
+    /usr/bin (paths only: nothing is run)."""
+    return Hardware(
+        cpu=CPU(threads=8, ram=1 << 34),
+        executors=(
+            ExecutorInfo(kind=Kind.LLAMA, path=llama),
+            ExecutorInfo(kind=Kind.TRANSCRIBE, path="/usr/bin/whisper-server"),
+        ),
+    )
 
 
 def _executor(name: str) -> str:

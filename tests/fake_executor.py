@@ -2,7 +2,8 @@
 """A stand-in executor for faults a real one cannot be made to show on cue.
 
 Speaks llama-server's --host/--port, or sd-server's --listen-ip/--listen-port and SD_PORT
-(tests/test_profiles.py), ignores its other flags, and answers GET on any path like /health.
+(tests/executors/test_profiles.py), ignores its other flags, and answers GET on any path like
+/health.
 FAKE_MODE chooses the behaviour:
   ok           bind after FAKE_DELAY s, answer 503 until FAKE_READY_AFTER s, then 200
   hang         never bind, never exit

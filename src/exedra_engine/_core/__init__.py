@@ -1,2 +1,2 @@
 """The pure core: functions of data. Nothing here reads, writes, times or spawns;
-tests/test_import_contract.py holds it to that."""
+tests/architecture/test_import_contract.py holds it to that."""

@@ -14,7 +14,7 @@ them) as ``\\udcXX`` escapes, so the output is valid UTF-8 JSON under any locale
 write of stdout (a full disk, ``/dev/full``) is a one-line error with exit 1; a closed pipe
 exits 0 quietly (the reader stopped reading: ``| head -1``).
 
-A module per command (cli/probe.py, cli/plan.py, ...) adds its parser (``add_parser(sub)``)
+A module per command (cli/probe/, cli/plan/, ...) adds its parser (``add_parser(sub)``)
 and holds its handler, which returns an exit status or a `Report` that `show` prints as text
 or JSON. Here: the parser's assembly, `main` and `run`, and the exit status of each error.
 """
@@ -94,7 +94,7 @@ _NAMES = frozenset(name for name, _ in _COMMANDS)
 def main(argv: Sequence[str] | None = None, *, executors: Executors = BUILTIN) -> int:
     """Entry point of the ``exedra-engine`` script. `executors` are the executors its
     commands know (``--kind``, probing, planning, launching, emitting, checking)."""
-    from exedra_engine.cli.launching.signals import ending
+    from exedra_engine.cli.signals import ending
 
     with ending():  # SIGTERM ends any command as SIGINT does, from its first line
         return _main(argv, executors)
@@ -124,7 +124,7 @@ def _main(argv: Sequence[str] | None, executors: Executors) -> int:
         code = result if isinstance(result, int) else show(result, args.json)
         sys.stdout.flush()
     except KeyboardInterrupt as e:
-        from exedra_engine.cli.launching.signals import exit_line
+        from exedra_engine.cli.signals import exit_line
 
         return exit_line(e)
     except BrokenPipeError:

@@ -115,7 +115,7 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         target_flag,
         dest="emit",
-        # router and llama-swap: a group's (plan --group FILE --emit ...), planning/emit_group.py
+        # router and llama-swap: a group's (plan --group FILE --emit ...), plan/emit_group.py
         choices=[t.value for t in Target]
         + (["router", "llama-swap"] if target_flag == "--emit" else []),
         required=target_flag == "--target",

@@ -10,8 +10,8 @@ backend lacks), a memory size only one side knows.
 
 from __future__ import annotations
 
-from exedra_engine._core.host.devices import offloads
-from exedra_engine._core.host.machine import Hardware
+from exedra_engine._core.host.devices import Device, offloads
+from exedra_engine._core.host.machine import GPU, Hardware
 
 _SOFTWARE = ("llvmpipe", "lavapipe", "swiftshader")
 """Descriptions of software renderers: a "device" that is the CPU, in host memory."""
@@ -35,26 +35,33 @@ def disagreements(hw: Hardware, kind: str, binary: str) -> tuple[str, ...]:
         )
         return tuple(said)
     for i, d in enumerate(usable):
-        if i >= len(gpus):
-            said.append(
-                f"{d.name} ({d.description}) has no GPU in sysfs (no DRM render node, no "
-                f"nvidia driver entry): {binary} sees it, the kernel's view does not "
-                "(WSL2, a container without sysfs, a software renderer); plans use it"
-            )
-        elif not gpus[i].vram and d.total:
-            said.append(
-                f"{gpus[i].card} ({gpus[i].driver or 'unknown driver'}): VRAM unknown in "
-                f"sysfs; {binary} lists {d.name} with {d.total >> 20} MiB, "
-                f"{d.free >> 20} MiB free: plans use its figures"
-            )
-        if any(s in d.description.lower() for s in _SOFTWARE):
-            said.append(
-                f"{d.name} is a software renderer ({d.description}): it runs on the CPU, "
-                "its memory is host memory"
-            )
+        said.extend(_device_said(d, gpus[i] if i < len(gpus) else None, binary))
     if len(gpus) > len(usable):
         said.append(
             f"the kernel shows {len(gpus)} GPU(s), {binary} lists {len(usable)}: the others "
             "are hidden from it (a *_VISIBLE_DEVICES variable) or not driven by its backends"
         )
     return tuple(said)
+
+
+def _device_said(d: Device, gpu: GPU | None, binary: str) -> list[str]:
+    """What is worth saying of one listed device beside the kernel's GPU of its rank."""
+    said: list[str] = []
+    if gpu is None:
+        said.append(
+            f"{d.name} ({d.description}) has no GPU in sysfs (no DRM render node, no "
+            f"nvidia driver entry): {binary} sees it, the kernel's view does not "
+            "(WSL2, a container without sysfs, a software renderer); plans use it"
+        )
+    elif not gpu.vram and d.total:
+        said.append(
+            f"{gpu.card} ({gpu.driver or 'unknown driver'}): VRAM unknown in "
+            f"sysfs; {binary} lists {d.name} with {d.total >> 20} MiB, "
+            f"{d.free >> 20} MiB free: plans use its figures"
+        )
+    if any(s in d.description.lower() for s in _SOFTWARE):
+        said.append(
+            f"{d.name} is a software renderer ({d.description}): it runs on the CPU, "
+            "its memory is host memory"
+        )
+    return said
