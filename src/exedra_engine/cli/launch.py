@@ -37,7 +37,9 @@ def add_parser(sub: Subparsers) -> None:
         "--group",
         metavar="FILE",
         help="launch every member of a group file at once (planned as plan --group plans "
-        "them), all or nothing; one ready line per member, Ctrl-C stops them all",
+        "them, each checked as launch checks its one plan: nothing starts if one is refused), "
+        "all or nothing; each member's ready lines and log as launch's (its log lines "
+        "prefixed with its id where they are shown), Ctrl-C stops them all",
     )
     s.add_argument(
         "--router",

@@ -70,7 +70,8 @@ class MemberEntry(Value, frozen=True, kw_only=True):
 
     def where(self, source: str, index: int, line: int = 0) -> str:
         """``group.yaml:4: members[1] (asr)``: how an error names this member."""
-        return f"{source}:{line or self.line}: members[{index}] ({self.spec.id})"
+        shown = self.spec.id if self.spec.id.isprintable() else ascii(self.spec.id)
+        return f"{source}:{line or self.line}: members[{index}] ({shown})"
 
 
 class GroupFile(Value, frozen=True, kw_only=True):
