@@ -288,6 +288,26 @@ def _fake_env(fakes: Path, tmp_path: Path) -> dict[str, str]:
     }
 
 
+def _served_pair(tmp_path: Path, fakes: Path, *extra: str) -> tuple[list[str], str]:
+    """``launch --group`` of two fake members until all are ready, then Ctrl-C: its stdout
+    lines until ``all 2 ready``, and its stderr (after a clean stop)."""
+    from exedra_engine.testing import write_tiny_llama
+
+    write_tiny_llama(tmp_path / "a.gguf")
+    group = _group_file(tmp_path, "{id: a, model: a.gguf, ctx: 256}", "{id: b, model: a.gguf}")
+    p = _start(["launch", "--group", str(group), "--no-config", *extra],
+               {**os.environ, **_fake_env(fakes, tmp_path)})  # fmt: skip
+    assert p.stdout is not None
+    out = []
+    while not (line := p.stdout.readline()).startswith("all 2 ready"):
+        assert line, "the launcher ended before its members were ready"
+        out.append(line)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    return out, err
+
+
 @pytest.mark.parametrize(
     ("member_b", "extra", "said"),
     [
@@ -331,20 +351,7 @@ def test_launch_group_checks_every_member_as_launch_does_and_starts_nothing(
 def test_launch_group_on_no_terminal_tags_each_line_and_says_what_each_member_serves(
     tmp_path: Path, fakes: Path
 ) -> None:
-    from exedra_engine.testing import write_tiny_llama
-
-    write_tiny_llama(tmp_path / "a.gguf")
-    group = _group_file(tmp_path, "{id: a, model: a.gguf, ctx: 256}", "{id: b, model: a.gguf}")
-    p = _start(["launch", "--group", str(group), "--no-config"],
-               {**os.environ, **_fake_env(fakes, tmp_path)})  # fmt: skip
-    assert p.stdout is not None
-    out = []
-    while not (line := p.stdout.readline()).startswith("all 2 ready"):
-        assert line, "the launcher ended before its members were ready"
-        out.append(line)
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=30)
-    assert p.returncode == 0, err
+    out, err = _served_pair(tmp_path, fakes)
     starts = [ln for ln in out if ln.startswith("ready")]
     assert [ln.split()[1] for ln in starts] == ["a", "b"]
     assert sum(ln.startswith("try       curl -s http://127.0.0.1:") for ln in out) == 2
@@ -356,20 +363,8 @@ def test_launch_group_on_no_terminal_tags_each_line_and_says_what_each_member_se
 def test_launch_group_quiet_keeps_one_0600_log_per_member_named_on_its_ready_lines(
     tmp_path: Path, fakes: Path
 ) -> None:
-    from exedra_engine.testing import write_tiny_llama
-
-    write_tiny_llama(tmp_path / "a.gguf")
-    group = _group_file(tmp_path, "{id: a, model: a.gguf, ctx: 256}", "{id: b, model: a.gguf}")
-    p = _start(["launch", "--group", str(group), "--no-config", "--quiet"],
-               {**os.environ, **_fake_env(fakes, tmp_path)})  # fmt: skip
-    assert p.stdout is not None
-    out = []
-    while not (line := p.stdout.readline()).startswith("all 2 ready"):
-        assert line, "the launcher ended before its members were ready"
-        out.append(line)
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=30)
-    assert p.returncode == 0 and "fake executor" not in err, err
+    out, err = _served_pair(tmp_path, fakes, "--quiet")
+    assert "fake executor" not in err, err
     logs = [ln.split()[1] for ln in out if ln.startswith("log ")]
     assert [Path(f).name.split("-")[0] for f in logs] == ["a", "b"]
     for f in map(Path, logs):
