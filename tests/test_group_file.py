@@ -70,6 +70,11 @@ def test_a_group_file_gives_each_members_spec_constraints_and_weight() -> None:
             "members:\n  - {id: a, model: /m.gguf}\n  - {id: a, model: /n.gguf}\n",
             "group.yaml:3: members[1] (a): id: 'a' is already the id of members[0]",
         ),
+        (
+            "members:\n  - {id: a, model: /m.gguf, port: 9000}\n"
+            "  - {id: b, model: /n.gguf, port: 9000}\n",
+            "group.yaml:3: members[1] (b): port: 9000 is already the port of members[0] (a)",
+        ),
         ("models: []\n", "group.yaml:1: models: unknown section (expected members)"),
         ("members: []\n", "group.yaml:1: members: expected a list of members"),
         (

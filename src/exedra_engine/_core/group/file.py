@@ -125,6 +125,17 @@ class _GroupWalk(_Walk):
                     f"id: {e.spec.id!r} is already the id of members[{seen[e.spec.id]}]",
                 )
             seen[e.spec.id] = i
+        ports: dict[int, int] = {}
+        for i, e in enumerate(out):
+            port = e.constraints.port
+            if port and port in ports:
+                j = ports[port]
+                raise _Bad(
+                    mnode.value[i],
+                    f"members[{i}] ({e.spec.id})",
+                    f"port: {port} is already the port of members[{j}] ({out[j].spec.id})",
+                )
+            ports.setdefault(port, i)
         return tuple(out)
 
     def member(self, node: yaml.Node, i: int) -> MemberEntry:
