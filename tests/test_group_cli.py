@@ -42,10 +42,13 @@ def test_launch_group_prints_a_line_per_member_and_ctrl_c_stops_all(
     )
     p = _start(["launch", "--group", str(group), "--no-config", "--quiet"], _env(llama_server))
     assert p.stdout is not None
-    lines = [p.stdout.readline() for _ in range(3)]
-    assert [ln.split()[:2] for ln in lines[:2]] == [["ready", "a"], ["ready", "b"]], lines
-    assert lines[2].startswith("all 2 ready")
-    urls = [ln.split()[2] for ln in lines[:2]]
+    lines = []
+    while not (line := p.stdout.readline()).startswith("all 2 ready"):
+        assert line, "the launcher ended before its members were ready"
+        lines.append(line)
+    ready = [ln.split() for ln in lines if ln.startswith("ready ")]
+    assert [r[:3] for r in ready] == [["ready", "a", "at"], ["ready", "b", "at"]], lines
+    urls = [r[3] for r in ready]
     assert all(http(u + "/health")[0] == 200 for u in urls)
     kids = [c.pid for c in psutil.Process(p.pid).children(recursive=True)]
     p.send_signal(signal.SIGINT)
