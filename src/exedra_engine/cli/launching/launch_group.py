@@ -67,7 +67,7 @@ def _judged(
 ) -> int | None:
     """As ``launch`` judges its one plan, each member: exit 2 (said, the member named) when
     the binary it runs cannot be run here or its own table refuses a flag, and nothing is
-    started; else None, each member's findings summed up in a warning."""
+    started; else None, each member's errors and warnings summed up in one line."""
     from exedra_engine.cli.launching.launch_output import not_runnable_here, refusal
     from exedra_engine.cli.plan import hide_findings
     from exedra_engine.cli.render import PROG, fail, findings_summary, shown
@@ -93,7 +93,7 @@ def _judged(
             err = ArgumentRefused(f"{name}: {refused}")
             err.flag, err.layer, err.suggestion = refused.flag, refused.layer, refused.suggestion
             return fail(err, 2, as_json=a.json)  # a usage error: nothing started
-        if m.findings:
+        if any(f.severity != "note" for f in m.findings):  # notes alone are no warning
             warnings.append(
                 f"{PROG}: warning: {shown(name)}: {findings_summary(m.findings)} in what its "
                 f"plan passes on, judged by {origin.describe()}; plan --group --explain lists "
