@@ -39,7 +39,7 @@ SHARED: dict[str, tuple[str, frozenset[str]]] = {
     ),
     **{
         name: ("the public API of each adapter (API.md), one per adapter", ADAPTERS)
-        for name in ("Instance", "launch", "open_instance", "open_group")
+        for name in ("Instance", "launch", "open_instance", "open_group", "GroupLogs")
     },
     "run": (
         "exedra_engine.blocking.run (API.md), and the console script `exedra_engine.cli:run` "

@@ -41,10 +41,13 @@ def test_launch_group_prints_a_line_per_member_and_ctrl_c_stops_all(
     )
     p = _start(["launch", "--group", str(group), "--no-config", "--quiet"], _env(llama_server))
     assert p.stdout is not None
-    lines = [p.stdout.readline() for _ in range(3)]
-    assert [ln.split()[:2] for ln in lines[:2]] == [["ready", "a"], ["ready", "b"]], lines
-    assert lines[2].startswith("all 2 ready")
-    urls = [ln.split()[2] for ln in lines[:2]]
+    lines = []
+    while not (line := p.stdout.readline()).startswith("all 2 ready"):
+        assert line, "the launcher ended before its members were ready"
+        lines.append(line)
+    ready = [ln.split() for ln in lines if ln.startswith("ready ")]
+    assert [r[:3] for r in ready] == [["ready", "a", "at"], ["ready", "b", "at"]], lines
+    urls = [r[3] for r in ready]
     assert all(http(u + "/health")[0] == 200 for u in urls)
     kids = [c.pid for c in psutil.Process(p.pid).children(recursive=True)]
     p.send_signal(signal.SIGINT)
@@ -71,8 +74,11 @@ def test_launch_group_names_the_member_that_fails_in_one_line_and_leaves_nothing
         env={"PATH": _env(llama_server)["PATH"]},
     )  # fmt: skip
     assert r.code == 1
-    (line,) = r.err.strip().splitlines()
-    assert line.startswith("exedra-engine: error: group member 'broken' failed: llama-server")
+    # Its kept log named, one line naming it, then its last log lines, as launch prints them.
+    said = r.err.strip().splitlines()
+    assert said[0].startswith("exedra-engine: broken's whole log: ")
+    assert said[1].startswith("exedra-engine: error: group member 'broken' failed: llama-server")
+    assert said[2] == "last log lines of the executor:" and len(said) > 3
     assert psutil.Process().children(recursive=True) == []
     r = run(
         "launch", "--group", str(group), "--no-config", "--quiet", "--json",
@@ -227,3 +233,212 @@ def test_launch_group_log_file_is_made_0600_and_a_failing_member_is_named(
     assert r.code == 1 and "member 'a' failed" in r.err, r.err
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     assert "fake: exiting" in log.read_text()
+
+
+# -- launch --group's checks and logs, with fake executors whose --help lists a few flags -------
+
+_LLAMA_HELP = """\
+----- common params -----
+
+-h,    --help, --usage                  print usage and exit
+--version                               show version and build info
+-t,    --threads N                      number of CPU threads to use during generation
+-c,    --ctx-size N                     size of the prompt context (default: 4096)
+--temp N                                temperature (default: 0.8)
+"""
+_WHISPER_HELP = """\
+
+usage: whisper-server [options]
+
+options:
+  -h,        --help              [default] show this help message and exit
+  -t N,      --threads N         [4      ] number of threads to use during computation
+  -l LANG,   --language LANG     [en     ] spoken language
+  --host HOST,                   [127.0.0.1] Hostname/ip-adress for the server
+  --port PORT,                   [8080   ] Port number for the server
+"""
+
+
+@pytest.fixture
+def fakes(tmp_path: Path) -> Path:
+    """A directory of a llama-server and a whisper-server: each answers --help with a few of
+    its real flags (so launch judges by the binary's own table), and otherwise runs the fake
+    executor, noting each start in ``started``."""
+    from tests.conftest import FAKE
+
+    d = tmp_path / "bin"
+    d.mkdir()
+    for name, text in (("llama-server", _LLAMA_HELP), ("whisper-server", _WHISPER_HELP)):
+        exe = d / name
+        exe.write_text(
+            "#!/bin/sh\n"
+            f"if [ \"$1\" = --help ]; then cat <<'EOF'\n{text}EOF\nexit 0; fi\n"
+            '[ "$1" = --version ] && exit 0\n'
+            # Asked for its devices (planning does): a question, not a start.
+            f'[ "$1" = --list-devices ] && exec {sys.executable} {FAKE} "$@"\n'
+            f'echo "$0 $*" >> {d}/started\n'
+            f'exec {sys.executable} {FAKE} "$@"\n'
+        )
+        exe.chmod(0o755)
+    return d
+
+
+def _fake_env(fakes: Path, tmp_path: Path) -> dict[str, str]:
+    return {
+        "PATH": f"{fakes}{os.pathsep}{os.environ['PATH']}",
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "EXEDRA_EXECUTORS_BIN": str(fakes),
+    }
+
+
+def _served_pair(tmp_path: Path, fakes: Path, *extra: str) -> tuple[list[str], str]:
+    """``launch --group`` of two fake members until all are ready, then Ctrl-C: its stdout
+    lines until ``all 2 ready``, and its stderr (after a clean stop)."""
+    from exedra_engine.testing import write_tiny_llama
+
+    write_tiny_llama(tmp_path / "a.gguf")
+    group = _group_file(tmp_path, "{id: a, model: a.gguf, ctx: 256}", "{id: b, model: a.gguf}")
+    p = _start(["launch", "--group", str(group), "--no-config", *extra],
+               {**os.environ, **_fake_env(fakes, tmp_path)})  # fmt: skip
+    assert p.stdout is not None
+    out = []
+    while not (line := p.stdout.readline()).startswith("all 2 ready"):
+        assert line, "the launcher ended before its members were ready"
+        out.append(line)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    return out, err
+
+
+@pytest.mark.parametrize(
+    ("member_b", "extra", "said"),
+    [
+        (
+            "{id: b, model: a.gguf, args: [--ctx-szie, '256']}",
+            (),
+            "members[1] (b): --ctx-szie in caller args[0]: llama-server has no flag --ctx-szie",
+        ),
+        (
+            "{id: b, model: w.bin, kind: transcribe}",
+            ("--arg=--temp", "--arg=0.5"),
+            "members[1] (b): --temp in caller args[0]: --temp is a flag of llama-server",
+        ),
+        ("{id: b, model: nope/x.gguf}", (), "members[1] (b): model {d}/nope/x.gguf does not exist"),
+        ("{id: b, model: fifo.gguf}", (), "members[1] (b): model {d}/fifo.gguf is not a regular"),
+        (
+            "{id: b, model: a.gguf, executor: a.gguf}",
+            (),
+            "members[1] (b): executor {d}/a.gguf is not executable",
+        ),
+    ],
+)
+def test_launch_group_checks_every_member_as_launch_does_and_starts_nothing(
+    tmp_path: Path, fakes: Path, run: Run, member_b: str, extra: tuple[str, ...], said: str
+) -> None:
+    from exedra_engine.testing import write_tiny_llama, write_tiny_whisper
+
+    write_tiny_llama(tmp_path / "a.gguf")
+    write_tiny_whisper(tmp_path / "w.bin")
+    os.mkfifo(tmp_path / "fifo.gguf")
+    group = _group_file(tmp_path, "{id: a, model: a.gguf, ctx: 256}", member_b)
+    r = run("launch", "--group", str(group), "--no-config", *extra, env=_fake_env(fakes, tmp_path))
+    assert r.code == 2, r.err
+    (line,) = r.err.strip().splitlines()
+    assert line.startswith(f"exedra-engine: error: {group}:"), line
+    assert said.format(d=tmp_path) in line, line
+    assert not (fakes / "started").exists()  # nothing was started
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_launch_group_on_no_terminal_tags_each_line_and_says_what_each_member_serves(
+    tmp_path: Path, fakes: Path
+) -> None:
+    out, err = _served_pair(tmp_path, fakes)
+    starts = [ln for ln in out if ln.startswith("ready")]
+    assert [ln.split()[1] for ln in starts] == ["a", "b"]
+    assert sum(ln.startswith("try       curl -s http://127.0.0.1:") for ln in out) == 2
+    assert sum(ln.startswith("memory    ctx ") for ln in out) == 2
+    logged = [ln for ln in err.splitlines() if "fake executor: listening" in ln]
+    assert sorted(ln.split(":", 1)[0] for ln in logged) == ["a", "b"], err
+
+
+def test_launch_group_quiet_keeps_one_0600_log_per_member_named_on_its_ready_lines(
+    tmp_path: Path, fakes: Path
+) -> None:
+    out, err = _served_pair(tmp_path, fakes, "--quiet")
+    assert "fake executor" not in err, err
+    logs = [ln.split()[1] for ln in out if ln.startswith("log ")]
+    assert [Path(f).name.split("-")[0] for f in logs] == ["a", "b"]
+    for f in map(Path, logs):
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600
+        assert "fake executor: listening" in f.read_text() and "a: " not in f.read_text()
+
+
+def test_an_executor_for_a_group_comes_from_the_file_or_from_executor(
+    tmp_path: Path, fakes: Path, run: Run
+) -> None:
+    from exedra_engine.testing import write_tiny_llama, write_tiny_whisper
+
+    write_tiny_llama(tmp_path / "a.gguf")
+    write_tiny_whisper(tmp_path / "w.bin")
+    other = tmp_path / "other" / "llama-server"
+    other.parent.mkdir()
+    shutil.copy(fakes / "llama-server", other)
+    group = _group_file(
+        tmp_path,
+        "{id: a, model: a.gguf, executor: other/llama-server}",
+        "{id: b, model: a.gguf}",
+        "{id: asr, model: w.bin, kind: transcribe}",
+    )
+    env = _fake_env(fakes, tmp_path)
+
+    def commands(*extra: str) -> list[str]:
+        r = run("plan", "--group", str(group), "--no-config", "--json", *extra, env=env)
+        assert r.code == 0, r.err
+        return [p["command"] for p in json.loads(r.out)["plans"]]
+
+    assert commands() == [str(other), str(fakes / "llama-server"), str(fakes / "whisper-server")]
+    third = tmp_path / "third" / "llama-server"
+    third.parent.mkdir()
+    shutil.copy(fakes / "llama-server", third)
+    got = commands("--executor", str(third))  # the llama members that name none
+    assert got == [str(other), str(third), str(fakes / "whisper-server")]
+    r = run("plan", "--group", str(group), "--no-config", "--executor", str(tmp_path / "a.gguf"),
+            env=env)  # fmt: skip
+    assert r.code == 2 and "set executor: per member in the group file" in r.err
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (("--strict",), "--strict does not go with --group: plan --group --explain lists"),
+        (("--measure",), "--measure measures one model's plan on this machine"),
+    ],
+)
+def test_what_a_group_does_instead_is_said_when_an_option_does_not_go_with_it(
+    run: Run, tmp_path: Path, option: tuple[str, ...], said: str
+) -> None:
+    group = _group_file(tmp_path, "{id: a, model: a.gguf}")
+    r = run("plan", "--group", str(group), *option)  # launch has neither option
+    assert r.code == 2 and said in r.err, r.err
+    assert "a group file sets them per member" not in r.err
+
+
+def test_launch_group_with_a_hardware_file_says_so_and_refuses_its_absent_binaries(
+    tmp_path: Path, run: Run
+) -> None:
+    from exedra_engine.testing import write_tiny_llama
+
+    write_tiny_llama(tmp_path / "a.gguf")
+    hw = tmp_path / "hw.json"
+    hw.write_text(json.dumps({
+        "cpu": {"threads": 2, "ram": 8 << 30, "available": 6 << 30}, "gpus": [],
+        "executors": [{"kind": "llama", "path": str(tmp_path / "elsewhere/llama-server")}],
+    }))  # fmt: skip
+    group = _group_file(tmp_path, "{id: a, model: a.gguf, ctx: 256}")
+    r = run("launch", "--group", str(group), "--no-config", "--hardware", str(hw))
+    assert r.code == 2
+    assert f"note: --hardware {hw}: the members' shares" in r.err
+    assert "its executor" in r.err and "does not exist on this host" in r.err

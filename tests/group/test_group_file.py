@@ -70,6 +70,11 @@ def test_a_group_file_gives_each_members_spec_constraints_and_weight() -> None:
             "members:\n  - {id: a, model: /m.gguf}\n  - {id: a, model: /n.gguf}\n",
             "group.yaml:3: members[1] (a): id: 'a' is already the id of members[0]",
         ),
+        (
+            "members:\n  - {id: a, model: /m.gguf, port: 9000}\n"
+            "  - {id: b, model: /n.gguf, port: 9000}\n",
+            "group.yaml:3: members[1] (b): port: 9000 is already the port of members[0] (a)",
+        ),
         ("models: []\n", "group.yaml:1: models: unknown section (expected members)"),
         ("members: []\n", "group.yaml:1: members: expected a list of members"),
         (
@@ -202,3 +207,101 @@ def test_env_is_a_mapping_or_key_value_strings_as_the_command_line_takes_them() 
     text = "members:\n  - {id: a, model: /m.gguf, env: [A=1, B=x=y]}\n"
     (a,) = parse_group_file(text, "g.yaml").members
     assert a.constraints.extra_env == ("A=1", "B=x=y")
+
+
+@pytest.mark.parametrize("value", ["1:20", "190:20:30", "0x_", "0b_", "-1:00", "0o"])
+@pytest.mark.parametrize("field", ["ctx", "port", "threads", "weight"])
+def test_yaml_1_1_integer_forms_get_one_line_naming_the_field(field: str, value: str) -> None:
+    text = f"members:\n  - id: a\n    model: /m.gguf\n    {field}: {value}\n"
+    with pytest.raises(ConfigError) as e:
+        parse_group_file(text, "group.yaml")
+    said = str(e.value)
+    assert said.startswith(f"group.yaml:4: members[0] (a): {field}: expected an integer"), said
+    assert "\n" not in said
+
+
+@pytest.mark.parametrize(("value", "n"), [("0x1f", 31), ("0b11", 3), ("010", 8), ("1_000", 1000)])
+def test_yaml_integers_in_other_bases_are_read(value: str, n: int) -> None:
+    text = f"members:\n  - {{id: a, model: /m.gguf, ctx: {value}}}\n"
+    assert parse_group_file(text, "group.yaml").members[0].constraints.ctx == n
+
+
+def test_a_capability_typo_names_file_line_member_and_the_one_meant() -> None:
+    text = "members:\n  - id: embed\n    model: /m.gguf\n    capabilities: [embedding]\n"
+    with pytest.raises(ConfigError) as e:
+        parse_group_file(text, "group.yaml")
+    said = str(e.value)
+    assert said.startswith("group.yaml:4: members[0] (embed): capabilities[0]: 'embedding'"), said
+    assert "did you mean 'embeddings'?" in said
+    asr = "members:\n  - {id: asr, model: /w.bin, kind: transcribe, capabilities: [llm]}\n"
+    with pytest.raises(ConfigError, match="kind transcribe serves: asr"):
+        parse_group_file(asr, "group.yaml")
+
+
+def test_paths_mean_the_same_from_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    (home / "models").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    d = tmp_path / "conf"
+    d.mkdir()
+    f = d / "group.yaml"
+    f.write_text(
+        "members:\n"
+        "  - {id: a, model: ~/models/a.gguf}\n"
+        "  - {id: b, model: models/b.gguf, executor: ../bin/llama-server}\n"
+        "  - {id: c, model: /abs/c.gguf}\n"
+    )
+    monkeypatch.chdir(tmp_path)  # not the file's directory
+    a, b, c = load_group(f.relative_to(tmp_path)).unwrap()
+    assert a.spec.path == f"{home}/models/a.gguf"
+    assert b.spec.path == f"{d}/models/b.gguf"
+    assert b.executor == f"{tmp_path}/bin/llama-server" and not a.executor
+    assert c.spec.path == "/abs/c.gguf"
+
+
+def test_plan_group_refuses_a_missing_model_naming_file_line_and_member(
+    tmp_path: Path, hardware: str
+) -> None:
+    write_tiny_llama(tmp_path / "a.gguf")
+    f = tmp_path / "group.yaml"
+    f.write_text("members:\n  - {id: a, model: a.gguf}\n  - id: b\n    model: ~/nope/x.gguf\n")
+    r = cli("plan", "--group", str(f), "--no-config")
+    assert r.code == 2, r.out
+    home = str(Path("~").expanduser())
+    assert r.err.strip() == (
+        f"exedra-engine: error: {f}:4: members[1] (b): model {home}/nope/x.gguf does not exist"
+    )
+    # For another host (a hardware file, or no port check) an absent model is planned without.
+    r = cli("plan", "--group", str(f), "--no-config", "--hardware", hardware)
+    assert r.code == 0, r.err
+
+
+def test_a_whisper_file_at_the_default_kind_names_the_member_and_hints_the_kind(
+    tmp_path: Path,
+) -> None:
+    write_tiny_whisper(tmp_path / "w.bin")
+    f = tmp_path / "group.yaml"
+    f.write_text("members:\n  - {id: asr, model: w.bin}\n")
+    r = cli("plan", "--group", str(f), "--no-config")
+    assert r.code == 2
+    said = r.err.strip()
+    assert said.startswith(f"exedra-engine: error: {f}:2: members[0] (asr): model "), said
+    assert said.endswith("kind: transcribe?") and "\n" not in said
+
+
+def test_a_fifo_group_file_is_refused_at_once(tmp_path: Path) -> None:
+    import os
+    import time
+
+    fifo = tmp_path / "group.yaml"
+    os.mkfifo(fifo)
+    t = time.monotonic()
+    for command in ("plan", "launch"):
+        r = cli(command, "--group", str(fifo), "--no-config")
+        assert r.code == 2 and "not a regular file (a FIFO)" in r.err, r.err
+    assert time.monotonic() - t < 10
+
+
+def test_a_group_executor_must_be_a_string_path() -> None:
+    with pytest.raises(ConfigError, match=r"members\[0\] \(a\): executor: the value must be"):
+        parse_group_file("members:\n  - {id: a, model: /m.gguf, executor: 3}\n", "g.yaml")

@@ -374,3 +374,39 @@ def _transcribe(url: str, audio: bytes) -> int:
     )
     with urllib.request.urlopen(req, timeout=60) as r:
         return int(r.status)
+
+
+def test_logs_reach_a_callable_and_a_stream_tagged_with_the_member_id(
+    adapter: GroupAdapter, fake: Callable[..., engine.LaunchPlan]
+) -> None:
+    import io
+
+    got: list[tuple[str, str]] = []
+    group = group_of(fake("a", "ok"), fake("b", "ok"))
+    adapter.session(
+        group, lambda running: None, logs=lambda member, line: got.append((member, line))
+    )
+    for name in ("a", "b"):
+        lines = [line for m, line in got if m == name]
+        assert any(line.startswith("fake executor: listening on") for line in lines), got
+        assert all(not line.endswith("\n") for line in lines)
+    stream = io.BytesIO()
+    adapter.session(group_of(fake("c", "ok"), fake("d", "ok")), lambda r: None, logs=stream)
+    lines = stream.getvalue().decode().splitlines()
+    assert any(line.startswith("c: fake executor: listening on") for line in lines), lines
+    assert any(line.startswith("d: fake executor: listening on") for line in lines), lines
+    assert all(line[:3] in ("c: ", "d: ") for line in lines), lines
+
+
+def test_logs_a_callable_cannot_take_member_and_line_is_refused_before_anything_starts(
+    adapter: GroupAdapter, fake: Callable[..., engine.LaunchPlan]
+) -> None:
+    lines: list[str] = []
+    group = group_of(fake("a", "ok"))
+    with pytest.raises(TypeError, match=r"logs\(member_id, line\)"):
+        adapter.session(group, lambda running: None, logs=lines.append)
+    with pytest.raises(TypeError, match="is no member of the group"):
+        adapter.session(group, lambda running: None, logs={"zz": None})
+    with pytest.raises(TypeError, match="not int"):
+        adapter.session(group, lambda running: None, logs=3)
+    assert psutil.Process().children(recursive=True) == []

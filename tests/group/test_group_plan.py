@@ -346,3 +346,81 @@ def test_each_planned_member_starts_on_the_real_executors_with_its_pinning(
     for plan in g.plans:
         with run(plan) as inst:
             assert inst.endpoint.url == plan.url
+
+
+def test_a_port_only_whisper_cannot_bind_moves_the_whisper_member_alone() -> None:
+    # 18080 in TIME_WAIT: llama-server binds it (SO_REUSEADDR), whisper-server cannot.
+    tw = {Kind.TRANSCRIBE: frozenset({18080, 18081})}
+    alone = plan_group(TRIO[:1], hw_with(), facts=TRIO_FACTS[:1], kind_ports_in_use=tw).unwrap()
+    g = plan_group(TRIO, hw_with(), facts=TRIO_FACTS, kind_ports_in_use=tw).unwrap()
+    assert alone.shares[0].port == g.shares[0].port == 18080  # chat keeps its port
+    assert [s.port for s in g.shares] == [18080, 18081, 18082]
+    first = (member("asr", Kind.TRANSCRIBE), member("chat"))
+    g = plan_group(first, hw_with(), facts=(TRIO_FACTS[2], TRIO_FACTS[0]),
+                   kind_ports_in_use=tw).unwrap()  # fmt: skip
+    assert [s.port for s in g.shares] == [18082, 18080]
+
+
+def test_a_running_actuals_port_is_skipped() -> None:
+    peak = Actual(peak_rss=1 << 30, port=18080)
+    g = plan_group(TRIO[:1], hw_with(), facts=TRIO_FACTS[:1], running=(peak,)).unwrap()
+    assert g.shares[0].port == 18081
+
+
+@pytest.mark.parametrize(
+    ("running", "said"),
+    [
+        ((Actual(peak_rss=-(2**62)),), "running[0]: peak_rss -4611686018427387904 is not"),
+        ((Actual(planned_rss=2**62),), "running[0]: planned_rss"),
+        ((Actual(port=70000),), "running[0]: port 70000 is not a TCP port"),
+        (("chat",), "running[0]: expected a LaunchPlan or an Actual, not str"),
+    ],
+)
+def test_running_executors_that_no_host_holds_are_refused(
+    running: tuple[object, ...], said: str
+) -> None:
+    got = plan_group(TRIO[:1], hw_with(), facts=TRIO_FACTS[:1], running=running)  # type: ignore[arg-type]  # fmt: skip
+    assert isinstance(got, Failure) and isinstance(got.failure(), PlanError)
+    assert said in str(got.failure())
+
+
+@pytest.mark.parametrize(
+    ("cpus", "said"),
+    [([], "cpus: no CPU ids"), ([-1, 5], "cpus: -1 is not a CPU id"), ([True], "cpus: True")],
+)
+def test_cpu_ids_that_are_none_or_no_ids_are_refused(cpus: list[int], said: str) -> None:
+    for ms in (TRIO[:1], TRIO[:2]):
+        got = plan_group(ms, hw_with(), facts=TRIO_FACTS[: len(ms)], cpus=cpus)
+        assert isinstance(got, Failure) and isinstance(got.failure(), PlanError), got
+        assert said in str(got.failure())
+
+
+def test_a_members_own_executor_runs_it_and_the_others_keep_the_hosts() -> None:
+    ms = (msgspec.structs.replace(TRIO[0], executor="/opt/llama/llama-server"), *TRIO[1:])
+    g = plan_group(ms, hw_with(), facts=TRIO_FACTS).unwrap()
+    assert [p.command for p in g.plans] == [
+        "/opt/llama/llama-server",
+        LLAMA_EXE.path,
+        WHISPER_EXE.path,
+    ]
+    assert msgspec.json.decode(msgspec.json.encode(ms[0]), type=GroupMember) == ms[0]
+
+
+def test_chat_keeps_its_port_alone_and_beside_a_whisper_member_when_a_port_is_in_time_wait() -> (
+    None
+):
+    from exedra_engine._shell.group_plan import GroupRequest, explain_group_request
+    from tests.memory_host import MemoryHost
+
+    chat, asr = member("chat"), member("asr", Kind.TRANSCRIBE)
+    # /proc/net/tcp: 18080 (0x46A0) in TIME_WAIT (06) after the last run's connections.
+    row = "   0: 0100007F:46A0 0100007F:9C40 06 00000000:00000000 00:00000000 00000000 0 0 0"
+    host = MemoryHost({"/proc/net/tcp": "  sl  local_address rem_address st\n" + row + "\n"})
+
+    def ports(*ms: GroupMember) -> list[int]:
+        req = GroupRequest(members=ms, hardware=hw_with())
+        return [s.port for s in explain_group_request(req, host, explain=False).plan.shares]
+
+    assert ports(chat) == [18080]
+    assert ports(chat, asr) == [18080, 18081]
+    assert ports(asr, chat) == [18081, 18080]  # only whisper-server skips the TIME_WAIT port

@@ -256,3 +256,32 @@ def test_a_requested_stop_is_said_in_words_not_a_method_name() -> None:
         "killed by SIGKILL after a stop request"
     )
     assert ExitReason(returncode=1, requested=False).describe() == "exit 1"
+
+
+def test_whisper_unknown_argument_then_usage_and_exit_0_is_a_refused_argument() -> None:
+    # whisper-server 1.8.5: the error line, then its whole usage (~70 lines), then exit 0.
+    from exedra_engine._core.launch.logs import TAIL_LINES, LogLines
+
+    usage = [f"  -x{i},  --option-{i} N   [{i}] what option {i} does" for i in range(70)]
+    lines = LogLines(())
+    lines.feed(("error: unknown argument: --temp\n" + "\n".join(usage) + "\n").encode())
+    assert "error: unknown argument: --temp" not in lines.tail  # scrolled out of the tail
+    kept = lines.kept()
+    assert kept[0] == "error: unknown argument: --temp" and len(kept) == TAIL_LINES + 1
+    err = _diagnose(WHISPER, kept, code=0)
+    assert isinstance(err, ArgumentRefused) and err.flag == "--temp"
+    assert "(exit 0)" in err.cause and "refused the argument --temp" in err.cause
+    assert err.log[0] == "error: unknown argument: --temp"  # the printed tail shows it
+
+
+def test_only_the_first_error_lines_are_kept_beyond_the_tail() -> None:
+    from exedra_engine._core.launch.logs import FIRST_ERRORS, TAIL_LINES, LogLines
+
+    lines = LogLines(())
+    lines.feed(b"".join(b"error %d\n" % i for i in range(100)))
+    kept = lines.kept()
+    assert kept[:FIRST_ERRORS] == tuple(f"error {i}" for i in range(FIRST_ERRORS))
+    assert len(kept) == FIRST_ERRORS + TAIL_LINES
+    short = LogLines(())
+    short.feed(b"error: once\nfine\n")
+    assert short.kept() == ("error: once", "fine")  # in the tail: not repeated

@@ -12,34 +12,41 @@ every member is gone before it sees its `CancelledError`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Unpack
+from typing import Unpack, cast
 
 from exedra_engine._aio.launcher import Instance, Logs, open_instance
 from exedra_engine._core.group.start import Group, MemberOptions, Starting
 from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._shell.group_logs import member_logs
 
-__all__ = ["Group", "open_group"]
+__all__ = ["Group", "GroupLogs", "open_group"]
+
+GroupLogs = Logs | Callable[[str, str], object] | Mapping[str, Logs]
+"""A group's ``logs``: a stream (each line prefixed ``id: ``), a callable called as
+``logs(member_id, line)``, or a sink per member id (`exedra_engine._shell.group_logs`)."""
 
 
 @asynccontextmanager
 async def open_group(
-    group: GroupPlan, logs: Logs = None, **options: Unpack[MemberOptions]
+    group: GroupPlan, logs: GroupLogs = None, **options: Unpack[MemberOptions]
 ) -> AsyncIterator[Group[Instance]]:
     """``async with open_group(group) as running:`` — the asyncio form of
     `exedra_engine.open_group`: every member at once, all ready on entry (``running["chat"]``
     is that member's `Instance`), all stopped in parallel on exit, also on error or
     cancellation (`asyncio.timeout`, a `TaskGroup` sibling's failure); `MemberFailed`, raised
-    once the others are stopped, names a member that could not start. `options` are
+    once the others are stopped, names a member that could not start. `logs` receives every
+    member's lines tagged with its id, as `exedra_engine.open_group`'s. `options` are
     `open_instance`'s, for each member."""
+    sinks = member_logs(group.ids, logs)
     start: Starting[Instance] = Starting(group)
     settled, leave = asyncio.Event(), asyncio.Event()
     tasks = [
         asyncio.create_task(
             start.hold(
                 name,
-                open_instance(plan, logs, **options),
+                open_instance(plan, cast("Logs", sinks[name]), **options),
                 leave.wait,
                 all_ready=settled.set,
                 first_failure=settled.set,

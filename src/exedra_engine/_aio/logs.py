@@ -47,7 +47,7 @@ class Pump:
 
     @property
     def tail(self) -> tuple[str, ...]:
-        return tuple(self.lines.tail)
+        return self.lines.kept()
 
     def _readable(self) -> None:
         assert self._fd is not None

@@ -13,10 +13,12 @@ from typing import Unpack
 
 from exedra_engine._aio import group as aio_group
 from exedra_engine._aio import launcher as aio
+from exedra_engine._aio.group import GroupLogs
 from exedra_engine._blocking.bridge import Bridged
 from exedra_engine._blocking.run import Instance
 from exedra_engine._core.group.start import Group, MemberOptions
 from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._shell.group_logs import member_logs
 
 __all__ = ["Group", "RunningGroup", "run_group"]
 
@@ -26,8 +28,9 @@ class RunningGroup(Bridged[Group[aio.Instance], Group[Instance]]):
     exit."""
 
     def __init__(
-        self, group: GroupPlan, logs: aio.Logs = None, **options: Unpack[MemberOptions]
+        self, group: GroupPlan, logs: GroupLogs = None, **options: Unpack[MemberOptions]
     ) -> None:
+        member_logs(group.ids, logs)  # a shape the lines cannot be given to: TypeError now
         self._group = group
         self._logs = logs
         self._options = options
@@ -43,12 +46,14 @@ class RunningGroup(Bridged[Group[aio.Instance], Group[Instance]]):
 
 
 def run_group(
-    group: GroupPlan, logs: aio.Logs = None, **options: Unpack[MemberOptions]
+    group: GroupPlan, logs: GroupLogs = None, **options: Unpack[MemberOptions]
 ) -> RunningGroup:
     """``with run_group(group) as running:`` — start every member at once and block until all
     are ready (``running["chat"]`` is that member's `Instance`); the block's end stops them
     all in parallel, each within ``stop_timeout``, also on an exception or Ctrl-C. If a
     member cannot start, the others are stopped first and `MemberFailed` is raised, naming
-    it. `options` (``ready_timeout``, ``stall_timeout``, ``stop_timeout``, ``executors``) are
+    it. `logs` receives every member's lines tagged with its id (a stream: ``chat: <line>``;
+    a callable: ``logs("chat", line)``, on the adapter's thread). `options`
+    (``ready_timeout``, ``stall_timeout``, ``stop_timeout``, ``executors``) are
     `run`'s, for each member."""
     return RunningGroup(group, logs, **options)

@@ -30,7 +30,7 @@ from exedra_engine._shell.plan import (
     read_ports_in_use,
     side_inventories,
 )
-from exedra_engine.errors import ConfigError, EngineError, PlanError
+from exedra_engine.errors import ConfigError, EngineError, NotGGUF, PlanError
 
 if TYPE_CHECKING:
     from returns.result import Result
@@ -50,6 +50,9 @@ class GroupRequest(Value, frozen=True, kw_only=True):
     hardware file): ``0..threads-1``."""
     running: tuple[Running, ...] = ()
     executors: Executors = BUILTIN
+    origins: tuple[str, ...] = ()
+    """How an error names each member (``group.yaml:4: members[1] (asr)``, `MemberEntry.where`);
+    empty: by its id."""
 
 
 def plan_group_on_host(
@@ -89,17 +92,22 @@ def explain_group_request(
     line)."""
     host = files or LocalHost()
     ex = req.executors
-    in_use: frozenset[int] = frozenset()
+    # Each kind skips the ports its own executor cannot bind (whisper-server: TIME_WAIT too),
+    # so a member's port does not move because a member of another kind joined.
+    by_kind: dict[str, frozenset[int]] = {}
     if req.check_ports:
-        for kind in {m.spec.kind for m in req.members}:
-            in_use |= read_ports_in_use(host, kind, executors=ex)
-    facts = tuple(member_facts(m, req.constraints, host, executors=ex) for m in req.members)
+        for kind in dict.fromkeys(m.spec.kind for m in req.members):
+            by_kind[kind] = read_ports_in_use(host, kind, executors=ex)
+    facts = tuple(
+        _named_facts(m, req, host, req.origins[i] if req.origins else f"member {m.spec.id}")
+        for i, m in enumerate(req.members)
+    )
     e = explain_group_plan(
         req.members,
         req.hardware,
         req.constraints,
         facts=facts,
-        ports_in_use=in_use,
+        kind_ports_in_use=by_kind,
         cpus=_affinity() if req.this_host else None,
         running=req.running,
         flags=flags,
@@ -110,6 +118,41 @@ def explain_group_request(
     members = tuple(_sized(m, host) for m in e.members)
     plan = msgspec.structs.replace(e.plan, plans=tuple(m.plan for m in members))
     return msgspec.structs.replace(e, plan=plan, members=members)
+
+
+def _named_facts(m: GroupMember, req: GroupRequest, host: HostFiles, where: str) -> MemberFacts:
+    """`member_facts`, a fault of the model named with the member (`where`); a ggml file
+    (whisper.cpp's) given to a GGUF executor gets the kind that loads it as a hint."""
+    try:
+        return member_facts(m, req.constraints, host, executors=req.executors)
+    except NotGGUF as e:
+        hint = ""
+        if _magic(m.spec.path, host) == _GGML_MAGIC:
+            hint = "; it is a ggml file, as whisper.cpp's models are: kind: transcribe?"
+        raise ConfigError(f"{where}: model {m.spec.path}: {e}{hint}") from None
+    except EngineError as e:
+        raise _with_prefix(e, where) from None
+
+
+_GGML_MAGIC = b"lmgg"
+"""The first bytes of a ggml model file (whisper.cpp's): 0x67676d6c, little-endian."""
+
+
+def _magic(path: str, files: HostFiles) -> bytes:
+    try:
+        stream, _ = files.open_file(path)
+    except OSError:
+        return b""
+    with stream:
+        return stream.read(4)
+
+
+def _with_prefix(e: EngineError, where: str) -> EngineError:
+    """`e`, of its own class where it can be made again, naming the member first."""
+    try:
+        return type(e)(f"{where}: {e}")
+    except TypeError:  # a class whose constructor takes more than a message
+        return e
 
 
 def member_facts(
@@ -151,16 +194,74 @@ load_group = boundary(read_group)
 
 
 def read_group_file(path: str, *, executors: Executors = BUILTIN) -> GroupFile:
-    """The parsed group file at `path`; `ConfigError` when it cannot be read."""
+    """The parsed group file at `path`, its paths made absolute (`resolve_paths`);
+    `ConfigError` when it cannot be read. A FIFO or a device is refused at once, never
+    waited on, as ``--config`` and ``--hardware`` files are."""
+    from exedra_engine._shell.local.files import read_regular
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read((1 << 20) + 1)
+        text = read_regular(path, 1 << 20).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise ConfigError(f"{path}: cannot read the group file: {why}", file=path) from None
     if len(text) > 1 << 20:
         raise ConfigError(f"{path}: the group file is larger than 1 MiB", file=path)
-    return parse_group_file(text, path, executors=executors)
+    return resolve_paths(parse_group_file(text, path, executors=executors))
+
+
+def resolve_paths(g: GroupFile) -> GroupFile:
+    """`g` with each member's ``model`` and ``executor`` as the file means them wherever
+    it is read from: ``~`` expanded, a relative path joined to the file's directory."""
+    base = os.path.dirname(os.path.abspath(g.source))
+
+    def where(p: str) -> str:
+        p = os.path.expanduser(p)
+        return p if os.path.isabs(p) else os.path.normpath(os.path.join(base, p))
+
+    members = tuple(
+        msgspec.structs.replace(
+            e,
+            spec=msgspec.structs.replace(e.spec, path=where(e.spec.path)),
+            executor=where(e.executor) if e.executor else "",
+        )
+        for e in g.members
+    )
+    return msgspec.structs.replace(g, members=members)
+
+
+def model_problem(g: GroupFile, *, launching: bool = False) -> ConfigError | None:
+    """Why the file's members cannot be run on this host (None: they can): the first model
+    that does not exist, or (`launching`) is no regular file, or an ``executor`` that is no
+    executable file; named by file, line and member."""
+    for i, e in enumerate(g.members):
+        why = _not_a_file(e.spec.path, launching=launching)
+        if why:
+            return ConfigError(
+                f"{e.where(g.source, i, e.model_line)}: model {e.spec.path} {why}",
+                file=g.source,
+                line=e.model_line,
+            )
+        if e.executor:
+            why = _not_a_file(e.executor, launching=True)
+            if not why and not os.access(e.executor, os.X_OK):
+                why = "is not executable"
+            if why:
+                return ConfigError(
+                    f"{e.where(g.source, i, e.executor_line)}: executor {e.executor} {why}",
+                    file=g.source,
+                    line=e.executor_line,
+                )
+    return None
+
+
+def _not_a_file(path: str, *, launching: bool) -> str:
+    if not os.path.exists(path):
+        return "does not exist"
+    if not launching or os.path.isfile(path):
+        return ""
+    if os.path.isdir(path):
+        return "is a directory"
+    return "is not a regular file (a FIFO, a socket or a device)"
 
 
 def file_members(
@@ -179,5 +280,5 @@ def file_members(
                     f"variable {c.api_key_env} is {state}"
                 )
             c = msgspec.structs.replace(c, api_key=key)
-        out.append(GroupMember(spec=e.spec, constraints=c, weight=e.weight))
+        out.append(GroupMember(spec=e.spec, constraints=c, weight=e.weight, executor=e.executor))
     return tuple(out)

@@ -11,29 +11,37 @@ raised, naming the member.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Unpack
+from typing import Unpack, cast
 
 import trio
 
 from exedra_engine._core.group.start import Group, MemberOptions, Starting
 from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._shell.group_logs import member_logs
 from exedra_engine._trio.launcher import Instance, Logs, open_instance
 
-__all__ = ["Group", "open_group"]
+__all__ = ["Group", "GroupLogs", "open_group"]
+
+GroupLogs = Logs | Callable[[str, str], object] | Mapping[str, Logs]
+"""A group's ``logs``: a stream (each line prefixed ``id: ``), a callable called as
+``logs(member_id, line)``, or a sink per member id (`exedra_engine._shell.group_logs`)."""
 
 
 @asynccontextmanager
 async def open_group(
-    group: GroupPlan, logs: Logs = None, **options: Unpack[MemberOptions]
+    group: GroupPlan, logs: GroupLogs = None, **options: Unpack[MemberOptions]
 ) -> AsyncIterator[Group[Instance]]:
     """``async with open_group(group) as running:`` — every member started at once, all ready
     on entry (``running["chat"]`` is that member's `Instance`), all stopped in parallel on
     exit, also on error or cancellation. If a member cannot start, the others are stopped
     first and `MemberFailed` is raised, naming it, with its own error as the cause. `logs`
-    receives every member's lines; `options` (``ready_timeout``, ``stall_timeout``,
+    receives every member's lines, each tagged with its member's id (`GroupLogs`: a stream
+    gets ``chat: <line>``, a callable ``logs("chat", line)``; a mapping gives each member its
+    own sink); `options` (``ready_timeout``, ``stall_timeout``,
     ``stop_timeout``, ``executors``) are `open_instance`'s, for each member."""
+    sinks = member_logs(group.ids, logs)
     start: Starting[Instance] = Starting(group)
     all_ready, leave = trio.Event(), trio.Event()
     raised: BaseException | None = None
@@ -41,7 +49,7 @@ async def open_group(
     # it, trio would wrap it in an ExceptionGroup the caller did not ask for.
     async with trio.open_nursery() as nursery:
         for name, plan in start.members:
-            opened = open_instance(plan, logs, **options)
+            opened = open_instance(plan, cast("Logs", sinks[name]), **options)
             nursery.start_soon(
                 functools.partial(
                     start.hold,

@@ -44,8 +44,8 @@ class LogPump:
 
     @property
     def tail(self) -> tuple[str, ...]:
-        """The last lines, redacted."""
-        return tuple(self.lines.tail)
+        """The last lines, redacted (after the first error lines that left them)."""
+        return self.lines.kept()
 
     async def read(self, stream: trio.abc.ReceiveStream) -> None:
         """Read `stream` to its end; closes the forwarding channel when done."""

@@ -117,11 +117,14 @@ def fail(err: EngineError, code: int = 2, *, as_json: bool = False) -> int:
     if as_json:
         sys.stdout.write(json_text({"error": error_body(err)}, indent=False) + "\n")
         return code
-    if isinstance(err, NotReady):
-        lines = [f"{PROG}: error: {shown(unechoed(err.cause))}"]
-        if err.log:
+    # A group member's failure: its own error's lines, the member named first.
+    inner = err.cause if isinstance(err, MemberFailed) else err
+    if isinstance(inner, NotReady):
+        head = str(err) if inner is not err else inner.cause
+        lines = [f"{PROG}: error: {shown(unechoed(head))}"]
+        if inner.log:
             lines.append("last log lines of the executor:")
-            lines += [f"  {shown(unechoed(line))}" for line in err.log]
+            lines += [f"  {shown(unechoed(line))}" for line in inner.log]
         print("\n".join(lines), file=sys.stderr)
         return code
     print(f"{PROG}: error: {shown(unechoed(str(err)))}", file=sys.stderr)

@@ -22,6 +22,20 @@ class CpuShare(Value, frozen=True, kw_only=True):
     threads: int
 
 
+def cpu_ids(cpus: Sequence[int]) -> tuple[int, ...]:
+    """The CPU ids a caller gave (`plan_group`'s ``cpus=``), sorted and distinct; `PlanError`
+    when there are none or one is no CPU id (negative, not an integer)."""
+    from exedra_engine.errors import PlanError
+
+    ids: tuple[object, ...] = tuple(cpus)  # a caller's list, whatever it holds
+    if not ids:
+        raise PlanError("cpus: no CPU ids (None: 0..CPU.threads-1)")
+    for c in ids:
+        if not isinstance(c, int) or isinstance(c, bool) or not 0 <= c < 1 << 16:
+            raise PlanError(f"cpus: {c!r} is not a CPU id (an integer from 0)")
+    return tuple(sorted({c for c in ids if isinstance(c, int)}))
+
+
 def split_by_weight(total: int, weights: Sequence[int]) -> tuple[int, ...]:
     """`total` divided in proportion to `weights` by largest remainder: the parts sum to
     `total`; a tie in remainders goes to the earlier weight. Deterministic."""

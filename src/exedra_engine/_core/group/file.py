@@ -8,8 +8,12 @@ A member takes the fields of the command line: ``id`` and ``model`` (required), 
 (default llama), ``ctx``, ``threads``, ``port`` (integers, 0: derive), ``args`` (the
 caller's flags, a list of strings), ``env`` (a mapping of strings, or ``KEY=VALUE``
 strings as ``--env`` takes them), ``run_args`` (the model's recommended flags),
-``api_key_env`` (the variable holding its API key), ``capabilities`` (a list) and
-``weight`` (its share of the CPUs, at least 1). The file is
+``api_key_env`` (the variable holding its API key), ``capabilities`` (a list, each one
+its kind serves), ``weight`` (its share of the CPUs, at least 1) and ``executor`` (the
+binary that runs it, instead of the host's executor of its kind). ``model`` and
+``executor`` are paths: the shell that reads the file (`exedra_engine._shell.group_plan`)
+expands ``~`` and resolves a relative one against the file's directory, so a file means
+the same from anywhere. The file is
 walked node by node as override files are (`exedra_engine._core.config.parse`), so a mistake
 names the file, the line and the member: ``group.yaml:4: members[1] (asr): ctx: expected
 an integer``.
@@ -44,6 +48,7 @@ FIELDS = (
     "api_key_env",
     "capabilities",
     "weight",
+    "executor",
 )
 """What a member may set, in the order errors list them."""
 
@@ -54,8 +59,19 @@ class MemberEntry(Value, frozen=True, kw_only=True):
     spec: ModelSpec
     constraints: Constraints = Constraints()
     weight: int = 1
+    executor: str = ""
+    """The binary that runs it, as written ("": the host's executor of its kind)."""
     line: int = 0
     """Where the member starts in the file."""
+    model_line: int = 0
+    """The line of its ``model:`` field."""
+    executor_line: int = 0
+    """The line of its ``executor:`` field (0: none)."""
+
+    def where(self, source: str, index: int, line: int = 0) -> str:
+        """``group.yaml:4: members[1] (asr)``: how an error names this member."""
+        shown = self.spec.id if self.spec.id.isprintable() else ascii(self.spec.id)
+        return f"{source}:{line or self.line}: members[{index}] ({shown})"
 
 
 class GroupFile(Value, frozen=True, kw_only=True):
@@ -109,6 +125,17 @@ class _GroupWalk(_Walk):
                     f"id: {e.spec.id!r} is already the id of members[{seen[e.spec.id]}]",
                 )
             seen[e.spec.id] = i
+        ports: dict[int, int] = {}
+        for i, e in enumerate(out):
+            port = e.constraints.port
+            if port and port in ports:
+                j = ports[port]
+                raise _Bad(
+                    mnode.value[i],
+                    f"members[{i}] ({e.spec.id})",
+                    f"port: {port} is already the port of members[{j}] ({out[j].spec.id})",
+                )
+            ports.setdefault(port, i)
         return tuple(out)
 
     def member(self, node: yaml.Node, i: int) -> MemberEntry:
@@ -139,7 +166,7 @@ class _GroupWalk(_Walk):
             id=self.text(get("id"), where, "id"),
             path=self.text(get("model"), where, "model"),
             kind=kind,
-            capabilities=self.list(get("capabilities"), where, "capabilities"),
+            capabilities=self.capabilities(get("capabilities"), where, kind),
             run_args=self.list(get("run_args"), where, "run_args"),
         )
         env = self.environment(fields["env"][0], where) if "env" in fields else ()
@@ -154,7 +181,39 @@ class _GroupWalk(_Walk):
             extra_env=env,
         )
         weight = self.integer(get("weight"), where, "weight", low=1) if "weight" in fields else 1
-        return MemberEntry(spec=spec, constraints=c, weight=weight, line=node.start_mark.line + 1)
+        executor = self.text(get("executor"), where, "executor") if "executor" in fields else ""
+
+        def line_of(name: str) -> int:
+            return fields[name][0].start_mark.line + 1 if name in fields else 0
+
+        return MemberEntry(
+            spec=spec,
+            constraints=c,
+            weight=weight,
+            executor=executor,
+            line=node.start_mark.line + 1,
+            model_line=line_of("model"),
+            executor_line=line_of("executor"),
+        )
+
+    def capabilities(self, node: yaml.Node | None, where: str, kind: str) -> tuple[str, ...]:
+        """``capabilities``: each one its kind's executor serves (a typo gets a did-you-mean)."""
+        caps = self.list(node, where, "capabilities")
+        known = tuple(self.executors.profile(kind).capabilities)
+        for i, cap in enumerate(caps):
+            if cap not in known:
+                from exedra_engine._core.config.did_you_mean import close
+
+                hit = close(cap, known, 0.6)
+                hint = f"did you mean {hit!r}? " if hit else ""
+                assert node is not None
+                raise _Bad(
+                    node.value[i],
+                    f"{where}: capabilities[{i}]",
+                    f"{cap!r} is not a capability of kind {kind} ({hint}"
+                    f"kind {kind} serves: {', '.join(known)})",
+                )
+        return caps
 
     def environment(self, node: yaml.Node, where: str) -> tuple[str, ...]:
         """``env``: a mapping of strings, or a list of ``KEY=VALUE`` strings (as ``--env``)."""
@@ -193,10 +252,31 @@ class _GroupWalk(_Walk):
                 else "a list or mapping"
             )
             raise _Bad(node, path, f"expected an integer, not {found}")
-        try:
-            n = int(str(node.value).replace("_", ""), 0)
-        except ValueError:
-            n = int(str(node.value).replace("_", ""), 8)  # YAML 1.1: 010 is octal
+        n = _yaml_int(str(node.value))
+        if n is None:
+            raise _Bad(
+                node,
+                path,
+                f"expected an integer, not {str(node.value)[:40]!r} (YAML 1.1 reads "
+                "this form as a number in another base: write the number in decimal)",
+            )
         if not low <= n <= top:
             raise _Bad(node, path, f"expected an integer from {low} to {top}, not {n}")
         return n
+
+
+def _yaml_int(text: str) -> int | None:
+    """A YAML 1.1 integer scalar in decimal, hex (``0x``), binary (``0b``) or octal (a
+    leading ``0``), underscores allowed between digits; None for anything else the
+    resolver also tags as an integer (base 60 ``1:20``, a bare ``0x_``), which no count
+    or port is written as."""
+    body = text.replace("_", "")
+    sign, body = (body[0], body[1:]) if body[:1] in "+-" and body else ("", body)
+    if ":" in body or not body:
+        return None
+    try:
+        if body[:2] in ("0x", "0b", "0o") or body == "0" or body[0] != "0":
+            return int(sign + body, 0)
+        return int(sign + body, 8)  # YAML 1.1: 010 is octal
+    except ValueError:
+        return None

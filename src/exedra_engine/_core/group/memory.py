@@ -26,11 +26,32 @@ from exedra_engine._core.memory.kv import FALLBACK_CTX
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.values import Hardware, LaunchPlan
-from exedra_engine.errors import DoesNotFit
+from exedra_engine.errors import DoesNotFit, PlanError
 
 Running = LaunchPlan | Actual
 """An executor already running that a group joins: its plan, or what was measured of it
 (`Instance.actual`)."""
+
+
+_MAX_BYTES = 1 << 60
+"""More memory than any host holds: a running executor said to hold more is a mistake."""
+
+
+def check_running(running: Sequence[Running]) -> None:
+    """`PlanError` naming the first of `running` that is not a running executor's plan or
+    `Actual`, or whose figures no executor can hold (negative, beyond any host), or whose
+    port is no TCP port."""
+    for i, r in enumerate(running):
+        if not isinstance(r, LaunchPlan | Actual):
+            raise PlanError(
+                f"running[{i}]: expected a LaunchPlan or an Actual, not {type(r).__name__}"
+            )
+        figures = (r.peak_rss, r.planned_rss) if isinstance(r, Actual) else ()
+        for name, n in zip(("peak_rss", "planned_rss"), figures, strict=False):
+            if n is not None and (isinstance(n, bool) or not 0 <= n <= _MAX_BYTES):
+                raise PlanError(f"running[{i}]: {name} {n} is not a number of bytes a host holds")
+        if not 0 <= r.port <= 65535:
+            raise PlanError(f"running[{i}]: port {r.port} is not a TCP port")
 
 
 def whisper_resident(profile: ExecutorProfile, file_size: int) -> int:

@@ -9,14 +9,16 @@
 - CPUs (`exedra_engine._core.group.cpus`): disjoint CPU sets and threads by weight, added to
   each member's engine layer (so an admin override still wins);
 - ports: distinct, from the port base, in member order, skipping ports in use and the
-  members' explicit ports.
+  members' explicit ports; a port only one kind's executor cannot bind (TIME_WAIT, for an
+  executor without SO_REUSEADDR) is skipped for that kind's members only, so a member's
+  port does not move because another kind joined the group.
 
 A group of one is planned exactly as `plan_launch` plans its member.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from typing import NamedTuple, TypedDict, Unpack
 
 import msgspec
@@ -25,10 +27,17 @@ from exedra_engine._core.config.parse import LocatedConfig
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.group.cpus import CpuShare, cpu_set_text, partition_cpus, pinning_args
+from exedra_engine._core.group.cpus import (
+    CpuShare,
+    cpu_ids,
+    cpu_set_text,
+    partition_cpus,
+    pinning_args,
+)
 from exedra_engine._core.group.member import Member, members_of
 from exedra_engine._core.group.memory import (
     Running,
+    check_running,
     device_shares,
     floor_memory,
     group_budget,
@@ -63,6 +72,7 @@ class GroupOptions(TypedDict, total=False):
 
     facts: Sequence[MemberFacts]
     ports_in_use: Set[int]
+    kind_ports_in_use: Mapping[str, Set[int]]
     cpus: Sequence[int] | None
     running: Sequence[Running]
     flags: dict[str, FlagTable] | None
@@ -80,6 +90,7 @@ def plan_members(
     cpus: Sequence[int] | None = None,
     running: Sequence[Running] = (),
     executors: Executors = BUILTIN,
+    kind_ports_in_use: Mapping[str, Set[int]] | None = None,
 ) -> GroupPlan:
     """Plan several executors on one host from facts alone. Deterministic: equal inputs
     give a byte-identical group plan.
@@ -88,13 +99,21 @@ def plan_members(
     field (zero means unset); `extra_args`/`extra_env` are the group's then the member's;
     the group's API key goes to the members whose executor takes one. `facts[i]` is what
     was read of member i's model (`MemberFacts`; default: nothing, a dry run).
-    `ports_in_use` are skipped. `cpus` are the CPU ids the group may run on (the process's
-    affinity); None: ``0..CPU.threads-1``, said in the notes. `running` are executors
-    already running that the group joins (their plans or `Instance.actual`): what they hold
-    is taken out of the budget, and their ports are skipped.
+    `ports_in_use` are skipped; `kind_ports_in_use[kind]` too, for that kind's members only
+    (the ports in TIME_WAIT an executor without SO_REUSEADDR cannot bind). `cpus` are the
+    CPU ids the group may run on (the process's affinity); None: ``0..CPU.threads-1``, said
+    in the notes. `running` are executors already running that the group joins (their
+    plans or `Instance.actual`): what they hold is taken out of the budget, and their ports
+    are skipped. A member's own ``executor`` runs it in place of the host's executor of its
+    kind.
     """
     options = GroupOptions(
-        facts=facts, ports_in_use=ports_in_use, cpus=cpus, running=running, executors=executors
+        facts=facts,
+        ports_in_use=ports_in_use,
+        kind_ports_in_use=kind_ports_in_use or {},
+        cpus=cpus,
+        running=running,
+        executors=executors,
     )
     return _explained(members, hw, constraints, options, explain=False).plan
 
@@ -115,6 +134,7 @@ def explain_members(
     flags: dict[str, FlagTable] | None = None,
     config_files: Sequence[LocatedConfig] = (),
     executors: Executors = BUILTIN,
+    kind_ports_in_use: Mapping[str, Set[int]] | None = None,
 ) -> GroupExplained:
     """`plan_members`, with each member's `Explained` and each share and why. `flags` are
     the flag tables the members' layers are judged by, by kind (default: the profiles'),
@@ -122,6 +142,7 @@ def explain_members(
     options = GroupOptions(
         facts=facts,
         ports_in_use=ports_in_use,
+        kind_ports_in_use=kind_ports_in_use or {},
         cpus=cpus,
         running=running,
         flags=flags,
@@ -160,7 +181,7 @@ class _Planning(NamedTuple):
         try:
             return plan_facts(
                 x.m.spec,
-                self.hw,
+                x.m.hardware(self.hw),
                 x.c,
                 pf,
                 explain=full and self.explain,
@@ -198,10 +219,16 @@ def _explained(
         raise NoHardware("hardware snapshot is None: call probe() first")
     executors = options.get("executors", BUILTIN)
     running = options.get("running", ())
+    check_running(running)
     notes: list[str] = []
     ms = members_of(members, constraints, options.get("facts", ()), executors, notes)
     _share_cpus(ms, hw, options.get("cpus"), notes)
-    _reserve_ports(ms, options.get("ports_in_use", frozenset()), running)
+    _reserve_ports(
+        ms,
+        options.get("ports_in_use", frozenset()),
+        running,
+        options.get("kind_ports_in_use") or {},
+    )
     budget, how, dev_held = group_budget(hw, running, {p.kind: p for p in executors})
     planning = _Planning(
         hw=hw,
@@ -308,15 +335,16 @@ def _named(e: EngineError, member_id: str) -> EngineError:
 def _share_cpus(
     ms: list[Member], hw: Hardware, cpus: Sequence[int] | None, notes: list[str]
 ) -> None:
+    given = cpu_ids(cpus) if cpus is not None else None
     if len(ms) < 2:
         return  # a lone executor already has every core: planned as `plan_launch` plans it
-    if cpus is None:
+    if given is None:
         ids: tuple[int, ...] = tuple(range(max(hw.cpu.threads, 1)))
         notes.append(
             f"CPU ids not known (a hardware file gives a count only): assumed 0-{len(ids) - 1}"
         )
     else:
-        ids = tuple(sorted(set(cpus)))
+        ids = given
     shares, said = partition_cpus(ids, hw.cpu.threads or len(ids), [x.m.weight for x in ms])
     notes.extend(said)
     for x, share in zip(ms, shares, strict=True):
@@ -335,10 +363,16 @@ def _share_cpus(
                 )
 
 
-def _reserve_ports(ms: list[Member], in_use: Set[int], running: Sequence[Running]) -> None:
-    """Each member's ports in use: the host's, the running plans', every member's explicit
-    port but its own, and the ports the members before it were given."""
-    taken = set(in_use) | {r.port for r in running if isinstance(r, LaunchPlan)}
+def _reserve_ports(
+    ms: list[Member],
+    in_use: Set[int],
+    running: Sequence[Running],
+    kind_in_use: Mapping[str, Set[int]],
+) -> None:
+    """Each member's ports in use: the host's (and those only its kind cannot bind), the
+    running executors', every member's explicit port but its own, and the ports the members
+    before it were given."""
+    taken = set(in_use) | {r.port for r in running if r.port}
     explicit: dict[int, str] = {}
     for x in ms:
         if x.c.port:
@@ -349,7 +383,7 @@ def _reserve_ports(ms: list[Member], in_use: Set[int], running: Sequence[Running
             explicit[x.c.port] = x.id
     for x in ms:
         others = {p for p, who in explicit.items() if who != x.id}
-        x.in_use = frozenset(taken | others)
+        x.in_use = frozenset(taken | others | set(kind_in_use.get(x.m.spec.kind, ())))
         if not x.c.port:
             port = next_free_port(x.c.port_base or DEFAULT_PORT_BASE, x.in_use)
             if port is not None:

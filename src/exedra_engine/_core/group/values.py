@@ -6,9 +6,18 @@ each is frozen and JSON-serializable like every other value of the library."""
 
 from __future__ import annotations
 
+import msgspec
+
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import Constraints, LaunchPlan, ModelInfo, ModelSpec
+from exedra_engine._core.values import (
+    Constraints,
+    ExecutorInfo,
+    Hardware,
+    LaunchPlan,
+    ModelInfo,
+    ModelSpec,
+)
 
 
 class GroupMember(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -20,6 +29,21 @@ class GroupMember(Value, frozen=True, kw_only=True, omit_defaults=True):
     constraints: Constraints = Constraints()
     weight: int = 1
     """Relative share of the CPUs (threads and the pinned CPU set); at least 1."""
+    executor: str = ""
+    """The binary that runs this member ("": the host's executor of its kind)."""
+
+    def hardware(self, hw: Hardware) -> Hardware:
+        """`hw` as this member sees it: its own executor (if any) in place of the host's
+        executor of its kind, with that one's backends."""
+        if not self.executor:
+            return hw
+        kind = self.spec.kind
+        host = hw.executor(kind)
+        mine = ExecutorInfo(
+            kind=kind, path=self.executor, backends=host.backends if host is not None else ()
+        )
+        others = tuple(e for e in hw.executors if e.kind != kind)
+        return msgspec.structs.replace(hw, executors=(*others, mine))
 
 
 class MemberShare(Value, frozen=True, kw_only=True, omit_defaults=True):

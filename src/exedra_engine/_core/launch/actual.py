@@ -23,6 +23,8 @@ class Actual(Value, frozen=True, kw_only=True):
     """The plan's expected resident peak on the host, bytes (`LaunchPlan.memory`)."""
     warnings: tuple[str, ...] = ()
     """What differs from the plan, for people (the CLI prints these)."""
+    port: int = 0
+    """The port it listens on (0: not known); a group planned beside it skips it."""
 
 
 def planned_ctx(plan: LaunchPlan, profile: ExecutorProfile) -> int | None:
@@ -72,4 +74,5 @@ def actual(
         peak_rss=peak_rss,
         planned_rss=rss_plan,
         warnings=tuple(warnings),
+        port=plan.port,
     )

@@ -182,6 +182,8 @@ def _argument(
     notes = [n for n in (f"set by {layer}" if layer else "", _suggest(suggestion, flag)) if n]
     cause = f"{head}: {said}" + (f"; {'; '.join(notes)}" if notes else "")
     log = exit.log[-LOG_LINES:]
+    if found.line not in log:  # said before a long usage text (whisper-server's)
+        log = (found.line, *exit.log[-(LOG_LINES - 1) :])
     if flag:
         # A refused `--flag=value` is no known key flag, so redaction by name missed its value,
         # which may be a key under a mistyped name (`--api-kee=sk-...`): never echo it.

@@ -23,6 +23,10 @@ make the reader hold it all."""
 TAIL_LINES: Final = 40
 """How many of the last lines are kept: an exit is classified by them (a crash handler's
 backtrace can push the cause up by a dozen lines), an error shows the last few."""
+FIRST_ERRORS: Final = 4
+"""How many of the first lines that start with ``error`` are kept beyond the tail:
+whisper-server says ``error: unknown argument: --temp``, then prints its whole usage (some
+70 lines) and exits 0, which would push the cause out of the tail."""
 
 
 class LogLines:
@@ -32,6 +36,7 @@ class LogLines:
         self._redactor = TextRedactor(secrets)
         self._buf = b""
         self.tail: collections.deque[str] = collections.deque(maxlen=tail)
+        self._errors: list[tuple[int, str]] = []
         self.count = 0
         """Lines seen so far (a reader may tell activity from it)."""
 
@@ -62,9 +67,18 @@ class LogLines:
 
     def _line(self, raw: bytes) -> bytes:
         line = self._redactor.bytes(raw + b"\n")
-        self.tail.append(line.decode("utf-8", errors="replace").rstrip("\n"))
+        text = line.decode("utf-8", errors="replace").rstrip("\n")
+        self.tail.append(text)
+        if len(self._errors) < FIRST_ERRORS and text.lstrip().lower().startswith("error"):
+            self._errors.append((self.count, text))
         self.count += 1
         return line
+
+    def kept(self) -> tuple[str, ...]:
+        """The lines an exit is judged by: the first error lines that have left the tail
+        (in order), then the tail."""
+        first_in_tail = self.count - len(self.tail)
+        return (*(t for n, t in self._errors if n < first_in_tail), *self.tail)
 
 
 def log_secrets(

@@ -10,6 +10,8 @@ import io
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
+from exedra_engine._shell.group_logs import MemberLogs
+
 T = TypeVar("T")
 
 
@@ -98,7 +100,14 @@ class News:
 
 async def write_logs(sink: object, data: bytes, loop: Loop) -> None:
     """Write an executor's lines to the caller's `sink`: the adapter's kind of stream, or a
-    text or binary file (on a worker thread, flushed). Raises what the sink raises."""
+    text or binary file (on a worker thread, flushed); a group member's share of its
+    group's sink (`MemberLogs`) tagged with its id, or handed to the group's callable on
+    this thread. Raises what the sink raises."""
+    if isinstance(sink, MemberLogs):
+        if sink.calls:
+            sink.call(data)
+            return
+        data, sink = sink.tagged(data), sink.sink
     if await loop.write_stream(sink, data):
         return
     text = isinstance(sink, io.TextIOBase) or hasattr(sink, "encoding")

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from exedra_engine._core.config.findings import Finding, TableOrigin
 from exedra_engine.cli import options
-from exedra_engine.cli.launch.launch_output import log_sink, refusal
+from exedra_engine.cli.launch.launch_output import log_sink, not_runnable_here, refusal
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.plan import cpu_note, hide_findings
 from exedra_engine.cli.plan.request import add_plan_options, planned
@@ -37,7 +37,9 @@ def add_parser(sub: Subparsers) -> None:
         "--group",
         metavar="FILE",
         help="launch every member of a group file at once (planned as plan --group plans "
-        "them), all or nothing; one ready line per member, Ctrl-C stops them all",
+        "them, each checked as launch checks its one plan: nothing starts if one is refused), "
+        "all or nothing; each member's ready lines and log as launch's (its log lines "
+        "prefixed with its id where they are shown), Ctrl-C stops them all",
     )
     s.add_argument(
         "--router",
@@ -123,7 +125,7 @@ def launch_command(a: argparse.Namespace) -> int:
             # binary): a flag it refuses stops the launch here, not after the executor's
             # start-up, with the layer that set it.
             _, e, origin = planned(a, live=True)
-            if a.hardware and (why := _not_runnable_here(e.plan.command)):
+            if a.hardware and (why := not_runnable_here(e.plan.command)):
                 raise EngineError(
                     f"--hardware {a.hardware}: its executor {e.plan.command} {why} on this "
                     "host; launch starts the executor here (that file describes the host it "
@@ -164,18 +166,11 @@ def _launch_group(a: argparse.Namespace) -> int:
     refuse_per_member(a)
     if a.drain and not a.router:
         raise EngineError(
-            "--drain does not go with --group yet: the members are stopped together, each "
-            "within --stop-timeout"
+            "--drain does not go with --group: its members are stopped at once, in "
+            "parallel, each within --stop-timeout (--router drains the one router)"
         )
     with Signals().installed() as sigs:
         try:
             return launch_group(a, sigs)
         except Interrupted as i:
             return interrupted_exit(i.signum, "planning", "nothing was started")
-
-
-def _not_runnable_here(command: str) -> str:
-    """Why this host cannot run `command` ("" if it can), said before anything is started."""
-    if not os.path.isfile(command):
-        return "does not exist" if not os.path.exists(command) else "is not a file"
-    return "" if os.access(command, os.X_OK) else "is not executable"

@@ -104,12 +104,14 @@ def ready_lines(
     sink: LogSink,
     executors: Executors,
     memory: Sequence[str] = (),
+    stops: str = "; Ctrl-C stops it",
 ) -> list[str]:
     """What ``launch`` prints once the executor is ready: model id and endpoint, the memory
-    planned, a curl command, and where the log is."""
+    planned, a curl command, and where the log is; `stops` ends the first line (a group's
+    members say it once for all)."""
     # The id requests name: the plan's, else the model path (llama-server's default id).
     model = plan.spec.id or plan.spec.path
-    lines = [f"ready     {model} at {url}  (pid {pid}); Ctrl-C stops it"]
+    lines = [f"ready     {model} at {url}  (pid {pid}){stops}"]
     if memory:
         lines.append(f"memory    {memory[0]}")
         lines.extend(f"          {m}" for m in memory[1:])
@@ -141,3 +143,10 @@ def refusal(findings: Sequence[Finding], origin: TableOrigin) -> ArgumentRefused
     )
     err.flag, err.layer, err.suggestion = first.token, first.where, first.suggestion
     return err
+
+
+def not_runnable_here(command: str) -> str:
+    """Why this host cannot run `command` ("" if it can), said before anything is started."""
+    if not os.path.isfile(command):
+        return "does not exist" if not os.path.exists(command) else "is not a file"
+    return "" if os.access(command, os.X_OK) else "is not executable"

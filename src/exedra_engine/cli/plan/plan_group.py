@@ -5,24 +5,32 @@ group planner decided; ``--explain`` says why each share is what it is."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 
 import msgspec
 
+from exedra_engine._core.config.findings import TableOrigin, bundled_origin
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.cpus import cpu_set_text
 from exedra_engine._core.group.planner import GroupExplained
-from exedra_engine._core.group.values import GroupPlan, MemberShare
+from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberShare
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.plan.explained import Explained
 from exedra_engine._shell.config_check import located_configs
-from exedra_engine._shell.group_plan import GroupRequest, explain_group_request, read_group
+from exedra_engine._shell.group_plan import (
+    GroupRequest,
+    explain_group_request,
+    file_members,
+    model_problem,
+    read_group_file,
+)
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.plan.request import recorded_table, shared_constraints
 from exedra_engine.cli.render import finding_line, print_json, print_plan, shown, shown_plan
-from exedra_engine.errors import EngineError
+from exedra_engine.errors import EngineError, PlanError
 
 _PER_MEMBER = (
     ("model", "--model"),
@@ -33,18 +41,30 @@ _PER_MEMBER = (
     ("port", "--port"),
     ("ctx", "--ctx"),
     ("threads", "--threads"),
-    ("executor", "--executor"),
-    ("measure", "--measure"),
-    ("strict", "--strict"),
 )
-"""Options a group file sets per member (or that a group plan does not do): refused."""
+"""Options a group file sets per member: refused."""
+
+_NOT_FOR_GROUPS = (
+    (
+        "measure",
+        "--measure measures one model's plan on this machine; a group is planned from "
+        "each member's estimate (measure a model with probe --json --measure MODEL and "
+        "plan the group with --hardware FILE)",
+    ),
+    (
+        "strict",
+        "--strict does not go with --group: plan --group --explain lists each member's "
+        "findings, and launch --group refuses what the installed executors refuse",
+    ),
+)
+"""Options a group plan does not do, each with what does the job instead."""
 
 HideFindings = Callable[[Explained, bool, Executors], Explained]
 
 
 def refuse_per_member(a: argparse.Namespace) -> None:
-    """Refuse the options a group file sets per member (`EngineError`, naming them); used by
-    ``plan --group`` and ``launch --group``."""
+    """Refuse the options a group file sets per member, and those a group plan does not do
+    (`EngineError`, naming them); used by ``plan --group`` and ``launch --group``."""
     given = [
         flag for dest, flag in _PER_MEMBER if getattr(a, dest, None) not in (None, 0, False, [], "")
     ]
@@ -52,8 +72,11 @@ def refuse_per_member(a: argparse.Namespace) -> None:
         raise EngineError(
             f"{', '.join(given)} do{'es' * (len(given) == 1)} not go with --group: a group "
             "file sets them per member (id, model, kind, ctx, threads, port, args, env, "
-            "capabilities, weight)"
+            "run_args, capabilities, weight, executor)"
         )
+    for dest, why in _NOT_FOR_GROUPS:
+        if getattr(a, dest, False):
+            raise EngineError(why)
 
 
 def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
@@ -91,10 +114,18 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
     return 0
 
 
-def group_request(a: argparse.Namespace) -> GroupRequest:
-    """What the group planner is asked, from the command line."""
+def group_request(a: argparse.Namespace, *, launching: bool = False) -> GroupRequest:
+    """What the group planner is asked, from the command line. A model that is not on this
+    host is refused, naming file, line and member, unless the plan is for another host
+    (``--hardware``, ``--no-port-check``); `launching`: always, and a model or executor
+    that is no regular file too."""
     ex = a.executors
-    members = read_group(a.group, executors=ex)
+    g = read_group_file(a.group, executors=ex)
+    if launching or not (a.hardware or a.no_port_check):
+        problem = model_problem(g, launching=launching)
+        if problem is not None:
+            raise problem
+    members = _with_executor(a, file_members(g, os.environ))
     hw = read_hardware(a.hardware, executors=ex) if a.hardware else host_hardware(executors=ex)
     files = () if a.no_config else located_configs(a.config, executors=ex)
     group = shared_constraints(a, files)
@@ -106,28 +137,73 @@ def group_request(a: argparse.Namespace) -> GroupRequest:
         check_ports=not a.no_port_check,
         this_host=not a.hardware,
         executors=ex,
+        origins=tuple(e.where(g.source, i) for i, e in enumerate(g.members)),
+    )
+
+
+def _with_executor(
+    a: argparse.Namespace, members: tuple[GroupMember, ...]
+) -> tuple[GroupMember, ...]:
+    """``--executor PATH`` for a group: the binary of every member of its kind that names
+    no ``executor`` of its own. Its kind: the one its name says (``llama-server``), else
+    the members' one kind; refused when neither tells."""
+    if not a.executor:
+        return members
+    ex: Executors = a.executors
+    kinds = tuple(dict.fromkeys(m.spec.kind for m in members))
+    name = os.path.basename(a.executor)
+    named = next((p.kind for p in ex if p.binary == name), None)
+    if named is not None and named not in kinds:
+        raise PlanError(
+            f"--executor: {name} is the executor of kind {named}, and no member of the group "
+            f"is of that kind ({', '.join(kinds)})"
+        )
+    kind = named or (kinds[0] if len(kinds) == 1 else None)
+    if kind is None:
+        binaries = ", ".join(ex.profile(k).binary for k in kinds)
+        raise PlanError(
+            f"--executor {a.executor}: the group's members are of kinds {', '.join(kinds)} and "
+            f"the binary's name is none of theirs ({binaries}): set executor: per member in "
+            "the group file"
+        )
+    return tuple(
+        msgspec.structs.replace(m, executor=a.executor)
+        if m.spec.kind == kind and not m.executor
+        else m
+        for m in members
     )
 
 
 def _flag_tables(req: GroupRequest, hardware_file: str | None) -> dict[str, FlagTable]:
-    """The executors' own flag tables, by kind, for --explain's findings, as ``plan
-    --explain`` judges one plan: this host's binaries' (their --help, cached), or those a
-    `hardware_file` recorded (a dry run for another host runs nothing the file names)."""
+    """The installed executors' own flag tables, by kind, for --explain's findings."""
+    return {k: t for k, (t, _) in member_tables(req, hardware_file).items() if t is not None}
+
+
+def member_tables(
+    req: GroupRequest, hardware_file: str | None
+) -> dict[str, tuple[FlagTable | None, TableOrigin]]:
+    """The table each kind's members are judged by, and where it came from, as ``plan
+    --explain`` and ``launch`` judge one plan: the binary they run (its own --help,
+    cached); for a hardware file's binary, the flags its probe recorded (a dry run runs
+    nothing such a file names); the bundled table (None) where that kind's members run
+    different binaries."""
     from exedra_engine._shell.local.flag_tables import executor_table
 
-    out: dict[str, FlagTable] = {}
+    out: dict[str, tuple[FlagTable | None, TableOrigin]] = {}
     for kind in dict.fromkeys(m.spec.kind for m in req.members):
-        exe = req.hardware.executor(kind) if req.hardware else None
-        if exe is None:
-            continue
         profile = req.executors.profile(kind)
-        table = (
-            recorded_table(profile, exe, hardware_file)[0]
-            if hardware_file
-            else executor_table(profile, exe.path)[0]
-        )
-        if table is not None:
-            out[kind] = table
+        exe = req.hardware.executor(kind) if req.hardware else None
+        own = {m.executor for m in req.members if m.spec.kind == kind}
+        if len(own) > 1:
+            out[kind] = (None, bundled_origin(profile, "its members run different binaries"))
+        elif own != {""}:
+            out[kind] = executor_table(profile, own.pop())
+        elif exe is None:
+            out[kind] = (None, bundled_origin(profile))
+        elif hardware_file:
+            out[kind] = recorded_table(profile, exe, hardware_file)
+        else:
+            out[kind] = executor_table(profile, exe.path)
     return out
 
 
