@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from exedra_engine import CPU, GPU, Constraints, ExecutorInfo, Hardware, Kind, ModelSpec, plan
+from exedra_engine._shell.extra_buffers import weight_buffers
 from exedra_engine.errors import DoesNotFit
 from exedra_engine.testing import free_port
 from tests.conftest import VULKAN_ENV
@@ -134,30 +135,15 @@ def _group_of(pid: int) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("ctx", [8192, 32768])
-def test_gemma_on_vulkan0_is_reserved_what_the_executor_says_it_reserves(
-    vulkan_llama_server: str, real_model: Path, serve, ctx: int
+def test_a_tiny_model_on_vulkan0_answers_and_stop_leaves_nothing(
+    vulkan_llama_server: str, tiny_llama: Path, serve
 ) -> None:
-    p = _planned(vulkan_llama_server, real_model, ctx)
-    assert "--n-gpu-layers" not in p.args  # planned with the device: every layer offloaded
-    assert [d.name for d in p.memory.devices] == ["Vulkan0"]
-    s = serve(p)
-    # No request: with this wheel, lavapipe dies (SIGSEGV) in Gemma's first decode on the
-    # machine this was written on; the reservation is made at load. The tiny model answers.
-    pid = s.proc.pid
-    log = s.stop()
-    assert "offloaded 19/19 layers to GPU" in log
-    own = device_breakdown(log)["Vulkan0"]
-    planned = p.memory.devices[0].reserved
-    assert abs(planned - own[0] * MiB) <= 0.10 * own[0] * MiB, (planned >> 20, own)
-    assert _group_of(pid) == []  # stop leaves nothing
-
-
-def test_a_tiny_model_on_vulkan0_answers(vulkan_llama_server: str, tiny_llama: Path, serve) -> None:
     p = _planned(vulkan_llama_server, tiny_llama, 256)
     s = serve(p)
     assert complete(s.port, "a b")["tokens_predicted"] == 2
+    pid = s.proc.pid
     log = s.stop()
+    assert _group_of(pid) == []  # stop leaves nothing
     assert "Vulkan0" in device_breakdown(log)
     assert re.search(r"offloaded (\d+)/\1 layers to GPU", log)
 
@@ -187,3 +173,27 @@ def test_with_the_fitter_on_an_oversized_ubatch_is_planned_for_llama_cpp_to_plac
     # than refuse.
     p = _planned(vulkan_llama_server, real_model, 8192, "-b", "4096", "-ub", "4096")
     assert "--n-gpu-layers" not in p.args
+
+
+def test_the_builds_weight_copies_come_from_its_own_load_once_then_from_the_cache(
+    vulkan_llama_server: str,
+    real_model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    argv = ("--model", str(real_model), "--ctx-size", "4096", "--n-gpu-layers", "0")
+    env = ("GGML_VK_VISIBLE_DEVICES=none",)  # no device: the CPU path, as the wheel's users'
+    t0 = time.monotonic()
+    first = weight_buffers(vulkan_llama_server, str(real_model), argv, env)
+    loaded = time.monotonic() - t0
+    names = [n for n, _ in first.buffers]
+    assert "CPU_Mapped" in names or "CPU" in names, first
+    # The file's own weights are in the mapping or the copies, never fewer bytes in all.
+    assert sum(b for _, b in first.buffers) >= 0.9 * real_model.stat().st_size
+    assert vulkan_llama_server in first.source
+    t0 = time.monotonic()
+    again = weight_buffers(vulkan_llama_server, str(real_model), (*argv, "--port", "1"), env)
+    assert again == first and time.monotonic() - t0 < min(0.5, loaded)  # cached, port aside
+    if "amx_int8" in Path("/proc/cpuinfo").read_text():
+        assert [n for n, _ in first.extra] == ["AMX"]  # the wheel is a Sapphire Rapids build

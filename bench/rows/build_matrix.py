@@ -128,6 +128,10 @@ def run(tmp: Path, quick: bool) -> list[Row]:
                     est, _ = _estimate(p)
                     own = {m.group(1): int(m.group(2)) * MiB for m in _DEVICE_ROW.finditer(log)}
                     dev = p.memory.devices[0] if p.memory and p.memory.devices else None
+                    if dev is not None:
+                        # lavapipe's device memory is this process's memory: VmHWM holds it
+                        # beside the host's; the host's own peak is the rest.
+                        peak -= own.get(dev.name, 0)
                     cells.append(
                         {
                             "build": name,
@@ -173,7 +177,9 @@ def _print(cells: list[dict[str, Any]]) -> None:
     print(
         "\nmemory by build (MiB): host est = the plan's resident estimate with the build's "
         "extra weight copies, peak = VmHWM\n(CPU: after a ~700-token prompt; Vulkan0: after "
-        "the load); device = the plan's reservation vs the executor's breakdown (self)"
+        "the load, less the device's own figure: lavapipe's memory is the process's);\ndevice "
+        "= the plan's reservation (dev.p) vs the executor's breakdown (dev: self = model + "
+        "context + compute)"
     )
     cols = ("peak", "est", "err", "dev.p", "dev", "err")
     print(f"{'build':<24} {'ctx':>6} " + " ".join(f"{c:>6}" for c in cols))

@@ -112,7 +112,10 @@ def _without_port(args: Sequence[str]) -> list[str]:
 
 def _short_load(argv: Sequence[str], env: Sequence[str], timeout: float) -> str:
     full = dict(os.environ)
-    full.update(e.split("=", 1) for e in env if "=" in e)
+    for entry in env:
+        name, sep, value = entry.partition("=")
+        if sep:
+            full[name] = value
     try:
         proc = subprocess.Popen(
             list(argv),
