@@ -40,7 +40,7 @@ _MAX_KEPT: Final = 256
 _CACHE_VERSION: Final = 1
 
 
-def cache_dir() -> Path:
+def buffers_cache_dir() -> Path:
     """Where the answers are kept, one JSON file each."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "exedra-engine" / "weight-buffers"
@@ -73,7 +73,7 @@ def weight_buffers(
             raise MeasureError(f"{path}: the {what} of the load is not a file")
     args = _without_port(args)
     key = _key(binary, model, args, env)
-    cached = cache_dir() / f"{key}.json"
+    cached = buffers_cache_dir() / f"{key}.json"
     try:
         data = json.loads(cached.read_text())
         return WeightBuffers(
