@@ -18,7 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from exedra_engine import CPU, GPU, Constraints, ExecutorInfo, Hardware, Kind, ModelSpec, plan
+from exedra_engine import (
+    CPU,
+    GPU,
+    Constraints,
+    ExecutorInfo,
+    GroupMember,
+    Hardware,
+    Kind,
+    ModelSpec,
+    plan,
+    plan_group_on_host,
+)
 from exedra_engine._shell.extra_buffers import weight_buffers
 from exedra_engine.errors import DoesNotFit
 from exedra_engine.testing import free_port
@@ -215,3 +226,32 @@ def test_the_builds_weight_copies_come_from_its_own_load_once_then_from_the_cach
     assert again == first and time.monotonic() - t0 < min(0.5, loaded)  # cached, port aside
     if "amx_int8" in Path("/proc/cpuinfo").read_text():
         assert [n for n, _ in first.extra] == ["AMX"]  # the wheel is a Sapphire Rapids build
+
+
+def _members(model: Path, ctx: int, *extra: str) -> tuple[GroupMember, ...]:
+    return tuple(
+        GroupMember(
+            spec=ModelSpec(id=mid, path=str(model), kind=Kind.LLAMA),
+            constraints=Constraints(ctx=ctx, extra_args=extra),
+        )
+        for mid in ("a", "b")
+    )
+
+
+def test_a_group_sharing_vulkan0_launches_when_its_shares_fit_and_is_refused_when_not(
+    vulkan_llama_server: str, real_model: Path, serve
+) -> None:
+    hw = lavapipe_hw(vulkan_llama_server)
+    # Each member's KV at full length for 65,536 tokens is 1.1 GiB: one fits, two do not.
+    big = plan_group_on_host(_members(real_model, 65536, "--n-gpu-layers", "99", "--swa-full"), hw)
+    err = big.failure()
+    assert isinstance(err, DoesNotFit) and "of GPU 0 (lavapipe) but 2.0 GiB is free" in str(err)
+    g = plan_group_on_host(_members(real_model, 8192), hw).unwrap()
+    assert sum(s.device_memory[0] for s in g.shares) <= 2048 * MiB
+    served = [serve(p) for p in g.plans]
+    pids = [s.proc.pid for s in served]
+    for p, s, share in zip(g.plans, served, g.shares, strict=True):
+        own = device_breakdown(s.stop())["Vulkan0"]
+        assert p.memory is not None and p.memory.devices[0].reserved <= share.device_memory[0]
+        assert abs(p.memory.devices[0].reserved - own[0] * MiB) <= 0.10 * own[0] * MiB
+    assert all(_group_of(pid) == [] for pid in pids)  # stop leaves nothing
