@@ -57,18 +57,21 @@ RECIPE=3
 # plugin that uses its widest vector unit (measured; see docs/executors.md):
 #   x64 (x86-64-v1) · sse42 (v2, Nehalem) · sandybridge (AVX) · haswell (AVX2/FMA, v3; also Zen 1-3)
 #   alderlake (AVX-VNNI without AVX-512) · skylakex (AVX-512, v4; also Zen 4 without VNNI use)
-#   icelake (AVX-512 VNNI/VBMI: Ice Lake, Zen 4/5) - llama only
-#   sapphirerapids (+ AVX512_BF16, AMX: Xeon 4th generation and later) - llama only: what an
-#     official release loads there, and it repacks weights into AMX buffers (more host memory)
+#   icelake (AVX-512 VNNI/VBMI: Ice Lake, Sapphire Rapids, Zen 4/5) - llama only
 # A CPU between two levels loads the best one it supports (ggml scores each plugin at start).
-# LLAMA_ADDED_VARIANTS were added after the cache directory's name was fixed: they are built into
-# the same directory (add_plugins, ~1-2 min each) instead of renaming it, which would rebuild
-# the whole executor (~12 min on 2 cores). They are part of the portable set all the same.
+# Not built: sapphirerapids (+ AVX512_BF16, AMX: what an official release loads on Xeon 4th
+# generation and later). Built from this vendored source (llama-cpp-python 0.3.36) and added
+# to the cache, it died with SIGILL (`tilezero` in tinygemm_kernel_amx<block_q8_0>) at the
+# warm-up of the tiny Q8_0 model and of Gemma 3 270M on a Sapphire Rapids class VM whose
+# /proc/cpuinfo lists amx_tile and amx_int8, where the PyPI wheel's newer ggml uses AMX
+# (2026-12-06). LLAMA_ADDED_VARIANTS are variants added after the cache directory's name was
+# fixed: they are built into the same directory (add_plugins, ~1 min each) instead of a new one,
+# which would rebuild the whole executor (~35 min on 2 shared cores); name one there once a
+# source that runs it is vendored.
 LLAMA_ADDED_VARIANTS=""
 case "$(uname -m)" in
   x86_64)
     LLAMA_VARIANTS="x64 sse42 sandybridge haswell alderlake skylakex icelake"
-    LLAMA_ADDED_VARIANTS="sapphirerapids"
     WHISPER_VARIANTS="x64 sse42 sandybridge haswell skylakex" ;;
   aarch64 | arm64)
     # Linux ARM levels: v8.0, v8.2 + dotprod, + fp16, v8.6 + i8mm (not tested here).
