@@ -65,7 +65,9 @@ SERIAL_MODULES = frozenset(
     }
 )
 # Fixtures that hand a test a real executor (tests/conftest.py).
-SERIAL_FIXTURES = frozenset({"llama_server", "whisper_server", "fit_params", "real_hw"})
+SERIAL_FIXTURES = frozenset(
+    {"llama_server", "whisper_server", "fit_params", "real_hw", "vulkan_llama_server"}
+)
 
 
 def is_serial(item: pytest.Item) -> bool:

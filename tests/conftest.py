@@ -152,6 +152,37 @@ def fit_params() -> str:
     return _executor("llama-fit-params")
 
 
+VULKAN_ENV = {"GGML_VK_VISIBLE_DEVICES": "0"}
+"""lavapipe is a CPU device, which ggml's Vulkan backend lists only when asked for it."""
+
+
+@pytest.fixture(scope="session")
+def vulkan_llama_server() -> str:
+    """A llama-server with the Vulkan backend that sees lavapipe as Vulkan0 (2048 MiB):
+    ./dev test installs both (scripts/install-executors.sh vulkan) and names the binary in
+    EXEDRA_VULKAN_LLAMA_SERVER. Missing, or not seeing the device, is a failure, never a skip:
+    the GPU path is tested for real on every machine."""
+    import os
+    import subprocess
+
+    path = os.environ.get("EXEDRA_VULKAN_LLAMA_SERVER", "")
+    if not path or not os.access(path, os.X_OK):
+        pytest.fail(
+            f"no Vulkan llama-server (EXEDRA_VULKAN_LLAMA_SERVER={path!r}): run ./dev test "
+            "(or scripts/install-executors.sh vulkan)",
+            pytrace=False,
+        )
+    r = subprocess.run([path, "--list-devices"], env={**os.environ, **VULKAN_ENV},
+                       capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    if "Vulkan0: llvmpipe" not in r.stdout:
+        pytest.fail(
+            f"{path} --list-devices does not list lavapipe as Vulkan0 (apt-get install "
+            f"mesa-vulkan-drivers): {r.stdout.strip()[-300:]!r}",
+            pytrace=False,
+        )
+    return path
+
+
 @pytest.fixture(scope="session")
 def whisper_server() -> str:
     return _executor("whisper-server")

@@ -8,6 +8,7 @@ from types import ModuleType
 
 from bench.common import Row
 from bench.rows import (
+    build_matrix,
     cli_start,
     group,
     inspect_header,
@@ -35,6 +36,7 @@ _MODULES: tuple[ModuleType, ...] = (
     vs_ramalama,
     memory,
     group,
+    build_matrix,
 )
 
 ROWS: dict[int, RowRun] = {m.N: m.run for m in _MODULES}

@@ -230,7 +230,7 @@ def test_device_memory_is_shared_by_what_each_plan_reserves_on_a_gpu_fixture() -
         assert plan.memory.devices[0].reserved <= share.device_memory[0]
     assert sum(s.device_memory[0] for s in g.shares) <= g.device_budgets[0]
     small = msgspec.structs.replace(
-        hw, gpus=(msgspec.structs.replace(hw.gpus[0], vram_free=900 * MIB),)
+        hw, gpus=(msgspec.structs.replace(hw.gpus[0], vram_free=300 * MIB),)
     )
     # llama.cpp's fitter on (as `plan_launch` leaves it): said, the fitter keeps layers back.
     fitted = plan_group(ms, small, facts=fs).unwrap()
@@ -242,7 +242,7 @@ def test_device_memory_is_shared_by_what_each_plan_reserves_on_a_gpu_fixture() -
     got = plan_group(pinned, small, facts=fs)
     assert isinstance(got, Failure) and isinstance(got.failure(), DoesNotFit)
     assert str(got.failure()).startswith("the group reserves ")
-    assert "of GPU 0 (card0) but 900 MiB is free: a " in str(got.failure())
+    assert "of GPU 0 (card0) but 300 MiB is free: a " in str(got.failure())
 
 
 def test_the_groups_constraints_apply_where_a_member_sets_nothing() -> None:

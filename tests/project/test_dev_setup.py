@@ -63,6 +63,61 @@ def test_a_this_cpu_build_picks_the_variant_ggml_would_load_and_the_baseline(
     assert _this_cpu(WHISPER, flags) == whisper
 
 
+SPR = f"{HASWELL} avx_vnni {AVX512} avx512vbmi avx512_vnni avx512_bf16 amx_tile amx_int8"
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the x86 variants' table")
+@pytest.mark.parametrize(
+    ("flags", "llama"),
+    [
+        (SPR, "x64 sapphirerapids"),  # what an official release loads on Xeon 4th gen and later
+        (SPR.replace(" amx_int8", ""), "x64 icelake"),  # ggml's score needs AMX_INT8
+        (f"{HASWELL} avx_vnni", "x64 alderlake"),
+    ],
+)
+def test_a_this_cpu_build_with_the_added_amx_variant_picks_it_on_an_amx_cpu_only(
+    flags: str, llama: str
+) -> None:
+    assert _this_cpu(f"{LLAMA} sapphirerapids", flags) == llama
+
+
+def _vulkan_choice(flags: str, override: str | None = None) -> subprocess.CompletedProcess[str]:
+    text = SCRIPT.read_text()
+    wheel_cpu = next(ln for ln in text.splitlines() if ln.startswith("VULKAN_WHEEL_CPU="))
+    funcs = [text[text.index(f"{name}() {{") :].split("\n}\n", 1)[0] + "\n}\n"
+             for name in ("die", "vulkan_choice")]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "EXEDRA_VULKAN_FROM"}
+    if override is not None:
+        env["EXEDRA_VULKAN_FROM"] = override
+    body = 'log() { echo "$*" >&2; }\n' + wheel_cpu + "\n" + "".join(funcs)
+    argv = ["bash", "-c", body + 'vulkan_choice "$1"', "-", flags]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env, check=False)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the wheel is an x86-64 build")
+@pytest.mark.parametrize(
+    ("flags", "override", "choice"),
+    [
+        (SPR, None, "wheel"),
+        (SPR, "auto", "wheel"),
+        (f"{HASWELL} avx_vnni", None, "source"),  # the wheel would die with SIGILL here
+        (f"{HASWELL} avx_vnni {AVX512} avx512vbmi avx512_vnni", None, "source"),  # no AMX
+        (SPR, "source", "source"),
+        (HASWELL, "wheel", "wheel"),
+    ],
+)
+def test_the_vulkan_llama_server_is_the_wheel_only_on_a_cpu_it_was_compiled_for(
+    flags: str, override: str | None, choice: str
+) -> None:
+    r = _vulkan_choice(flags, override)
+    assert (r.returncode, r.stdout.strip()) == (0, choice), r.stderr
+
+
+def test_the_vulkan_choice_refuses_an_unknown_override() -> None:
+    r = _vulkan_choice(SPR, "docker")
+    assert r.returncode == 1 and "EXEDRA_VULKAN_FROM=docker" in r.stderr
+
+
 def test_install_executors_refuses_an_unknown_size(tmp_path: Path) -> None:
     env = {**os.environ, "EXEDRA_EXECUTORS_CACHE": str(tmp_path)}
     r = subprocess.run([str(SCRIPT), "llama", "tiny"], capture_output=True, text=True, timeout=30,

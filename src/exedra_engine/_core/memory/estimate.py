@@ -83,6 +83,25 @@ def compute_bytes(inv: ModelInventory, sh: ContextGeometry, kv_cells: int) -> Co
     )
 
 
+SERVED_LIVE_ROWS: Final = 3
+"""f32 rows per ubatch token a device's compute buffer holds at its peak, of the feed-forward
+width and of the embedding each (the gate, the up projection and their product; the residual,
+the norm and the attention output), checked against llama-server's own breakdown on
+lavapipe: Gemma 3 270M, ctx 8192 and 32768, within 3 %."""
+
+
+def served_compute(inv: ModelInventory, sh: ContextGeometry, c: Compute, *, output: bool) -> int:
+    """The compute buffer llama-server reserves on a device (what the device commits): the
+    attention's mask and scores, held through the whole graph, and the larger of a layer's
+    live activations and the logits. The server's logits are one row per slot, not per ubatch
+    token (tools/server/server-context.cpp sets ``n_outputs_max`` to its slot count), where
+    llama-fit-params, which the host's reserved figure follows, sizes them for every token."""
+    ff = max((*inv.feed_forward, 1))
+    live = 4 * sh.ubatch * SERVED_LIVE_ROWS * (ff + inv.embedding)
+    logits = min(c.logits, inv.vocab * 4 * sh.seqs) if output else 0
+    return c.attention + max(live, logits)
+
+
 def prompt_cache_bytes(s: MemorySettings, kv_total: int) -> int:
     """The host prompt cache llama-server may fill (``--cache-ram`` MiB; -1: unlimited, then
     bounded only by its token limit, about one full KV cache)."""
@@ -230,8 +249,9 @@ def _model_parts(
     devices: list[_Pair] = []
     for i in range(len(p.devices)):
         has_layers = any(d == i for d in p.layers)
-        dev_c = c if p.output == i else no_logits
-        comp = dev_c.reserved if has_layers or p.output == i else 0
+        comp = (
+            served_compute(inv, sh, c, output=p.output == i) if has_layers or p.output == i else 0
+        )
         part = MemoryParts(weights=w_dev[i], kv=kv_dev[i], compute=comp)
         devices.append((part, part))  # a device commits what it reserves
     return host, devices

@@ -1,0 +1,194 @@
+"""Row 12: the memory plan of each llama-server this machine has, side by side in one run.
+
+Builds: the project's own CPU build (scripts/install-executors.sh), the Vulkan build of ./dev
+(EXEDRA_VULKAN_LLAMA_SERVER) with no device visible (its CPU path), and the same on Vulkan0
+(lavapipe). Each with Gemma 3 270M at two contexts. Host: the plan's resident estimate (its
+prompt cache budget left out), with the build's extra weight copies counted from its own load
+(`exedra_engine._shell.extra_buffers`), against VmHWM. CPU cells after a ~700-token chat
+prompt; the Vulkan0 cells after the load only (lavapipe computes Gemma at about a token a
+second, and the wheel dies in its first decode there). Device: the plan's reservation against
+the executor's own breakdown at exit (self = model + context + compute).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import Row, executor, free_port, poll_fixed, real_model, scored
+from bench.goals import MEM_TOLERANCE, MiB
+from bench.rows.memory import _estimate, _peak_after_chat, _vm_hwm
+
+N = 12
+CTXS = (8192, 32768)
+VULKAN_ENV = "GGML_VK_VISIBLE_DEVICES"
+
+_DEVICE_ROW = re.compile(
+    r"memory_breakdown_print: \|\s+- (\w+) \(.*?\)\s+\|\s+\d+ =\s+\d+ \+ \(\s*(\d+) ="
+)
+
+
+def _builds() -> list[tuple[str, Path, str]]:
+    """(name, binary, GGML_VK_VISIBLE_DEVICES) for each build here."""
+    out: list[tuple[str, Path, str]] = []
+    own = executor("llama-server")
+    if own is not None:
+        out.append(("own CPU build", own, ""))
+    vk = os.environ.get("EXEDRA_VULKAN_LLAMA_SERVER", "")
+    if vk and os.access(vk, os.X_OK):
+        out.append(("Vulkan build, CPU", Path(vk), "none"))  # an index no device has
+        out.append(("Vulkan build, Vulkan0", Path(vk), "0"))
+    return out
+
+
+def _hw(binary: Path, on_device: bool) -> Any:
+    from exedra_engine import CPU, GPU, ExecutorInfo, Hardware, Kind
+
+    gpus = (GPU(card="lavapipe", driver="llvmpipe", vram=2048 * MiB, vram_free=2048 * MiB),)
+    return Hardware(
+        cpu=CPU(threads=os.cpu_count() or 1),
+        gpus=gpus if on_device else (),
+        executors=(
+            ExecutorInfo(
+                kind=Kind.LLAMA,
+                path=str(binary),
+                backends=("cpu", "vulkan") if on_device else ("cpu",),
+            ),
+        ),
+    )
+
+
+def _load_only(plan: Any, log_path: Path) -> tuple[int, str]:
+    """Start, wait until ready, stop: VmHWM after the load and the log (breakdown at exit)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_")}
+    env.update(e.split("=", 1) for e in plan.env)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [plan.command, *plan.args, "--verbose"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
+    try:
+        poll_fixed(f"http://127.0.0.1:{plan.port}/health", 0.05, time.monotonic() + 300)
+        peak = _vm_hwm(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return peak, log_path.read_text(errors="replace")
+
+
+def _err(ours: int | None, truth: int) -> float | None:
+    return None if ours is None or not truth else (ours - truth) / truth
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.0f}%"
+
+
+def run(tmp: Path, quick: bool) -> list[Row]:
+    """Each build x Gemma at two contexts: host estimate vs VmHWM, device vs breakdown."""
+    from exedra_engine import Constraints, Kind, ModelSpec, plan
+    from exedra_engine._shell.extra_buffers import with_build_buffers
+
+    model = real_model()
+    builds = _builds()
+    cells: list[dict[str, Any]] = []
+    if model is not None:
+        for name, binary, vis in builds:
+            on_device = vis == "0"
+            saved = os.environ.get(VULKAN_ENV)
+            os.environ[VULKAN_ENV] = vis
+            try:
+                for ctx in CTXS:
+                    p = plan(
+                        ModelSpec(path=str(model), kind=Kind.LLAMA),
+                        _hw(binary, on_device),
+                        Constraints(ctx=ctx, port=free_port(), no_gpu=not on_device),
+                    ).unwrap()
+                    p, note = with_build_buffers(p)
+                    log_path = tmp / "build-matrix.log"
+                    if on_device:
+                        peak, log = _load_only(p, log_path)
+                    else:
+                        peak, _, _ = _peak_after_chat(p, ctx, log_path)
+                        log = log_path.read_text(errors="replace")
+                    est, _ = _estimate(p)
+                    own = {m.group(1): int(m.group(2)) * MiB for m in _DEVICE_ROW.finditer(log)}
+                    dev = p.memory.devices[0] if p.memory and p.memory.devices else None
+                    if dev is not None:
+                        # lavapipe's device memory is this process's memory: VmHWM holds it
+                        # beside the host's; the host's own peak is the rest.
+                        peak -= own.get(dev.name, 0)
+                    cells.append(
+                        {
+                            "build": name,
+                            "ctx": ctx,
+                            "peak": peak,
+                            "est": est,
+                            "host_err": _err(est, peak),
+                            "device": dev.name if dev else "",
+                            "dev_planned": dev.reserved if dev else None,
+                            "dev_own": own.get(dev.name, 0) if dev else 0,
+                            "dev_err": _err(dev.reserved, own.get(dev.name, 0)) if dev else None,
+                            "extra": note,
+                        }
+                    )
+                    print(f"  build matrix: {name} ctx {ctx}: {note}", file=sys.stderr)
+            finally:
+                if saved is None:
+                    os.environ.pop(VULKAN_ENV, None)
+                else:
+                    os.environ[VULKAN_ENV] = saved
+    _print(cells)
+    errs = [abs(e) for c in cells for e in (c["host_err"], c["dev_err"]) if e is not None]
+    worst = max(errs, default=None)
+    missed = sum(1 for e in errs if e > MEM_TOLERANCE)
+    fig = (
+        f"{len(cells)} cells, worst {_pct(worst)}, {missed} past 10%"
+        if cells
+        else "no build or no real model here"
+    )
+    return [
+        scored(
+            "build_matrix",
+            what=f"memory by build: {len(builds)} builds x Gemma x {len(CTXS)} contexts",
+            ours=fig,
+            ref="VmHWM (host), the executor's breakdown (device)",
+            figure=fig,
+            data={"cells": cells, "missed": missed, "worst_err": worst},
+        )
+    ]
+
+
+def _print(cells: list[dict[str, Any]]) -> None:
+    print(
+        "\nmemory by build (MiB): host est = the plan's resident estimate with the build's "
+        "extra weight copies, peak = VmHWM\n(CPU: after a ~700-token prompt; Vulkan0: after "
+        "the load, less the device's own figure: lavapipe's memory is the process's);\ndevice "
+        "= the plan's reservation (dev.p) vs the executor's breakdown (dev: self = model + "
+        "context + compute)"
+    )
+    cols = ("peak", "est", "err", "dev.p", "dev", "err")
+    print(f"{'build':<24} {'ctx':>6} " + " ".join(f"{c:>6}" for c in cols))
+    for c in cells:
+        dp = "-" if c["dev_planned"] is None else f"{c['dev_planned'] / MiB:.0f}"
+        do = f"{c['dev_own'] / MiB:.0f}" if c["dev_own"] else "-"
+        print(
+            f"{c['build']:<24} {c['ctx']:>6} {c['peak'] / MiB:>6.0f} "
+            f"{(c['est'] or 0) / MiB:>6.0f} {_pct(c['host_err']):>6} {dp:>6} {do:>6} "
+            f"{_pct(c['dev_err']):>6}"
+        )
+    print()
