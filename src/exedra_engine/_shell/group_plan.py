@@ -24,11 +24,11 @@ from exedra_engine._core.values import Constraints, Hardware
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.local.ports import HostFiles
 from exedra_engine._shell.plan import (
-    _sized,
     file_size,
     model_inventory,
     read_ports_in_use,
     side_inventories,
+    sized,
 )
 from exedra_engine.errors import ConfigError, EngineError, PlanError
 
@@ -93,7 +93,8 @@ def explain_group_request(
     if req.check_ports:
         for kind in {m.spec.kind for m in req.members}:
             in_use |= read_ports_in_use(host, kind, executors=ex)
-    facts = tuple(member_facts(m, req.constraints, host, executors=ex) for m in req.members)
+    reads = _Reads(host, ex)
+    facts = tuple(reads.facts(m, req.constraints) for m in req.members)
     e = explain_group_plan(
         req.members,
         req.hardware,
@@ -107,7 +108,7 @@ def explain_group_request(
         executors=ex,
         explain=explain,
     )
-    members = tuple(_sized(m, host) for m in e.members)
+    members = tuple(sized(m, reads.size) for m in e.members)
     plan = msgspec.structs.replace(e.plan, plans=tuple(m.plan for m in members))
     return msgspec.structs.replace(e, plan=plan, members=members)
 
@@ -127,6 +128,35 @@ def member_facts(
         side_models=side_inventories(m.spec, c, files, executors=executors),
         file_size=file_size(m.spec.path, files),
     )
+
+
+class _Reads:
+    """What one group plan reads of its members' files, each path read once: members that
+    name one model share its header, inventory and size (a group of many members on one
+    file would otherwise cost a header read, and an inventory held, per member)."""
+
+    def __init__(self, files: HostFiles, executors: Executors) -> None:
+        self.files, self.executors = files, executors
+        self._facts: dict[tuple[object, ...], MemberFacts] = {}
+        self._sizes: dict[str, int] = {}
+
+    def facts(self, m: GroupMember, group: Constraints) -> MemberFacts:
+        c = m.constraints
+        # What `member_facts` reads depends on the kind, the model, and the layers that may
+        # name a side model (values, hashable): equal ones read the same files.
+        over = c.overrides if c.overrides is not None else group.overrides
+        key = (m.spec.kind, m.spec.path, m.spec.run_args, c.extra_args, over)
+        got = self._facts.get(key)
+        if got is None:
+            got = member_facts(m, group, self.files, executors=self.executors)
+            self._facts[key] = got
+        return got
+
+    def size(self, path: str) -> int:
+        got = self._sizes.get(path)
+        if got is None:
+            got = self._sizes[path] = file_size(path, self.files)
+        return got
 
 
 def _affinity() -> tuple[int, ...] | None:

@@ -3,7 +3,7 @@ the ports in use, the sizes of the files it loads) and calls the pure planner.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -121,12 +121,13 @@ def explain_request(
         executors=req.executors,
         profile=profile,
     )
-    return _sized(e, host)
+    return sized(e, lambda path: file_size(path, host))
 
 
-def _sized(e: Explained, files: HostFiles) -> Explained:
-    """The plan with the size of every file it loads (the planner knows the header's only)."""
-    sizes = {f.path: file_size(f.path, files) for f in e.plan.files if not f.size}
+def sized(e: Explained, size: Callable[[str], int]) -> Explained:
+    """The plan with the size of every file it loads (the planner knows the header's only),
+    as `size` tells it (`file_size` on a host)."""
+    sizes = {f.path: size(f.path) for f in e.plan.files if not f.size}
     if not any(sizes.values()):
         return e
     plan = msgspec.structs.replace(e.plan, files=with_sizes(e.plan.files, sizes))

@@ -3,12 +3,13 @@ group's, its facts and its profile; and what the planner decides for it as it go
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.group.cpus import CpuShare
 from exedra_engine._core.group.values import GroupMember, MemberFacts
 from exedra_engine._core.values import Constraints
+from exedra_engine.constants import MAX_GROUP_MEMBERS
 from exedra_engine.errors import PlanError
 
 
@@ -19,7 +20,7 @@ class Member:
         self.m, self.c, self.f, self.p = m, c, f, p
         self.cpu: CpuShare | None = None
         self.extra: tuple[str, ...] = ()
-        self.in_use: frozenset[int] = frozenset()
+        self.in_use: Set[int] = frozenset()
         self.floor = self.want = 0
         self.why = ""
 
@@ -48,6 +49,8 @@ def members_of(
 def _check_members(members: Sequence[GroupMember]) -> None:
     if not members:
         raise PlanError("a group needs at least one member")
+    if len(members) > MAX_GROUP_MEMBERS:
+        raise PlanError(f"{len(members)} members, more than {MAX_GROUP_MEMBERS} in one group")
     seen: set[str] = set()
     for i, m in enumerate(members):
         if not m.spec.id:

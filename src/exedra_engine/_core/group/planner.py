@@ -35,12 +35,12 @@ from exedra_engine._core.group.memory import (
     split_budget,
     whisper_resident,
 )
+from exedra_engine._core.group.ports import Taken
 from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.memory.settings import fitter_off, read_settings
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.planner import Explained, PlanFacts, plan_facts
-from exedra_engine._core.plan.ports import next_free_port
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan
 from exedra_engine.constants import DEFAULT_PORT_BASE
@@ -196,7 +196,7 @@ def _explained(
     notes: list[str] = []
     ms = members_of(members, constraints, options.get("facts", ()), executors, notes)
     _share_cpus(ms, hw, options.get("cpus"), notes)
-    _reserve_ports(ms, options.get("ports_in_use", frozenset()), running)
+    taken = _reserve_ports(ms, options.get("ports_in_use", frozenset()), running)
     budget, how, dev_held = group_budget(hw, running, {p.kind: p for p in executors})
     planning = _Planning(
         hw=hw,
@@ -210,7 +210,7 @@ def _explained(
     for x in ms:
         _want_and_floor(x, hw, planning.planned(x, whole, full=False))
     shares = _host_shares(ms, budget, how, solo=planning.solo, notes=notes)
-    out = _plan_in_order(ms, shares, planning, budget, how)
+    out = _plan_in_order(ms, shares, planning, budget, how, taken=taken)
     _check_ports(ms, out)
     plans = tuple(e.plan for e in out)
     dev_budgets, dev_shares, said = device_shares(
@@ -252,15 +252,17 @@ def _plan_in_order(
     planning: _Planning,
     budget: int | None,
     how: str,
+    *,
+    taken: Taken,
 ) -> list[Explained]:
     """Each member's plan within its share, in member order."""
     whole = None if budget is None else (budget, how)
     out: list[Explained] = []
-    for x, share in zip(ms, shares, strict=True):
+    for i, (x, share) in enumerate(zip(ms, shares, strict=True)):
         mine = whole if planning.solo or budget is None else (share, _share_how(x, budget, how))
-        # The ports the members before it really listen on (a layer may have moved one).
-        x.in_use = x.in_use | {e.plan.port for e in out}
         out.append(planning.planned(x, mine, full=True))
+        # The members after it skip the port it really listens on (a layer may move one).
+        taken.give(out[-1].plan.port, i)
     return out
 
 
@@ -330,10 +332,9 @@ def _share_cpus(
                 )
 
 
-def _reserve_ports(ms: list[Member], in_use: Set[int], running: Sequence[Running]) -> None:
+def _reserve_ports(ms: list[Member], in_use: Set[int], running: Sequence[Running]) -> Taken:
     """Each member's ports in use: the host's, the running plans', every member's explicit
     port but its own, and the ports the members before it were given."""
-    taken = set(in_use) | {r.port for r in running if isinstance(r, LaunchPlan)}
     explicit: dict[int, str] = {}
     for x in ms:
         if x.c.port:
@@ -342,13 +343,17 @@ def _reserve_ports(ms: list[Member], in_use: Set[int], running: Sequence[Running
                     f"members {explicit[x.c.port]} and {x.id} both ask for port {x.c.port}"
                 )
             explicit[x.c.port] = x.id
-    for x in ms:
-        others = {p for p, who in explicit.items() if who != x.id}
-        x.in_use = frozenset(taken | others)
+    taken = Taken(set(in_use) | {r.port for r in running if isinstance(r, LaunchPlan)}, explicit)
+    for i, x in enumerate(ms):
+        x.in_use = taken.view(x.id, i)
         if not x.c.port:
-            port = next_free_port(x.c.port_base or DEFAULT_PORT_BASE, x.in_use)
+            base = x.c.port_base or DEFAULT_PORT_BASE
+            port = taken.scan(base, i) if 0 < base < 65536 else None
             if port is not None:
-                taken.add(port)
+                taken.give(port, i)
+                # Its plan scans from there: every port from the base below it is taken.
+                x.c = msgspec.structs.replace(x.c, port_base=port)
+    return taken
 
 
 def _want_and_floor(x: Member, hw: Hardware, alone: Explained) -> None:
