@@ -41,9 +41,9 @@ from exedra_engine._core.plan.layers import (
     env_items,
     merge,
 )
-from exedra_engine._core.plan.load_files import load_files
 from exedra_engine._core.plan.model_findings import model_findings
 from exedra_engine._core.plan.ports import choose_port, port_origin
+from exedra_engine._core.plan.reading import merged_reading, remember
 from exedra_engine._core.plan.request_checks import check_request
 from exedra_engine._core.secrets.reprs import shown_explained
 from exedra_engine._core.struct import Value
@@ -262,7 +262,10 @@ def _plan(
     memory = _memory(profile, hw, m, facts)
     if memory is not None and memory.engine_args:
         m = with_memory_args(m, profile, layers, memory.engine_args, after=len(facts.engine_extra))
-    r = resolve_merged(profile, m.args, m.settings, m.env_map)
+    reading = merged_reading(
+        profile, m, resolve_merged(profile, m.args, m.settings, m.env_map), model
+    )
+    r = reading.endpoint
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
         raise PortInUse(f"port {r.port} is already in use ({port_origin(profile, m)})")
@@ -276,11 +279,12 @@ def _plan(
         port=r.port,
         api_key=r.api_key,
         key_env=constraints.api_key_env if r.api_key else "",
-        ready=ready_path(profile, m),
-        files=load_files(profile, m.args, m.env_map, model, items=m.items),
+        ready=reading.ready,
+        files=reading.files,
         memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )
+    remember(plan, profile, reading)
     found = (
         _findings(profile, spec, constraints, *judge, executors=executors)
         + model_findings(profile, spec, m, model, facts.inventory)
@@ -358,18 +362,3 @@ def _findings(
         caller_env=env_items(c.extra_env, "caller env"),
         executors=executors,
     )
-
-
-def ready_path(profile: ExecutorProfile, merged: Merged) -> str:
-    """The readiness path, under the prefix the merged argv or env sets (llama-server's
-    ``--api-prefix``, whisper-server's ``--request-path``)."""
-    p = profile
-    flag = merged.settings.get(p.ready_prefix_flag) if p.ready_prefix_flag else None
-    if flag:
-        prefix = flag[0]
-    elif p.ready_prefix_env:
-        # The merge keeps one form of a setting: the variable only when no flag won.
-        prefix = merged.env_map.get(p.ready_prefix_env, "")
-    else:
-        prefix = ""
-    return prefix.rstrip("/") + p.ready_path

@@ -1,0 +1,163 @@
+"""A plan read once: its argv and env as the executor reads them, and every fact derived
+from them (the endpoint, the ready path, the files it loads, its memory settings).
+
+The planner builds the reading of a fresh plan from its one merge and records it, so the
+plan is never cut into items again; any other plan (edited with ``msgspec.structs.replace``,
+decoded from JSON) is a new value, read once when first asked for. Everything that needs a
+fact of a finished plan asks `read_plan` for it instead of reading the argv back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import accumulate
+
+import msgspec
+
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.flags import Item
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.memory.settings import MemorySettings, read_settings
+from exedra_engine._core.plan.endpoint import Resolved, env_dict, resolve_for
+from exedra_engine._core.plan.layers import Merged
+from exedra_engine._core.plan.load_files import load_files
+from exedra_engine._core.struct import EMPTY, Value, freeze, frozen_fields
+from exedra_engine._core.values import LaunchPlan, ModelFile, ModelInfo
+
+
+class PlanReading(Value, frozen=True, kw_only=True):
+    """A plan's argv and env as its executor reads them, and what follows from them."""
+
+    items: tuple[Item, ...]
+    """The argv as the flag table reads it (each `Item.at` is in the plan's argv)."""
+    settings: dict[str, tuple[str, ...]] = EMPTY
+    """The winning values of the non-repeatable known flags, by canonical key."""
+    env: dict[str, str] = EMPTY
+    """The plan's env by name."""
+    endpoint: Resolved
+    """Where it listens and the keys it accepts."""
+    ready: str
+    """The readiness path, under the prefix the argv or env sets."""
+    files: tuple[ModelFile, ...] = ()
+    """Every file it loads, sized from the header where known (the plan's own `files` may
+    carry sizes a shell read since)."""
+    memory: MemorySettings | None = None
+    """Its memory settings, for an executor whose memory is estimated."""
+
+    def __post_init__(self) -> None:
+        frozen_fields(self, "settings", "env")
+
+
+def read_plan(plan: LaunchPlan, executors: Executors = BUILTIN) -> PlanReading:
+    """The reading of `plan` (see the module): recorded by the planner for a plan it made,
+    else read now, once per distinct plan. Raises `PlanError` for an argv the executor
+    would refuse, `NoEndpoint` for one that names no port, and `UnsupportedKind` for a kind
+    `executors` does not have."""
+    return read_with(plan, executors.profile(plan.spec.kind))
+
+
+def read_with(plan: LaunchPlan, profile: ExecutorProfile) -> PlanReading:
+    """`read_plan` where the profile of the plan's kind is at hand."""
+    got = _READ.get((plan, profile))
+    if got is None:
+        got = read_afresh(plan, profile)
+        remember(plan, profile, got)
+    return got
+
+
+def remember(plan: LaunchPlan, profile: ExecutorProfile, reading: PlanReading) -> None:
+    """Record `reading` as the reading of `plan` (the planner's, from its merge)."""
+    if len(_READ) >= _READ_MAX:
+        _READ.pop(next(iter(_READ)))  # the oldest: plans are read soon after they are made
+    _READ[plan, profile] = reading
+
+
+def merged_reading(
+    profile: ExecutorProfile, m: Merged, endpoint: Resolved, model: ModelInfo | None
+) -> PlanReading:
+    """The reading of the plan the planner makes from `m`, its merge: nothing is read again."""
+    # The merge's items stand where they stood in their layers, and a ``--flag=value`` there
+    # is two tokens of the merged argv: placed in the plan's argv, they are its reading.
+    starts = accumulate((len(it.tokens) for it in m.items), initial=0)
+    items = tuple(
+        it if it.at == at and not it.inline else msgspec.structs.replace(it, at=at, inline=False)
+        for it, at in zip(m.items, starts, strict=False)
+    )
+    return _derived(
+        profile,
+        args=m.args,
+        env_list=m.env,
+        items=items,
+        settings=m.settings,
+        env=m.env_map,
+        endpoint=endpoint,
+        model=model,
+    )
+
+
+def read_afresh(plan: LaunchPlan, profile: ExecutorProfile) -> PlanReading:
+    """`read_with` without its record: the plan's argv and env read now (what a plan the
+    planner did not make is read with; the planner's own reading equals it)."""
+    items = profile.flags.split_items(plan.args, "plan args")
+    settings = {it.key: it.values for it in items if it.key is not None}
+    for key in profile.flags.repeatable_keys.intersection(settings):
+        del settings[key]
+    env = env_dict(plan.env)
+    endpoint = resolve_for(profile, plan.args, env)
+    return _derived(
+        profile,
+        args=plan.args,
+        env_list=plan.env,
+        items=items,
+        settings=settings,
+        env=env,
+        endpoint=endpoint,
+        model=plan.model,
+    )
+
+
+def _derived(
+    profile: ExecutorProfile,
+    *,
+    args: tuple[str, ...],
+    env_list: Sequence[str],
+    items: tuple[Item, ...],
+    settings: Mapping[str, tuple[str, ...]],
+    env: Mapping[str, str],
+    endpoint: Resolved,
+    model: ModelInfo | None,
+) -> PlanReading:
+    return PlanReading(
+        items=items,
+        settings=freeze(settings),
+        env=freeze(env),
+        endpoint=endpoint,
+        ready=ready_path(profile, settings, env),
+        files=load_files(profile, args, env, model, items=items),
+        memory=read_settings(profile, args, env_list, items=items)
+        if profile.memory_flags
+        else None,
+    )
+
+
+def ready_path(
+    profile: ExecutorProfile, settings: Mapping[str, tuple[str, ...]], env: Mapping[str, str]
+) -> str:
+    """The readiness path, under the prefix an argv's `settings` or its `env` sets
+    (llama-server's ``--api-prefix``, whisper-server's ``--request-path``)."""
+    p = profile
+    flag = settings.get(p.ready_prefix_flag) if p.ready_prefix_flag else None
+    if flag:
+        prefix = flag[0]
+    elif p.ready_prefix_env:
+        # The merge keeps one form of a setting: the variable only when no flag won.
+        prefix = env.get(p.ready_prefix_env, "")
+    else:
+        prefix = ""
+    return prefix.rstrip("/") + p.ready_path
+
+
+# Readings by plan and profile (both frozen, hashable values): a pure function's memo,
+# bounded, so a long-lived process planning many plans holds only the latest.
+_READ: dict[tuple[LaunchPlan, ExecutorProfile], PlanReading] = {}
+_READ_MAX = 256
