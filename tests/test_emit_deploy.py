@@ -21,6 +21,7 @@ from exedra_engine._core.emit import EmitOptions, Selinux, Storage, Target, emit
 from exedra_engine._core.emit.checks import check_files
 from exedra_engine._core.emit.formats import ini
 from exedra_engine._core.emit.names import DNS1035
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.launch.budget import load_budget
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.planner import Explained
@@ -156,7 +157,8 @@ def test_a_split_set_is_counted_whole(tmp_path: Path) -> None:
     plan = plan_launch(spec, hardware("none"), c, model=model).unwrap()
     assert [f.role for f in plan.files] == ["model", "shard", "shard"]
     host = LocalHost()
-    plan = sized(Explained(plan=plan, sources=()), lambda p: file_size(p, host)).plan
+    e = Explained(plan=plan, sources=())
+    plan = sized(e, lambda p: file_size(p, host), executor_profile(Kind.LLAMA)).plan
     total = 62528 + 2 * 20 * 1024**3
     assert sum(f.size for f in plan.files) == total
     e = emit_files(plan, Target.K8S, EmitOptions(), hardware("none"))

@@ -108,7 +108,7 @@ def explain_group_request(
         executors=ex,
         explain=explain,
     )
-    members = tuple(sized(m, reads.size) for m in e.members)
+    members = tuple(sized(m, reads.size, ex.profile(m.plan.spec.kind)) for m in e.members)
     plan = msgspec.structs.replace(e.plan, plans=tuple(m.plan for m in members))
     return msgspec.structs.replace(e, plan=plan, members=members)
 

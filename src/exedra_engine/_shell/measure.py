@@ -31,6 +31,7 @@ from exedra_engine._core.memory.fit_params import (
     memory_settings,
 )
 from exedra_engine._core.outcome import as_result
+from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, MeasureError
 
@@ -107,9 +108,12 @@ def _measure_plan(
 
 
 def _model_of(profile: ExecutorProfile, plan: LaunchPlan) -> str:
-    items = profile.flags.split_items(plan.args, "plan args")
     return next(
-        (it.values[0] for it in items if it.key == profile.model_flag and it.values),
+        (
+            it.values[0]
+            for it in read_with(plan, profile).items
+            if it.key == profile.model_flag and it.values
+        ),
         plan.spec.path,
     )
 

@@ -20,6 +20,7 @@ from exedra_engine._core.host.netstat import holding_states, ports_in_use
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.load_files import with_sizes
 from exedra_engine._core.plan.planner import Explained, explain_plan
+from exedra_engine._core.plan.reading import with_files
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine._shell.inspect import inventory_at, read_model
@@ -121,16 +122,16 @@ def explain_request(
         executors=req.executors,
         profile=profile,
     )
-    return sized(e, lambda path: file_size(path, host))
+    return sized(e, lambda path: file_size(path, host), profile)
 
 
-def sized(e: Explained, size: Callable[[str], int]) -> Explained:
+def sized(e: Explained, size: Callable[[str], int], profile: ExecutorProfile) -> Explained:
     """The plan with the size of every file it loads (the planner knows the header's only),
-    as `size` tells it (`file_size` on a host)."""
+    as `size` tells it (`file_size` on a host); `profile` is its kind's."""
     sizes = {f.path: size(f.path) for f in e.plan.files if not f.size}
     if not any(sizes.values()):
         return e
-    plan = msgspec.structs.replace(e.plan, files=with_sizes(e.plan.files, sizes))
+    plan = with_files(e.plan, with_sizes(e.plan.files, sizes), profile)
     return msgspec.structs.replace(e, plan=plan)
 
 

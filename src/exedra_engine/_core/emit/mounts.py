@@ -79,8 +79,7 @@ def loaded_files(plan: LaunchPlan, reading: PlanReading) -> tuple[ModelFile, ...
     model header's size only)."""
     sizes = {f.path: f.size for f in plan.files if f.size}
     files = tuple(
-        ModelFile(path=f.path, size=sizes.get(f.path) or f.size, role=f.role)
-        for f in reading.files
+        ModelFile(path=f.path, size=sizes.get(f.path) or f.size, role=f.role) for f in reading.files
     )
     for f in files:
         if not f.path.startswith("/"):

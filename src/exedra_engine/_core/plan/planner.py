@@ -265,7 +265,7 @@ def _plan(
     reading = merged_reading(
         profile, m, resolve_merged(profile, m.args, m.settings, m.env_map), model
     )
-    r = reading.endpoint
+    r = reading.resolved()
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
         raise PortInUse(f"port {r.port} is already in use ({port_origin(profile, m)})")

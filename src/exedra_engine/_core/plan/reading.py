@@ -23,6 +23,7 @@ from exedra_engine._core.plan.layers import Merged
 from exedra_engine._core.plan.load_files import load_files
 from exedra_engine._core.struct import EMPTY, Value, freeze, frozen_fields
 from exedra_engine._core.values import LaunchPlan, ModelFile, ModelInfo
+from exedra_engine.errors import NoEndpoint, PlanError
 
 
 class PlanReading(Value, frozen=True, kw_only=True):
@@ -34,8 +35,11 @@ class PlanReading(Value, frozen=True, kw_only=True):
     """The winning values of the non-repeatable known flags, by canonical key."""
     env: dict[str, str] = EMPTY
     """The plan's env by name."""
-    endpoint: Resolved
-    """Where it listens and the keys it accepts."""
+    endpoint: Resolved | None = None
+    """Where it listens and the keys it accepts; None when its argv and env name no
+    endpoint the executor would take (`resolved` raises why)."""
+    refused: tuple[str, ...] = ()
+    """Why there is no `endpoint`: the error's class name and its message."""
     ready: str
     """The readiness path, under the prefix the argv or env sets."""
     files: tuple[ModelFile, ...] = ()
@@ -47,12 +51,19 @@ class PlanReading(Value, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         frozen_fields(self, "settings", "env")
 
+    def resolved(self) -> Resolved:
+        """`endpoint`, raising what reading it raised (`NoEndpoint`, `PlanError`)."""
+        if self.endpoint is not None:
+            return self.endpoint
+        name, message = self.refused
+        raise (NoEndpoint if name == NoEndpoint.__name__ else PlanError)(message)
+
 
 def read_plan(plan: LaunchPlan, executors: Executors = BUILTIN) -> PlanReading:
     """The reading of `plan` (see the module): recorded by the planner for a plan it made,
     else read now, once per distinct plan. Raises `PlanError` for an argv the executor
-    would refuse, `NoEndpoint` for one that names no port, and `UnsupportedKind` for a kind
-    `executors` does not have."""
+    would refuse and `UnsupportedKind` for a kind `executors` does not have; an endpoint it
+    cannot read is kept as why (`PlanReading.resolved`)."""
     return read_with(plan, executors.profile(plan.spec.kind))
 
 
@@ -70,6 +81,16 @@ def remember(plan: LaunchPlan, profile: ExecutorProfile, reading: PlanReading) -
     if len(_READ) >= _READ_MAX:
         _READ.pop(next(iter(_READ)))  # the oldest: plans are read soon after they are made
     _READ[plan, profile] = reading
+
+
+def with_files(
+    plan: LaunchPlan, files: tuple[ModelFile, ...], profile: ExecutorProfile
+) -> LaunchPlan:
+    """The plan with `files` (the same files, sized by a shell that read them): its argv
+    and env are unchanged, so its reading is carried over, not read again."""
+    out = msgspec.structs.replace(plan, files=files)
+    remember(out, profile, read_with(plan, profile))
+    return out
 
 
 def merged_reading(
@@ -98,12 +119,18 @@ def merged_reading(
 def read_afresh(plan: LaunchPlan, profile: ExecutorProfile) -> PlanReading:
     """`read_with` without its record: the plan's argv and env read now (what a plan the
     planner did not make is read with; the planner's own reading equals it)."""
+    env = env_dict(plan.env)
+    # The endpoint first, as the executor reads it: its refusals are the ones people meet.
+    endpoint: Resolved | None = None
+    refused: tuple[str, ...] = ()
+    try:
+        endpoint = resolve_for(profile, plan.args, env)
+    except (NoEndpoint, PlanError) as e:
+        refused = (type(e).__name__, str(e))
     items = profile.flags.split_items(plan.args, "plan args")
     settings = {it.key: it.values for it in items if it.key is not None}
     for key in profile.flags.repeatable_keys.intersection(settings):
         del settings[key]
-    env = env_dict(plan.env)
-    endpoint = resolve_for(profile, plan.args, env)
     return _derived(
         profile,
         args=plan.args,
@@ -113,6 +140,7 @@ def read_afresh(plan: LaunchPlan, profile: ExecutorProfile) -> PlanReading:
         env=env,
         endpoint=endpoint,
         model=plan.model,
+        refused=refused,
     )
 
 
@@ -124,14 +152,16 @@ def _derived(
     items: tuple[Item, ...],
     settings: Mapping[str, tuple[str, ...]],
     env: Mapping[str, str],
-    endpoint: Resolved,
+    endpoint: Resolved | None,
     model: ModelInfo | None,
+    refused: tuple[str, ...] = (),
 ) -> PlanReading:
     return PlanReading(
         items=items,
         settings=freeze(settings),
         env=freeze(env),
         endpoint=endpoint,
+        refused=refused,
         ready=ready_path(profile, settings, env),
         files=load_files(profile, args, env, model, items=items),
         memory=read_settings(profile, args, env_list, items=items)
