@@ -5,19 +5,32 @@ members naming one model file read it once."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from exedra_engine import ConfigError, GroupMember, Kind, ModelSpec, PlanError, plan_group
+from exedra_engine import (
+    ConfigError,
+    GroupMember,
+    Kind,
+    ModelSpec,
+    PlanError,
+    explain_group,
+    plan_group,
+)
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.group import member as member_module
 from exedra_engine._core.group.file import parse_group_file
 from exedra_engine._core.group.ports import PortsView, Taken
+from exedra_engine._core.plan import planner as planner_module
+from exedra_engine._core.plan.layers import Layer, Merged
 from exedra_engine._shell.group_plan import GroupRequest, explain_group_request
 from exedra_engine.constants import MAX_GROUP_MEMBERS
 from exedra_engine.testing import write_tiny_llama
 from tests.memory_host import MemoryHost
-from tests.test_group_plan import hw_with
+from tests.test_group_plan import TRIO, TRIO_FACTS, hw_with
 
 
 def _members(n: int, path: str = "/absent/m.gguf") -> tuple[GroupMember, ...]:
@@ -101,3 +114,19 @@ def test_members_naming_one_model_file_read_it_once(tmp_path: Path) -> None:
     assert len(e.plan.plans) == 40
     assert all(p.model is not None for p in e.plan.plans)
     assert host.opened.count("/m/one.gguf") <= 2  # the header and inventory read, the size
+
+
+def test_each_member_is_merged_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Want, floor and share are decided on one merge per member (llama members were
+    # merged three times: their want, a bare plan for the floor, their share).
+    merged: list[str] = []
+    real = planner_module.merge
+
+    def counting(profile: ExecutorProfile, layers: Sequence[Layer], **kw: Any) -> Merged:
+        merged.append(profile.kind)
+        return real(profile, layers, **kw)
+
+    monkeypatch.setattr(planner_module, "merge", counting)
+    g = explain_group(TRIO, hw_with(), facts=TRIO_FACTS).unwrap()
+    assert [p.memory is not None for p in g.plan.plans] == [True, True, False]
+    assert sorted(merged) == sorted(m.spec.kind for m in TRIO)

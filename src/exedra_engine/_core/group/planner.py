@@ -16,8 +16,8 @@ A group of one is planned exactly as `plan_launch` plans its member.
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
-from typing import TYPE_CHECKING, NamedTuple, TypedDict, Unpack
+from collections.abc import Callable, Sequence, Set
+from typing import TYPE_CHECKING, NamedTuple, TypedDict, TypeVar, Unpack
 
 import msgspec
 
@@ -38,9 +38,11 @@ from exedra_engine._core.group.memory import (
 from exedra_engine._core.group.ports import Taken
 from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
 from exedra_engine._core.memory.explain import size_text
-from exedra_engine._core.memory.settings import fitter_off, read_settings
+from exedra_engine._core.memory.settings import MemorySettings, fitter_off
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.plan.planner import Explained, PlanFacts, plan_facts
+from exedra_engine._core.plan.planner import Explained, PlanFacts, Staged, decided, finished, staged
+from exedra_engine._core.plan.ports import choose_port
+from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan
 from exedra_engine.constants import DEFAULT_PORT_BASE
@@ -48,6 +50,8 @@ from exedra_engine.errors import DoesNotFit, EngineError, NoHardware, PortInUse
 
 if TYPE_CHECKING:
     from returns.result import Result
+
+_T = TypeVar("_T")
 
 
 class GroupExplained(Value, frozen=True, kw_only=True):
@@ -142,9 +146,9 @@ class _Planning(NamedTuple):
     solo: bool
     """A group of one, joining nothing: planned, and failing, as `plan_launch` plans it."""
 
-    def planned(self, x: Member, share: tuple[int, str] | None, *, full: bool) -> Explained:
-        """Member `x`'s plan within `share` (bytes, and why); explained when `full`."""
-        pf = PlanFacts(
+    def facts(self, x: Member, share: tuple[int, str] | None) -> PlanFacts:
+        """What member `x`'s plan is made from, within `share` (bytes, and why)."""
+        return PlanFacts(
             model=x.f.model,
             ports_in_use=x.in_use,
             inventory=x.f.inventory,
@@ -152,20 +156,44 @@ class _Planning(NamedTuple):
             budget=share,
             engine_extra=x.extra,
         )
-        try:
-            return plan_facts(
-                x.m.spec,
-                self.hw,
-                x.c,
-                pf,
-                explain=full and self.explain,
-                flags=self.flags.get(x.m.spec.kind),
-                config_files=self.config_files,
+
+    def staged(self, x: Member) -> Staged:
+        """Member `x`'s request checked, layered and merged: its one merge."""
+        pf = self.facts(x, None)
+        return self.naming(
+            x, lambda: staged(x.m.spec, self.hw, x.c, pf, executors=self.executors, profile=x.p)
+        )
+
+    def decided(self, x: Member, st: Staged, share: tuple[int, str] | None) -> int:
+        """Member `x`'s resident total within `share`, decided on its merge (0: none)."""
+        memory = self.naming(x, lambda: decided(st, self.facts(x, share)))
+        return memory.memory.host.total if memory is not None else 0
+
+    def finished(self, x: Member, st: Staged, share: tuple[int, str] | None) -> Explained:
+        """Member `x`'s plan within `share`, made from its merge; explained when asked."""
+        if self.naming(x, lambda: choose_port(x.c, x.in_use)) != st.engine_port:
+            # A member before it listens where it was to (a layer moved that one's port):
+            # its engine layer names another port, so it is merged again.
+            st = self.staged(x)
+        judge = (self.flags.get(x.m.spec.kind), tuple(self.config_files))
+        return self.naming(
+            x,
+            lambda: finished(
+                st,
+                self.facts(x, share),
+                explain=self.explain,
+                judge=judge if self.explain else None,
                 executors=self.executors,
-            )
+            ),
+        )
+
+    def naming(self, x: Member, step: Callable[[], _T]) -> _T:
+        """`step`, whose errors name member `x` (a group of one fails as `plan_launch`)."""
+        try:
+            return step()
         except EngineError as e:
             if self.solo:
-                raise  # a group of one fails as `plan_launch` fails
+                raise
             raise _named(e, x.id) from e
 
 
@@ -207,10 +235,11 @@ def _explained(
         solo=len(ms) == 1 and not running,
     )
     whole = None if budget is None else (budget, how)
-    for x in ms:
-        _want_and_floor(x, hw, planning.planned(x, whole, full=False))
+    merged = [planning.staged(x) for x in ms]
+    for x, st in zip(ms, merged, strict=True):
+        _want_and_floor(x, st, planning.decided(x, st, whole) if x.f.inventory else 0)
     shares = _host_shares(ms, budget, how, solo=planning.solo, notes=notes)
-    out = _plan_in_order(ms, shares, planning, budget, how, taken=taken)
+    out = _plan_in_order(ms, merged, shares, planning, (budget, how), taken=taken)
     _check_ports(ms, out)
     plans = tuple(e.plan for e in out)
     dev_budgets, dev_shares, said = device_shares(
@@ -248,19 +277,20 @@ def _host_shares(
 
 def _plan_in_order(
     ms: list[Member],
+    merged: list[Staged],
     shares: tuple[int, ...],
     planning: _Planning,
-    budget: int | None,
-    how: str,
+    budget: tuple[int | None, str],
     *,
     taken: Taken,
 ) -> list[Explained]:
-    """Each member's plan within its share, in member order."""
-    whole = None if budget is None else (budget, how)
+    """Each member's plan within its share, in member order, from its merge."""
+    total, how = budget
+    whole = None if total is None else (total, how)
     out: list[Explained] = []
-    for i, (x, share) in enumerate(zip(ms, shares, strict=True)):
-        mine = whole if planning.solo or budget is None else (share, _share_how(x, budget, how))
-        out.append(planning.planned(x, mine, full=True))
+    for i, (x, st, share) in enumerate(zip(ms, merged, shares, strict=True)):
+        mine = whole if planning.solo or total is None else (share, _share_how(x, total, how))
+        out.append(planning.finished(x, st, mine))
         # The members after it skip the port it really listens on (a layer may move one).
         taken.give(out[-1].plan.port, i)
     return out
@@ -269,7 +299,7 @@ def _plan_in_order(
 def _judged(ms: list[Member], plans: tuple[LaunchPlan, ...], *, solo: bool) -> list[bool]:
     """Which members' device reservations are judged (their argv switched the fitter off)."""
     return [
-        not solo and p.memory is not None and bool(fitter_off(read_settings(x.p, p.args, p.env)))
+        not solo and p.memory is not None and _fitter_off(read_with(p, x.p).memory)
         for x, p in zip(ms, plans, strict=True)
     ]
 
@@ -356,26 +386,24 @@ def _reserve_ports(ms: list[Member], in_use: Set[int], running: Sequence[Running
     return taken
 
 
-def _want_and_floor(x: Member, hw: Hardware, alone: Explained) -> None:
-    """The member's want (its plan on the whole budget) and floor (`floor_memory`)."""
+def _want_and_floor(x: Member, st: Staged, want: int) -> None:
+    """The member's want (`want`: its resident total on the whole budget, decided on its
+    merge) and floor (`floor_memory`, on the same merge)."""
     p, f = x.p, x.f
-    mem = alone.plan.memory
-    if mem is not None and f.inventory is not None:
-        x.want = mem.host.total
-        bare = plan_facts(
-            x.m.spec,
-            hw,
-            x.c,
-            PlanFacts(model=f.model, ports_in_use=x.in_use, engine_extra=x.extra),
-        ).plan
+    if want and f.inventory is not None:
+        x.want = want
         x.floor = floor_memory(
-            p, hw, f.inventory, sides=f.side_models, args=bare.args, env=bare.env
+            p, st.hw, f.inventory, sides=f.side_models, args=st.m.args, env=st.m.env
         ).host.total
         x.why = "llama"
         return
     size = f.file_size or (f.model.size if f.model is not None else 0)
     x.want = x.floor = whisper_resident(p, size)
     x.why = "file" if x.want else "unknown"
+
+
+def _fitter_off(s: MemorySettings | None) -> bool:
+    return s is not None and bool(fitter_off(s))
 
 
 def _memory_shares(ms: list[Member], budget: int | None, how: str) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ warnings; they never change the plan.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from exedra_engine._core.config.check import check_plan_layers
 from exedra_engine._core.config.findings import Finding
@@ -35,6 +35,7 @@ from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.endpoint import resolve_merged
 from exedra_engine._core.plan.engine_args import plan_layers, with_memory_args
 from exedra_engine._core.plan.layers import (
+    Layer,
     Merged,
     Provenance,
     Source,
@@ -206,33 +207,6 @@ class PlanFacts(Value, frozen=True, kw_only=True):
     """Flags added at the end of the engine layer (a group member's threads and CPU set)."""
 
 
-def plan_facts(
-    spec: ModelSpec,
-    hw: Hardware | None,
-    constraints: Constraints,
-    facts: PlanFacts,
-    *,
-    explain: bool = False,
-    flags: FlagTable | None = None,
-    config_files: Sequence[LocatedConfig] = (),
-    executors: Executors = BUILTIN,
-) -> Explained:
-    """The raising planner from gathered facts (the group planner's entry): `Explained`
-    with provenance and findings (judged as `explain_launch` does) only when `explain`."""
-    judge = (flags, tuple(config_files)) if explain else None
-    profile = executors.profile(spec.kind)
-    return _plan(
-        spec,
-        hw,
-        constraints,
-        facts,
-        explain=explain,
-        judge=judge,
-        executors=executors,
-        profile=profile,
-    )
-
-
 # Inside the planner, failures are raised and turned into values once, at the public boundary
 # (`as_result`): a Result costs ~0.4 us to build and ~0.13 us to test, a dozen per plan.
 def _plan(
@@ -247,32 +221,92 @@ def _plan(
     profile: ExecutorProfile,
 ) -> Explained:
     # `profile` is the spec's kind's, looked up once for the whole plan.
-    model, ports_in_use = facts.model, facts.ports_in_use
+    st = staged(spec, hw, constraints, facts, executors=executors, profile=profile)
+    return finished(st, facts, explain=explain, judge=judge, executors=executors)
+
+
+class Staged(NamedTuple):
+    """A plan up to its one merge: what its memory is decided on (`decided`) and what
+    `finished` makes the plan from, within any budget."""
+
+    spec: ModelSpec
+    hw: Hardware
+    constraints: Constraints
+    profile: ExecutorProfile
+    exe: ExecutorInfo
+    layers: tuple[Layer, ...]
+    m: Merged
+    engine_port: int
+    engine_extra: int
+    """How many flags the engine layer ends with that the caller added (`PlanFacts`)."""
+
+
+def staged(
+    spec: ModelSpec,
+    hw: Hardware | None,
+    constraints: Constraints,
+    facts: PlanFacts,
+    *,
+    executors: Executors,
+    profile: ExecutorProfile,
+) -> Staged:
+    """The checks of a request, its layers and their one merge (raising what `plan_launch`
+    refuses up to there)."""
     if hw is None:
         raise NoHardware("hardware snapshot is None: call probe() first")
     exe = _installed(profile, hw, spec)
-    check_request(profile, spec, constraints, model)
-    engine_port = choose_port(constraints, ports_in_use)
+    check_request(profile, spec, constraints, facts.model)
+    engine_port = choose_port(constraints, facts.ports_in_use)
     cpu_only = constraints.no_gpu or not hw.has_gpu() or not exe.has_gpu_backend()
     layers = plan_layers(
         profile, spec, constraints, engine_port, cpu_only, extra=facts.engine_extra
     )
     # One merge: the memory plan reads it, and what it adds (settings no layer set) joins it.
     m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
-    memory = _memory(profile, hw, m, facts)
+    return Staged(
+        spec=spec,
+        hw=hw,
+        constraints=constraints,
+        profile=profile,
+        exe=exe,
+        layers=tuple(layers),
+        m=m,
+        engine_port=engine_port,
+        engine_extra=len(facts.engine_extra),
+    )
+
+
+def decided(st: Staged, facts: PlanFacts) -> MemoryDecision | None:
+    """The memory of a staged plan within `facts.budget`: nothing is merged again."""
+    return _memory(st.profile, st.hw, st.m, facts)
+
+
+def finished(
+    st: Staged,
+    facts: PlanFacts,
+    *,
+    explain: bool,
+    judge: tuple[FlagTable | None, tuple[LocatedConfig, ...]] | None = None,
+    executors: Executors,
+) -> Explained:
+    """The plan of a staged request within `facts.budget`: its memory decided on the
+    merge, the flags that adds joined to it, the reading, the port checked."""
+    spec, constraints, profile, m = st.spec, st.constraints, st.profile, st.m
+    model, ports_in_use = facts.model, facts.ports_in_use
+    memory = decided(st, facts)
     if memory is not None and memory.engine_args:
-        m = with_memory_args(m, profile, layers, memory.engine_args, after=len(facts.engine_extra))
+        m = with_memory_args(m, profile, st.layers, memory.engine_args, after=st.engine_extra)
     reading = merged_reading(
         profile, m, resolve_merged(profile, m.args, m.settings, m.env_map), model
     )
     r = reading.resolved()
-    scanned = constraints.port == 0 and r.port == engine_port
+    scanned = constraints.port == 0 and r.port == st.engine_port
     if not scanned and r.port in ports_in_use:
         raise PortInUse(f"port {r.port} is already in use ({port_origin(profile, m)})")
     plan = LaunchPlan(
         spec=spec,
         model=model,
-        command=exe.path,
+        command=st.exe.path,
         args=m.args,
         env=m.env,
         host=r.host,

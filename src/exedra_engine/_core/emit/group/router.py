@@ -29,9 +29,10 @@ from collections.abc import Sequence
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan, ModelSpec
-from exedra_engine.errors import EmitError
+from exedra_engine.errors import EmitError, PlanError
 
 _CUT = (";", "#", "\n", "\r")
 
@@ -110,7 +111,11 @@ def preset_section(
     out: dict[str, str] = {}
     dropped: list[str] = []
     model = plan.spec.path
-    for it in flags.split_items(plan.args, f"member {member} args"):
+    try:
+        items = read_with(plan, profile).items
+    except PlanError as e:
+        raise PlanError(f"member {member}: {e}") from None
+    for it in items:
         if it.key is None:
             raise EmitError(f"member {member}: {it.name} is not a flag {profile.binary} knows")
         if it.key in owned:
