@@ -393,7 +393,7 @@ def _want_and_floor(x: Member, st: Staged, want: int) -> None:
     if want and f.inventory is not None:
         x.want = want
         x.floor = floor_memory(
-            p, st.hw, f.inventory, sides=f.side_models, args=st.m.args, env=st.m.env
+            p, st.hw, f.inventory, sides=f.side_models, items=st.m.items, env=st.m.env
         ).host.total
         x.why = "llama"
         return

@@ -30,7 +30,7 @@ from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.memory.decide import MemoryDecision, decide_memory
-from exedra_engine._core.memory.settings import read_settings
+from exedra_engine._core.memory.settings import settings_of
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.endpoint import resolve_merged
 from exedra_engine._core.plan.engine_args import plan_layers, with_memory_args
@@ -359,18 +359,17 @@ def _memory(
     inv = facts.inventory
     if inv is None or not profile.memory_flags:
         return None
-    s = read_settings(profile, m.args, m.env, items=m.items)
+    s = settings_of(profile, m.items, m.env)
     by_path = {side.paths[0]: side for side in facts.sides}
     return decide_memory(
         inv,
-        m.args,
+        m.items,
         m.env,
         hw,
         profile,
+        settings=s,
         mmproj=by_path.get(s.mmproj) if s.mmproj else None,
         draft=by_path.get(s.draft) if s.draft else None,
-        items=m.items,
-        settings=s,
         budget=facts.budget,
     )
 

@@ -17,7 +17,7 @@ import msgspec
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.memory.settings import MemorySettings, read_settings
+from exedra_engine._core.memory.settings import MemorySettings, settings_of
 from exedra_engine._core.plan.endpoint import Resolved, env_dict, resolve_for
 from exedra_engine._core.plan.layers import Merged
 from exedra_engine._core.plan.load_files import load_files
@@ -163,10 +163,8 @@ def _derived(
         endpoint=endpoint,
         refused=refused,
         ready=ready_path(profile, settings, env),
-        files=load_files(profile, args, env, model, items=items),
-        memory=read_settings(profile, args, env_list, items=items)
-        if profile.memory_flags
-        else None,
+        files=load_files(profile, items, env, model),
+        memory=settings_of(profile, items, env_list) if profile.memory_flags else None,
     )
 
 
