@@ -380,7 +380,7 @@ def test_memory_flags_join_the_merge_as_merging_again_would(
     spec = msgspec.structs.replace(SPEC, run_args=("--temp", "0.5", "--jinja"))
     layers = plan_layers(PROFILE, spec, c, 8080, False)
     joined = with_memory_args(merge(PROFILE, layers), PROFILE, layers, memory_args)
-    again = merge(PROFILE, plan_layers(PROFILE, spec, c, 8080, False, memory_args=memory_args))
+    again = merge(PROFILE, plan_layers(PROFILE, spec, c, 8080, False, extra=memory_args))
     assert joined == again
     assert joined.provenance == again.provenance
     assert "--cache-ram" in joined.settings
