@@ -19,21 +19,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence, Set
 from typing import TYPE_CHECKING, NamedTuple, TypedDict, TypeVar, Unpack
 
-import msgspec
-
 from exedra_engine._core.config.parse import LocatedConfig
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.group.cpus import CpuShare, cpu_set_text, partition_cpus, pinning_args
-from exedra_engine._core.group.member import Member, members_of
+from exedra_engine._core.group.cpus import cpu_set_text
+from exedra_engine._core.group.member import (
+    Member,
+    members_of,
+    with_cpus,
+    with_memory,
+    with_ports,
+)
 from exedra_engine._core.group.memory import (
     Running,
     device_shares,
-    floor_memory,
     group_budget,
     split_budget,
-    whisper_resident,
 )
 from exedra_engine._core.group.ports import Taken
 from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
@@ -45,7 +47,6 @@ from exedra_engine._core.plan.ports import choose_port
 from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan
-from exedra_engine.constants import DEFAULT_PORT_BASE
 from exedra_engine.errors import DoesNotFit, EngineError, NoHardware, PortInUse
 
 if TYPE_CHECKING:
@@ -223,8 +224,8 @@ def _explained(
     running = options.get("running", ())
     notes: list[str] = []
     ms = members_of(members, constraints, options.get("facts", ()), executors, notes)
-    _share_cpus(ms, hw, options.get("cpus"), notes)
-    taken = _reserve_ports(ms, options.get("ports_in_use", frozenset()), running)
+    ms = with_cpus(ms, hw, options.get("cpus"), notes)
+    ms, taken = with_ports(ms, options.get("ports_in_use", frozenset()), running)
     budget, how, dev_held = group_budget(hw, running, {p.kind: p for p in executors})
     planning = _Planning(
         hw=hw,
@@ -236,8 +237,10 @@ def _explained(
     )
     whole = None if budget is None else (budget, how)
     merged = [planning.staged(x) for x in ms]
-    for x, st in zip(ms, merged, strict=True):
-        _want_and_floor(x, st, planning.decided(x, st, whole) if x.f.inventory else 0)
+    ms = [
+        with_memory(x, st, planning.decided(x, st, whole) if x.f.inventory else 0)
+        for x, st in zip(ms, merged, strict=True)
+    ]
     shares = _host_shares(ms, budget, how, solo=planning.solo, notes=notes)
     out = _plan_in_order(ms, merged, shares, planning, (budget, how), taken=taken)
     _check_ports(ms, out)
@@ -330,76 +333,6 @@ def _named(e: EngineError, member_id: str) -> EngineError:
         return type(e)(f"member {member_id}: {e}")
     except TypeError:  # a class whose constructor takes more than a message
         return e
-
-
-def _share_cpus(
-    ms: list[Member], hw: Hardware, cpus: Sequence[int] | None, notes: list[str]
-) -> None:
-    if len(ms) < 2:
-        return  # a lone executor already has every core: planned as `plan_launch` plans it
-    if cpus is None:
-        ids: tuple[int, ...] = tuple(range(max(hw.cpu.threads, 1)))
-        notes.append(
-            f"CPU ids not known (a hardware file gives a count only): assumed 0-{len(ids) - 1}"
-        )
-    else:
-        ids = tuple(sorted(set(cpus)))
-    shares, said = partition_cpus(ids, hw.cpu.threads or len(ids), [x.m.weight for x in ms])
-    notes.extend(said)
-    for x, share in zip(ms, shares, strict=True):
-        x.cpu = share
-        own = x.c.threads > 0
-        if not own and x.p.threads_flag:
-            x.c = msgspec.structs.replace(x.c, threads=share.threads)
-        x.extra = pinning_args(x.p, share, threads_set=own)
-        if own:
-            x.cpu = CpuShare(cpus=share.cpus, threads=x.c.threads)
-            if x.c.threads > len(share.cpus):
-                notes.append(
-                    f"{x.id}: its own {x.c.threads} threads run on {len(share.cpus)} "
-                    f"CPU{'s' if len(share.cpus) > 1 else ''} ({cpu_set_text(share.cpus)}): "
-                    "more threads than CPUs slow it down"
-                )
-
-
-def _reserve_ports(ms: list[Member], in_use: Set[int], running: Sequence[Running]) -> Taken:
-    """Each member's ports in use: the host's, the running plans', every member's explicit
-    port but its own, and the ports the members before it were given."""
-    explicit: dict[int, str] = {}
-    for x in ms:
-        if x.c.port:
-            if x.c.port in explicit:
-                raise PortInUse(
-                    f"members {explicit[x.c.port]} and {x.id} both ask for port {x.c.port}"
-                )
-            explicit[x.c.port] = x.id
-    taken = Taken(set(in_use) | {r.port for r in running if isinstance(r, LaunchPlan)}, explicit)
-    for i, x in enumerate(ms):
-        x.in_use = taken.view(x.id, i)
-        if not x.c.port:
-            base = x.c.port_base or DEFAULT_PORT_BASE
-            port = taken.scan(base, i) if 0 < base < 65536 else None
-            if port is not None:
-                taken.give(port, i)
-                # Its plan scans from there: every port from the base below it is taken.
-                x.c = msgspec.structs.replace(x.c, port_base=port)
-    return taken
-
-
-def _want_and_floor(x: Member, st: Staged, want: int) -> None:
-    """The member's want (`want`: its resident total on the whole budget, decided on its
-    merge) and floor (`floor_memory`, on the same merge)."""
-    p, f = x.p, x.f
-    if want and f.inventory is not None:
-        x.want = want
-        x.floor = floor_memory(
-            p, st.hw, f.inventory, sides=f.side_models, items=st.m.items, env=st.m.env
-        ).host.total
-        x.why = "llama"
-        return
-    size = f.file_size or (f.model.size if f.model is not None else 0)
-    x.want = x.floor = whisper_resident(p, size)
-    x.why = "file" if x.want else "unknown"
 
 
 def _fitter_off(s: MemorySettings | None) -> bool:
