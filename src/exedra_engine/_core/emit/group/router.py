@@ -28,10 +28,11 @@ from collections.abc import Sequence
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.group.router_plan import plan_router
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import LaunchPlan, ModelSpec
+from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EmitError, PlanError
 
 _CUT = (";", "#", "\n", "\r")
@@ -172,30 +173,6 @@ def router_plan(
     *,
     executors: Executors = BUILTIN,
 ) -> LaunchPlan:
-    """The plan of the router itself: one llama-server on the first llama member's host
-    and port, serving `preset` (written at `preset_path`), ready when ``/models`` answers;
-    its API key, if any, is the first member's, passed in the environment (the router then
-    guards ``/models`` with it, and is ready when ``/health`` answers)."""
-    first = group.plan_of(preset.members[0])
-    llama = executors.profile("llama")
-    env = (f"{llama.key_env}={first.api_key}",) if first.api_key else ()
-    args = (
-        llama.router_preset_flag,
-        preset_path,
-        llama.router_max_flag,
-        str(preset.models_max),
-        llama.host_flag,
-        first.host,
-        llama.port_flag,
-        str(first.port),
-    )
-    return LaunchPlan(
-        spec=ModelSpec(id="router", path=preset_path, kind=first.spec.kind),
-        command=first.command,
-        args=args,
-        env=env,
-        host=first.host,
-        port=first.port,
-        api_key=first.api_key,
-        ready=llama.ready_path if first.api_key else llama.router_ready_path,
-    )
+    """The plan of the router itself, serving `preset` (written at `preset_path`), made by
+    the group planner (`exedra_engine._core.group.router_plan.plan_router`)."""
+    return plan_router(group, preset_path, preset.members, preset.models_max, executors=executors)
