@@ -74,9 +74,7 @@ def router_preset(group: GroupPlan, *, executors: Executors = BUILTIN) -> Router
     """The preset INI of `group`'s llama members (`EmitError` when it has none, or a
     section cannot be written as the plan says)."""
     llama = executors.profile("llama")
-    members = [
-        s.id for s, p in zip(group.shares, group.plans, strict=True) if p.spec.kind == "llama"
-    ]
+    members = [s.id for s, p in group.members if p.spec.kind == "llama"]
     if not members:
         raise EmitError(
             "the group has no llama member: a llama.cpp router serves llama models only"
