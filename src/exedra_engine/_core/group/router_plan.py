@@ -12,7 +12,7 @@ from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.plan.endpoint import resolve_merged
 from exedra_engine._core.plan.engine_args import RANK_ENGINE
 from exedra_engine._core.plan.layers import Layer, merge
-from exedra_engine._core.plan.reading import merged_reading, remember
+from exedra_engine._core.plan.reading import merge_reading, remember
 from exedra_engine._core.values import LaunchPlan, ModelSpec
 from exedra_engine.errors import PortInUse
 
@@ -49,8 +49,8 @@ def plan_router(
         env=((llama.key_env, first.api_key),) if first.api_key else (),
     )
     m = merge(llama, [layer], required_key=first.api_key, executors=executors)
-    reading = merged_reading(llama, m, resolve_merged(llama, m.args, m.settings, m.env_map), None)
-    r = reading.resolved()
+    reading = merge_reading(llama, m, resolve_merged(llama, m.args, m.settings, m.env_map), None)
+    r = reading.endpoint
     served = set(members)
     beside = [p.spec.id for p in group.plans if p.port == r.port and p.spec.id not in served]
     if beside:

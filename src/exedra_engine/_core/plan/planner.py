@@ -44,7 +44,7 @@ from exedra_engine._core.plan.layers import (
 )
 from exedra_engine._core.plan.model_findings import model_findings
 from exedra_engine._core.plan.ports import choose_port, port_origin
-from exedra_engine._core.plan.reading import merged_reading, remember
+from exedra_engine._core.plan.reading import merge_reading, remember
 from exedra_engine._core.plan.request_checks import check_request
 from exedra_engine._core.secrets.reprs import shown_explained
 from exedra_engine._core.struct import Value
@@ -296,10 +296,10 @@ def finished(
     memory = decided(st, facts)
     if memory is not None and memory.engine_args:
         m = with_memory_args(m, profile, st.layers, memory.engine_args, after=st.engine_extra)
-    reading = merged_reading(
+    reading = merge_reading(
         profile, m, resolve_merged(profile, m.args, m.settings, m.env_map), model
     )
-    r = reading.resolved()
+    r = reading.endpoint
     scanned = constraints.port == 0 and r.port == st.engine_port
     if not scanned and r.port in ports_in_use:
         raise PortInUse(f"port {r.port} is already in use ({port_origin(profile, m)})")

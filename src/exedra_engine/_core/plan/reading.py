@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import accumulate
+from typing import NamedTuple
 
 import msgspec
 
@@ -70,13 +71,36 @@ def read_plan(plan: LaunchPlan, executors: Executors = BUILTIN) -> PlanReading:
 def read_with(plan: LaunchPlan, profile: ExecutorProfile) -> PlanReading:
     """`read_plan` where the profile of the plan's kind is at hand."""
     got = _READ.get((plan, profile))
-    if got is None:
-        got = read_afresh(plan, profile)
-        remember(plan, profile, got)
-    return got
+    if isinstance(got, PlanReading):
+        return got
+    reading = read_afresh(plan, profile) if got is None else _from_merge(profile, got)
+    remember(plan, profile, reading)
+    return reading
 
 
-def remember(plan: LaunchPlan, profile: ExecutorProfile, reading: PlanReading) -> None:
+class MergeReading(NamedTuple):
+    """What the planner derived from the merge of a plan it made (`merge_reading`): the
+    reading is made from it, without reading the argv, when someone first asks for it."""
+
+    m: Merged
+    endpoint: Resolved
+    ready: str
+    files: tuple[ModelFile, ...]
+    model: ModelInfo | None
+
+
+def merge_reading(
+    profile: ExecutorProfile, m: Merged, endpoint: Resolved, model: ModelInfo | None
+) -> MergeReading:
+    """The endpoint (read from the merge by the planner), the ready path and the files of
+    the plan made from `m`, its merge: what the planner needs at once."""
+    ready = ready_path(profile, m.settings, m.env_map)
+    return MergeReading(m, endpoint, ready, load_files(profile, m.items, m.env_map, model), model)
+
+
+def remember(
+    plan: LaunchPlan, profile: ExecutorProfile, reading: PlanReading | MergeReading
+) -> None:
     """Record `reading` as the reading of `plan` (the planner's, from its merge)."""
     if len(_READ) >= _READ_MAX:
         _READ.pop(next(iter(_READ)))  # the oldest: plans are read soon after they are made
@@ -89,30 +113,28 @@ def with_files(
     """The plan with `files` (the same files, sized by a shell that read them): its argv
     and env are unchanged, so its reading is carried over, not read again."""
     out = msgspec.structs.replace(plan, files=files)
-    remember(out, profile, read_with(plan, profile))
+    got = _READ.get((plan, profile))
+    remember(out, profile, got if got is not None else read_with(plan, profile))
     return out
 
 
-def merged_reading(
-    profile: ExecutorProfile, m: Merged, endpoint: Resolved, model: ModelInfo | None
-) -> PlanReading:
-    """The reading of the plan the planner makes from `m`, its merge: nothing is read again."""
+def _from_merge(profile: ExecutorProfile, g: MergeReading) -> PlanReading:
     # The merge's items stand where they stood in their layers, and a ``--flag=value`` there
     # is two tokens of the merged argv: placed in the plan's argv, they are its reading.
+    m = g.m
     starts = accumulate((len(it.tokens) for it in m.items), initial=0)
     items = tuple(
         it if it.at == at and not it.inline else msgspec.structs.replace(it, at=at, inline=False)
         for it, at in zip(m.items, starts, strict=False)
     )
-    return _derived(
-        profile,
-        args=m.args,
-        env_list=m.env,
+    return PlanReading(
         items=items,
         settings=m.settings,
         env=m.env_map,
-        endpoint=endpoint,
-        model=model,
+        endpoint=g.endpoint,
+        ready=g.ready,
+        files=g.files,
+        memory=settings_of(profile, items, m.env) if profile.memory_flags else None,
     )
 
 
@@ -187,5 +209,5 @@ def ready_path(
 
 # Readings by plan and profile (both frozen, hashable values): a pure function's memo,
 # bounded, so a long-lived process planning many plans holds only the latest.
-_READ: dict[tuple[LaunchPlan, ExecutorProfile], PlanReading] = {}
+_READ: dict[tuple[LaunchPlan, ExecutorProfile], PlanReading | MergeReading] = {}
 _READ_MAX = 256
