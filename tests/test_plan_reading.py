@@ -4,6 +4,8 @@ executor would read from the argv and env, the endpoint included (or why there i
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 import pytest
 
@@ -73,3 +75,25 @@ def test_a_plan_with_no_endpoint_is_read_and_says_why_when_asked() -> None:
     with pytest.raises(NoEndpoint) as want:
         resolve(Kind.LLAMA, plan.args, plan.env)
     assert str(got.value) == str(want.value)
+
+
+def test_no_module_but_the_reading_reads_a_finished_plans_argv_again() -> None:
+    # A finished plan's argv is cut into items, and its endpoint resolved from it, in
+    # `plan/reading.py` only; everyone else asks `read_plan` (or holds the endpoint).
+    from pathlib import Path
+
+    import exedra_engine
+
+    again = re.compile(
+        r"(split_items|read_items)\(\s*\w*\.?(plan|s)\.args"
+        r"|resolve(_for|_endpoint)?\([^)]*\bplan\.args"
+        r"|(read_settings|memory_settings|named_files|load_files)\([^)]*\bplan\.args"
+    )
+    root = Path(exedra_engine.__file__).parent
+    found = [
+        f"{path.relative_to(root)}: {m.group(0)}"
+        for path in sorted(root.rglob("*.py"))
+        for m in again.finditer(path.read_text())
+        if path.relative_to(root).as_posix() != "_core/plan/reading.py"
+    ]
+    assert found == []
