@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.group.router_plan import plan_router
 from exedra_engine._core.group.values import GroupPlan
@@ -110,11 +111,7 @@ def preset_section(
     out: dict[str, str] = {}
     dropped: list[str] = []
     model = plan.spec.path
-    try:
-        items = read_with(plan, profile).items
-    except PlanError as e:
-        raise PlanError(f"member {member}: {e}") from None
-    for it in items:
+    for it in _items(plan, profile):
         if it.key is None:
             raise EmitError(f"member {member}: {it.name} is not a flag {profile.binary} knows")
         if it.key in owned:
@@ -138,6 +135,14 @@ def preset_section(
         )
     _check_value(member, model_flag, model)
     return (("model", model), *out.items()), tuple(dropped)
+
+
+def _items(plan: LaunchPlan, profile: ExecutorProfile) -> tuple[Item, ...]:
+    """The member's argv as its reading has it; an argv the executor refuses, named."""
+    try:
+        return read_with(plan, profile).items
+    except PlanError as e:
+        raise PlanError(f"member {plan.spec.id}: {e}") from None
 
 
 def _value(member: str, key: str, values: tuple[str, ...], negated: bool) -> str:
