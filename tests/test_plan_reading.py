@@ -97,3 +97,12 @@ def test_no_module_but_the_reading_reads_a_finished_plans_argv_again() -> None:
         if path.relative_to(root).as_posix() != "_core/plan/reading.py"
     ]
     assert found == []
+
+
+def test_the_record_of_readings_is_bounded() -> None:
+    from exedra_engine._core.plan import reading
+
+    plan = plan_launch(SPEC, hw_with(), Constraints(port=9000)).unwrap()
+    for i in range(reading._READ_MAX + 50):
+        read_plan(msgspec.structs.replace(plan, args=(*plan.args, "--seed", str(i))))
+    assert len(reading._READ) == reading._READ_MAX

@@ -103,7 +103,11 @@ def remember(
 ) -> None:
     """Record `reading` as the reading of `plan` (the planner's, from its merge)."""
     if len(_READ) >= _READ_MAX:
-        _READ.pop(next(iter(_READ)))  # the oldest: plans are read soon after they are made
+        # The oldest goes: plans are read soon after they are made. (Another thread may
+        # have taken it first; a memo loses nothing but time.)
+        oldest = next(iter(_READ), None)
+        if oldest is not None:
+            _READ.pop(oldest, None)
     _READ[plan, profile] = reading
 
 
