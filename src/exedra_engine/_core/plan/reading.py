@@ -9,7 +9,7 @@ fact of a finished plan asks `read_plan` for it instead of reading the argv back
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from itertools import accumulate
 from typing import NamedTuple
 
@@ -157,31 +157,6 @@ def read_afresh(plan: LaunchPlan, profile: ExecutorProfile) -> PlanReading:
     settings = {it.key: it.values for it in items if it.key is not None}
     for key in profile.flags.repeatable_keys.intersection(settings):
         del settings[key]
-    return _derived(
-        profile,
-        args=plan.args,
-        env_list=plan.env,
-        items=items,
-        settings=settings,
-        env=env,
-        endpoint=endpoint,
-        model=plan.model,
-        refused=refused,
-    )
-
-
-def _derived(
-    profile: ExecutorProfile,
-    *,
-    args: tuple[str, ...],
-    env_list: Sequence[str],
-    items: tuple[Item, ...],
-    settings: Mapping[str, tuple[str, ...]],
-    env: Mapping[str, str],
-    endpoint: Resolved | None,
-    model: ModelInfo | None,
-    refused: tuple[str, ...] = (),
-) -> PlanReading:
     return PlanReading(
         items=items,
         settings=freeze(settings),
@@ -189,8 +164,8 @@ def _derived(
         endpoint=endpoint,
         refused=refused,
         ready=ready_path(profile, settings, env),
-        files=load_files(profile, items, env, model),
-        memory=settings_of(profile, items, env_list) if profile.memory_flags else None,
+        files=load_files(profile, items, env, plan.model),
+        memory=settings_of(profile, items, plan.env) if profile.memory_flags else None,
     )
 
 
