@@ -19,6 +19,7 @@ from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan.endpoint import resolve_endpoint
 from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import merge
+from exedra_engine._core.plan.reading import read_afresh, read_plan
 from properties import executor_model
 from properties.strategies import HW, REPEATABLE, argv, env, keys, requests
 
@@ -115,6 +116,15 @@ def test_plan_agrees_with_resolution_and_the_executor_model(req: Any) -> None:
     host, port, accepted = executor_model.listen(p.args, envmap)
     assert (host, port) == (p.host, p.port)
     assert list(res.api_keys) == accepted
+
+
+@given(requests())
+def test_the_planners_reading_is_the_plans_argv_and_env_read_afresh(req: Any) -> None:
+    p = planned(req)
+    profile = executor_profile(Kind.LLAMA)
+    assert read_plan(p) == read_afresh(p, profile)
+    decoded = msgspec.json.decode(msgspec.json.encode(p), type=LaunchPlan)
+    assert read_plan(decoded) == read_afresh(p, profile)
 
 
 @given(requests(), argv(max_size=3), env())

@@ -37,3 +37,8 @@ MAX_THREADS: Final = 512
 layers): ggml's ``GGML_MAX_N_THREADS``, the most threads its CPU masks can place. llama-server
 starts with somewhat more, but aborts with ``std::bad_alloc`` far above it (``--threads
 100000``), after the plan was accepted."""
+
+MAX_GROUP_MEMBERS: Final = 256
+"""The most members a group may have. Each member is an executor on one host, planned and
+started with its own port, CPUs and memory share; a file with thousands is a mistake (or
+hostile), and refusing it up front keeps planning cost bounded."""

@@ -102,11 +102,16 @@ def _attr(node: ast.expr) -> str | None:
     return node.attr if isinstance(node, ast.Attribute) else None
 
 
+# The one exception, named: a bounded memo of a pure function keyed by frozen values
+# (`read_plan`: a plan and a profile), which changes no result, only what it costs.
+MEMOS = frozenset({"plan/reading.py: _READ is a mutable dict", "plan/reading.py: _READ mutated"})
+
+
 def test_no_module_level_mutable_state_in_core() -> None:
     found = set()
     for path in sorted(CORE.rglob("*.py")):
         found |= state_changes(path.read_text(), str(path.relative_to(CORE)))
-    assert found == set()
+    assert found == MEMOS
 
 
 @pytest.mark.parametrize(

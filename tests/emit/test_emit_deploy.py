@@ -21,12 +21,13 @@ from exedra_engine._core.emit import EmitOptions, Selinux, Storage, Target, emit
 from exedra_engine._core.emit.checks import check_files
 from exedra_engine._core.emit.formats import ini
 from exedra_engine._core.emit.names import DNS1035
+from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.launch.budget import load_budget
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.values import LaunchPlan, ModelInfo
 from exedra_engine._shell.local.host import LocalHost
-from exedra_engine._shell.plan import _sized
+from exedra_engine._shell.plan import file_size, sized
 from exedra_engine.cli import main
 from exedra_engine.errors import EmitError, EmitRefused
 from tests.conftest import HOSTS, outside_tmp
@@ -155,7 +156,9 @@ def test_a_split_set_is_counted_whole(tmp_path: Path) -> None:
     c = Constraints(host="0.0.0.0", port=8080)
     plan = plan_launch(spec, hardware("none"), c, model=model).unwrap()
     assert [f.role for f in plan.files] == ["model", "shard", "shard"]
-    plan = _sized(Explained(plan=plan, sources=()), LocalHost()).plan
+    host = LocalHost()
+    e = Explained(plan=plan, sources=())
+    plan = sized(e, lambda p: file_size(p, host), executor_profile(Kind.LLAMA)).plan
     total = 62528 + 2 * 20 * 1024**3
     assert sum(f.size for f in plan.files) == total
     e = emit_files(plan, Target.K8S, EmitOptions(), hardware("none"))

@@ -285,6 +285,16 @@ def test_a_group_plan_round_trips_through_json() -> None:
     data = msgspec.json.encode(g)
     back = msgspec.json.decode(data, type=GroupPlan)
     assert back == g and back.plan_of("asr") == g.plans[2] and back.ids == ("chat", "small", "asr")
+    assert back.members == tuple(zip(g.shares, g.plans, strict=True))
+
+
+def test_a_group_plan_with_more_plans_than_shares_is_refused_when_made_or_read() -> None:
+    g = plan_group(TRIO, hw_with(), facts=TRIO_FACTS).unwrap()
+    with pytest.raises(PlanError, match="the group has 3 plans for 2 shares"):
+        msgspec.structs.replace(g, shares=g.shares[:2])
+    data = msgspec.json.encode({"plans": g.plans, "shares": g.shares[:2]})
+    with pytest.raises(PlanError, match="the group has 3 plans for 2 shares"):
+        msgspec.json.decode(data, type=GroupPlan)
 
 
 def test_a_port_a_layer_sets_is_skipped_by_the_members_after_it() -> None:

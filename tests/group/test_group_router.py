@@ -13,6 +13,7 @@ import trio
 import exedra_engine as engine
 from exedra_engine._core.emit.group.router import models_max, router_plan, router_preset
 from exedra_engine._core.group.values import GroupPlan, MemberShare
+from exedra_engine._core.plan.reading import read_plan
 from exedra_engine.errors import EmitError
 from exedra_engine.testing import free_port
 from tests.http_client import health, http
@@ -113,6 +114,19 @@ def test_the_router_plan_serves_the_preset_on_the_first_members_address() -> Non
     # The key travels in the environment; /models then wants it, /health does not.
     assert plan.env == ("LLAMA_API_KEY=k-router-2",) and plan.ready == "/health"
     assert "k-router-2" not in " ".join(plan.args)
+
+
+def test_the_router_plan_is_merged_read_and_checked_as_every_plan_is() -> None:
+    chat, asr = _plan("chat", port=18100), _plan("asr", engine.Kind.TRANSCRIBE, port=18101)
+    group = _group(chat, asr)
+    plan = router_plan(group, "/run/preset.ini", router_preset(group))
+    # Its reading was made from its merge: the endpoint it listens on is the plan's.
+    r = read_plan(plan).resolved()
+    assert (r.host, r.port) == (plan.host, plan.port) == (chat.host, 18100)
+    # A member the router does not serve, on the port it takes, is refused, naming it.
+    clash = _group(chat, msgspec.structs.replace(asr, port=18100))
+    with pytest.raises(engine.PortInUse, match="port 18100, where member asr listens"):
+        router_plan(clash, "/run/preset.ini", router_preset(clash))
 
 
 # -- the real router --------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from exedra_engine._core.memory.placement import (
     place,
     weights_by_place,
 )
-from exedra_engine._core.memory.settings import read_settings
+from exedra_engine._core.memory.settings import read_settings, settings_of
 from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import merge
 from exedra_engine._core.plan.provenance import Said
@@ -172,7 +172,7 @@ def test_settings_from_the_merge_items() -> None:
             )
         ],
     )
-    assert read_settings(LLAMA, m.args, m.env, items=m.items) == read_settings(LLAMA, m.args, m.env)
+    assert settings_of(LLAMA, m.items, m.env) == read_settings(LLAMA, m.args, m.env)
 
 
 @pytest.mark.parametrize(
@@ -196,7 +196,11 @@ def test_decider_settings_read_as_the_argv_would(
 ) -> None:
     from exedra_engine._core.memory.decide import _Decider
 
-    d = _Decider(gemma3_270m(), argv, env=env, hw=cpu_host(), profile=LLAMA, sides=(None, None))
+    items = LLAMA.flags.split_items(argv, "argv")
+    s = settings_of(LLAMA, items, env)
+    d = _Decider(
+        gemma3_270m(), items, env=env, hw=cpu_host(), profile=LLAMA, sides=(None, None), settings=s
+    )
     extra = d.flags(ctx, cache)
     assert d.settings(extra) == read_settings(LLAMA, (*argv, *extra), env)
 

@@ -382,7 +382,7 @@ def test_memory_flags_join_the_merge_as_merging_again_would(
     spec = msgspec.structs.replace(SPEC, run_args=("--temp", "0.5", "--jinja"))
     layers = plan_layers(PROFILE, spec, c, 8080, False)
     joined = with_memory_args(merge(PROFILE, layers), PROFILE, layers, memory_args)
-    again = merge(PROFILE, plan_layers(PROFILE, spec, c, 8080, False, memory_args=memory_args))
+    again = merge(PROFILE, plan_layers(PROFILE, spec, c, 8080, False, extra=memory_args))
     assert joined == again
     assert joined.provenance == again.provenance
     assert "--cache-ram" in joined.settings
@@ -390,9 +390,8 @@ def test_memory_flags_join_the_merge_as_merging_again_would(
 
 def test_flags_joined_inside_a_layer_move_the_rest_of_it_on() -> None:
     from exedra_engine._core.executors.builtin import LLAMA as PROFILE
-    from exedra_engine._core.plan.join import join_unset
     from exedra_engine._core.plan.layer_checks import Layer
-    from exedra_engine._core.plan.layers import merge
+    from exedra_engine._core.plan.layers import join_unset, merge
 
     low = Layer(name="run_args", rank=0, args=("--temp", "0.5"))
     head, tail = ("-m", "/m.gguf", "--port", "8080"), ("--threads", "2", "--jinja")

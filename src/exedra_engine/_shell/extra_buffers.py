@@ -110,14 +110,38 @@ def _without_port(args: Sequence[str]) -> list[str]:
     return out
 
 
-def _short_load(argv: Sequence[str], env: Sequence[str], timeout: float) -> str:
+class _Placement:
+    """The model-buffer lines of a load's log, read until the weights are placed."""
+
+    def __init__(self) -> None:
+        self.kept: list[str] = []
+        self.last = ""
+        self.placed = False
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take `chunk` of the log; True once the weights are placed and the context begins."""
+        *lines, self._buf = (self._buf + chunk).split(b"\n")
+        self._buf = self._buf[-4096:]
+        for raw in lines:
+            line = raw[:512].decode("utf-8", errors="replace")
+            self.last = line or self.last
+            if "model buffer size" in line and len(self.kept) < _MAX_KEPT:
+                self.kept.append(line)
+                self.placed = self.placed or not line.rstrip().endswith(" 0.00 MiB")
+            elif self.placed and "llama_context:" in line:
+                return True
+        return False
+
+
+def _spawn(argv: Sequence[str], env: Sequence[str]) -> subprocess.Popen[bytes]:
     full = dict(os.environ)
     for entry in env:
         name, sep, value = entry.partition("=")
         if sep:
             full[name] = value
     try:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -127,12 +151,13 @@ def _short_load(argv: Sequence[str], env: Sequence[str], timeout: float) -> str:
         )
     except OSError as e:
         raise MeasureError(f"{argv[0]} cannot be run: {e.strerror or e}") from None
+
+
+def _short_load(argv: Sequence[str], env: Sequence[str], timeout: float) -> str:
+    proc = _spawn(argv, env)
     assert proc.stderr is not None
-    kept: list[str] = []
-    last = ""
-    placed = False
+    seen = _Placement()
     deadline = time.monotonic() + timeout
-    buf = b""
     try:
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stderr, selectors.EVENT_READ)
@@ -142,19 +167,11 @@ def _short_load(argv: Sequence[str], env: Sequence[str], timeout: float) -> str:
                 chunk = os.read(proc.stderr.fileno(), 1 << 16)
                 if not chunk:
                     break
-                *lines, buf = (buf + chunk).split(b"\n")
-                buf = buf[-4096:]
-                for raw in lines:
-                    line = raw[:512].decode("utf-8", errors="replace")
-                    last = line or last
-                    if "model buffer size" in line and len(kept) < _MAX_KEPT:
-                        kept.append(line)
-                        placed = placed or not line.rstrip().endswith(" 0.00 MiB")
-                    elif placed and "llama_context:" in line:
-                        return "\n".join(kept)
-        if not placed and proc.poll() is None:
+                if seen.feed(chunk):
+                    return "\n".join(seen.kept)
+        if not seen.placed and proc.poll() is None:
             raise MeasureError(f"{argv[0]} did not place the weights within {timeout:g} s")
-        return "\n".join([*kept, last])
+        return "\n".join([*seen.kept, seen.last])
     finally:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)

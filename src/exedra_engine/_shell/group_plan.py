@@ -24,11 +24,11 @@ from exedra_engine._core.values import Constraints, Hardware
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.local.ports import HostFiles
 from exedra_engine._shell.plan import (
-    _sized,
     file_size,
     model_inventory,
     read_ports_in_use,
     side_inventories,
+    sized,
 )
 from exedra_engine.errors import ConfigError, EngineError, NotGGUF, PlanError
 
@@ -98,8 +98,9 @@ def explain_group_request(
     if req.check_ports:
         for kind in dict.fromkeys(m.spec.kind for m in req.members):
             by_kind[kind] = read_ports_in_use(host, kind, executors=ex)
+    reads = _Reads(host, ex)
     facts = tuple(
-        _named_facts(m, req, host, req.origins[i] if req.origins else f"member {m.spec.id}")
+        _named_facts(m, req, reads, req.origins[i] if req.origins else f"member {m.spec.id}")
         for i, m in enumerate(req.members)
     )
     e = explain_group_plan(
@@ -115,19 +116,20 @@ def explain_group_request(
         executors=ex,
         explain=explain,
     )
-    members = tuple(_sized(m, host) for m in e.members)
+    members = tuple(sized(m, reads.size, ex.profile(m.plan.spec.kind)) for m in e.members)
     plan = msgspec.structs.replace(e.plan, plans=tuple(m.plan for m in members))
     return msgspec.structs.replace(e, plan=plan, members=members)
 
 
-def _named_facts(m: GroupMember, req: GroupRequest, host: HostFiles, where: str) -> MemberFacts:
-    """`member_facts`, a fault of the model named with the member (`where`); a ggml file
-    (whisper.cpp's) given to a GGUF executor gets the kind that loads it as a hint."""
+def _named_facts(m: GroupMember, req: GroupRequest, reads: _Reads, where: str) -> MemberFacts:
+    """`member_facts` (each path read once, `reads`), a fault of the model named with the
+    member (`where`); a ggml file (whisper.cpp's) given to a GGUF executor gets the kind
+    that loads it as a hint."""
     try:
-        return member_facts(m, req.constraints, host, executors=req.executors)
+        return reads.facts(m, req.constraints)
     except NotGGUF as e:
         hint = ""
-        if _magic(m.spec.path, host) == _GGML_MAGIC:
+        if _magic(m.spec.path, reads.files) == _GGML_MAGIC:
             hint = "; it is a ggml file, as whisper.cpp's models are: kind: transcribe?"
         raise ConfigError(f"{where}: model {m.spec.path}: {e}{hint}") from None
     except EngineError as e:
@@ -170,6 +172,35 @@ def member_facts(
         side_models=side_inventories(m.spec, c, files, executors=executors),
         file_size=file_size(m.spec.path, files),
     )
+
+
+class _Reads:
+    """What one group plan reads of its members' files, each path read once: members that
+    name one model share its header, inventory and size (a group of many members on one
+    file would otherwise cost a header read, and an inventory held, per member)."""
+
+    def __init__(self, files: HostFiles, executors: Executors) -> None:
+        self.files, self.executors = files, executors
+        self._facts: dict[tuple[object, ...], MemberFacts] = {}
+        self._sizes: dict[str, int] = {}
+
+    def facts(self, m: GroupMember, group: Constraints) -> MemberFacts:
+        c = m.constraints
+        # What `member_facts` reads depends on the kind, the model, and the layers that may
+        # name a side model (values, hashable): equal ones read the same files.
+        over = c.overrides if c.overrides is not None else group.overrides
+        key = (m.spec.kind, m.spec.path, m.spec.run_args, c.extra_args, over)
+        got = self._facts.get(key)
+        if got is None:
+            got = member_facts(m, group, self.files, executors=self.executors)
+            self._facts[key] = got
+        return got
+
+    def size(self, path: str) -> int:
+        got = self._sizes.get(path)
+        if got is None:
+            got = self._sizes[path] = file_size(path, self.files)
+        return got
 
 
 def _affinity() -> tuple[int, ...] | None:

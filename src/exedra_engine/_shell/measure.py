@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from returns.result import Result
@@ -29,8 +29,10 @@ from exedra_engine._core.memory.fit_params import (
     companion_args,
     measurement_from,
     memory_settings,
+    memory_settings_of,
 )
 from exedra_engine._core.outcome import as_result
+from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, MeasureError
 
@@ -92,11 +94,11 @@ def _measure_plan(
     # read is the companion's to report.
     inv = read_inventory(model).value_or(None)
     swa = inv is not None and any(inv.swa_layers)
-    return measure_model(
+    items = read_with(plan, profile).items
+    return _measured(
         profile,
         model,
-        plan.args,
-        plan.env,
+        lambda: memory_settings_of(profile, items, plan.env),
         binary=binary or find_companion(profile, plan.command),
         ctx=ctx,
         host_free=host_free,
@@ -107,9 +109,12 @@ def _measure_plan(
 
 
 def _model_of(profile: ExecutorProfile, plan: LaunchPlan) -> str:
-    items = profile.flags.split_items(plan.args, "plan args")
     return next(
-        (it.values[0] for it in items if it.key == profile.model_flag and it.values),
+        (
+            it.values[0]
+            for it in read_with(plan, profile).items
+            if it.key == profile.model_flag and it.values
+        ),
         plan.spec.path,
     )
 
@@ -154,12 +159,37 @@ def measure_model(
     `MeasureError`. `ctx` is the context recorded when the engine's log does not say it;
     `arch` and `window` are the model's, for a shared cache's sliding-window layers (see
     `exedra_engine._core.memory.fit_params.companion_args`)."""
+    return _measured(
+        profile,
+        model,
+        lambda: memory_settings(profile, args, env),
+        binary=binary,
+        ctx=ctx,
+        host_free=host_free,
+        timeout=timeout,
+        arch=arch,
+        window=window,
+    )
+
+
+def _measured(
+    profile: ExecutorProfile,
+    model: str,
+    read: Callable[[], tuple[str, ...]],
+    *,
+    binary: str,
+    ctx: int,
+    host_free: int | None,
+    timeout: float,
+    arch: str,
+    window: int,
+) -> FitMeasurement:
     from exedra_engine._shell.local.flag_tables import executor_table, executor_version
 
     table, origin = executor_table(profile, binary)
     if origin.source != "binary":
         raise MeasureError(f"{binary}: its flags cannot be read ({origin.note or 'no help'})")
-    settings = memory_settings(profile, args, env)
+    settings = read()
     passed = companion_args(
         profile,
         settings,

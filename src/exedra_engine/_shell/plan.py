@@ -3,7 +3,7 @@ the ports in use, the sizes of the files it loads) and calls the pure planner.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -21,6 +21,7 @@ from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.plan.load_files import with_sizes
 from exedra_engine._core.plan.planner import explain_plan
+from exedra_engine._core.plan.reading import with_files
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
 from exedra_engine._shell.inspect import inventory_at, read_model
@@ -121,15 +122,16 @@ def explain_request(
         side_models=side_inventories_for(profile, spec, req.constraints, host),
         executors=req.executors,
     )
-    return _sized(e, host)
+    return sized(e, lambda path: file_size(path, host), profile)
 
 
-def _sized(e: Explained, files: HostFiles) -> Explained:
-    """The plan with the size of every file it loads (the planner knows the header's only)."""
-    sizes = {f.path: file_size(f.path, files) for f in e.plan.files if not f.size}
+def sized(e: Explained, size: Callable[[str], int], profile: ExecutorProfile) -> Explained:
+    """The plan with the size of every file it loads (the planner knows the header's only),
+    as `size` tells it (`file_size` on a host); `profile` is its kind's."""
+    sizes = {f.path: size(f.path) for f in e.plan.files if not f.size}
     if not any(sizes.values()):
         return e
-    plan = msgspec.structs.replace(e.plan, files=with_sizes(e.plan.files, sizes))
+    plan = with_files(e.plan, with_sizes(e.plan.files, sizes), profile)
     return msgspec.structs.replace(e, plan=plan)
 
 

@@ -10,6 +10,7 @@ from exedra_engine._core.emit.options import EmitOptions, Origin, chosen
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.endpoint import env_dict
+from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.secrets import is_secret_name
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import LaunchPlan
@@ -55,9 +56,10 @@ def key_vars(p: ExecutorProfile) -> frozenset[str]:
 
 def without_keys(
     p: ExecutorProfile, plan: LaunchPlan, items: Sequence[Item]
-) -> tuple[bool, tuple[str, ...]]:
+) -> tuple[bool, tuple[Item, ...]]:
+    """Whether the plan is keyed, and its argv's `items` without key flags."""
     keyed = bool(plan.api_key)
-    out: list[str] = []
+    out: list[Item] = []
     for it in items:
         if it.key is not None and it.key in p.key_flags:
             if it.key in p.secret_flags and it.key != p.key_flag:
@@ -67,7 +69,7 @@ def without_keys(
                 )
             keyed = True
             continue
-        out.extend(it.tokens)
+        out.append(it)
     return keyed or bool(key_vars(p) & set(env_dict(plan.env))), tuple(out)
 
 
@@ -77,7 +79,7 @@ def plan_is_keyed(plan: LaunchPlan, p: ExecutorProfile) -> bool:
     if plan.api_key or key_vars(p) & set(env_dict(plan.env)):
         return True
     try:
-        items = p.flags.split_items(plan.args, "plan args")
+        items = read_with(plan, p).items
     except EngineError:
         return False
     return any(it.key in p.key_flags for it in items if it.key is not None)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exedra_engine._core.emit.options import EmitOptions, Origin
-from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._core.plan.load_files import load_files, normal_path
+from exedra_engine._core.plan.load_files import normal_path
+from exedra_engine._core.plan.reading import PlanReading
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan, ModelFile
 from exedra_engine.errors import EmitError
@@ -73,16 +73,14 @@ def never_whole(path: str) -> bool:
     return path in SYSTEM_TOP or _parent(path) in _HOLDERS or bool(no_model_tree(path))
 
 
-def loaded_files(
-    p: ExecutorProfile,
-    plan: LaunchPlan,
-    args: Sequence[str],
-    env: Sequence[tuple[str, str]],
-) -> tuple[ModelFile, ...]:
-    # From the argv, as the executor reads it; the sizes from the plan's own list (a plan
-    # saved before it had one knows the model header's size only).
+def loaded_files(plan: LaunchPlan, reading: PlanReading) -> tuple[ModelFile, ...]:
+    """The files the plan loads: from its reading (its argv and env, as the executor reads
+    them); the sizes from the plan's own list (a plan saved before it had one knows the
+    model header's size only)."""
     sizes = {f.path: f.size for f in plan.files if f.size}
-    files = load_files(p, args, [f"{n}={v}" for n, v in env], plan.model, sizes)
+    files = tuple(
+        ModelFile(path=f.path, size=sizes.get(f.path) or f.size, role=f.role) for f in reading.files
+    )
     for f in files:
         if not f.path.startswith("/"):
             raise EmitError(f"model file {f.path!r} is a relative path: plan with an absolute one")

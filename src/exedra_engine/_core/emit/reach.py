@@ -20,7 +20,7 @@ from typing import Final, Literal
 from exedra_engine._core.emit.formats import ini
 from exedra_engine._core.emit.formats.readback import env_words, words
 from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._core.plan.load_files import named_files
+from exedra_engine._core.plan.load_files import unit_files
 from exedra_engine._core.struct import Value, freeze
 
 Role = Literal["executor", "waiter", "model"]
@@ -76,7 +76,7 @@ def unit_paths(text: str, profile: ExecutorProfile) -> list[tuple[Role, str]]:
             if argv:
                 out.append((role, argv[0].lstrip("-@:+!")))  # systemd's prefixes
                 if role == "executor":
-                    out += [("model", f) for f, _ in named_files(profile, argv[1:], env)]
+                    out += [("model", f) for f, _ in unit_files(profile, argv[1:], env)]
     return out
 
 

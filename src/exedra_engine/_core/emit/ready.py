@@ -12,6 +12,7 @@ from exedra_engine._core.emit.options import Origin
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.endpoint import env_dict
 from exedra_engine._core.plan.provenance import Source
+from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EmitError, EngineError
 
@@ -19,7 +20,7 @@ from exedra_engine.errors import EmitError, EngineError
 def ready_problem(p: ExecutorProfile, plan: LaunchPlan) -> str:
     """Why `plan.ready` is not the profile's ready path under the plan's own prefix ("" when
     it is): a tampered ``/v1/models`` answers while the model loads."""
-    want = expected_ready(p, plan.args, plan.env)
+    want = expected_ready(p, plan)
     if plan.ready != want:
         return (
             f"the plan's ready path {plan.ready!r} is not {want!r}, the profile's ready "
@@ -33,20 +34,14 @@ def ready_problem(p: ExecutorProfile, plan: LaunchPlan) -> str:
 _URL_PATH = re.compile(r"(/[A-Za-z0-9._~!$&'()*+,;=:@%-]*)+")
 
 
-def expected_ready(p: ExecutorProfile, args: Sequence[str], env: Sequence[str]) -> str:
-    """The ready path the executor serves for `args` and `env` (its prefix flag, else its
-    prefix variable, then the profile's path)."""
-    prefix = ""
+def expected_ready(p: ExecutorProfile, plan: LaunchPlan) -> str:
+    """The ready path the executor serves for the plan's argv and env (its prefix flag,
+    else its prefix variable, then the profile's path), as its reading has it."""
     try:
-        items = p.flags.split_items(args, "plan args")
-    except EngineError:
-        items = ()
-    given = [it for it in items if it.key == p.ready_prefix_flag and it.values]
-    if given:
-        prefix = given[-1].values[0]
-    elif p.ready_prefix_env:
-        prefix = env_dict(env).get(p.ready_prefix_env, "")
-    return prefix.rstrip("/") + p.ready_path
+        return read_with(plan, p).ready
+    except EngineError:  # an argv it refuses: what its env alone says
+        prefix = env_dict(plan.env).get(p.ready_prefix_env, "") if p.ready_prefix_env else ""
+        return prefix.rstrip("/") + p.ready_path
 
 
 def check_plan(p: ExecutorProfile, plan: LaunchPlan) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import chain
 
 from exedra_engine._core.emit import names
 from exedra_engine._core.emit.keys import (
@@ -29,9 +30,11 @@ from exedra_engine._core.emit.options import EmitOptions, Origin, check_options,
 from exedra_engine._core.emit.ready import check_plan, endpoint_origins
 from exedra_engine._core.emit.resources import Gpu, gpu_of, needs_of, threads_of
 from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.launch.budget import START_BASE, START_RATE, START_UNKNOWN, load_budget
 from exedra_engine._core.plan.provenance import Source
+from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.struct import Value
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import Hardware, LaunchPlan, ModelFile
@@ -47,6 +50,8 @@ class Shape(Value, frozen=True, kw_only=True):
     name: str
     args: tuple[str, ...]
     """The plan's argv without key flags; model files not yet rewritten."""
+    items: tuple[Item, ...] = ()
+    """`args` as the flag table reads them (each `Item.at` is in the plan's argv)."""
     env: tuple[tuple[str, str], ...]
     """The plan's env without key variables."""
     keyed: bool
@@ -88,11 +93,12 @@ def shape(
     check_options(options, target)
     check_plan(p, plan)
     name, named = _name(plan, options)
-    items = p.flags.split_items(plan.args, "plan args")
-    keyed, args = without_keys(p, plan, items)
+    reading = read_with(plan, p)
+    items = reading.items
+    keyed, kept = without_keys(p, plan, items)
     env = env_without_keys(p, plan)
     key = key_origin(p, keyed)
-    files = loaded_files(p, plan, args, env)
+    files = loaded_files(plan, reading)
     mounts, mounted = mounts_for(files, options)
     gpu, gpu_origins = gpu_of(p, plan, items=items, env=env, hw=hardware, options=options)
     container = target is not Target.SYSTEMD
@@ -109,13 +115,14 @@ def shape(
         plan=plan,
         profile=p,
         name=name,
-        args=args,
+        args=tuple(chain.from_iterable(it.tokens for it in kept)),
+        items=kept,
         env=env,
         keyed=keyed,
         files=files,
         mounts=mounts,
         gpu=gpu,
-        needs=needs_of(p, p.flags.split_items(args, "plan args"), env),
+        needs=needs_of(p, kept, env),
         memory=memory,
         threads=threads_of(p, items),
         start_budget=start,

@@ -28,6 +28,7 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, ModelSpec
+from exedra_engine.constants import MAX_GROUP_MEMBERS
 from exedra_engine.errors import ConfigError, UnsupportedKind
 
 if TYPE_CHECKING:
@@ -115,6 +116,14 @@ class _GroupWalk(_Walk):
         self._visit(mnode, "members")
         if _shape(mnode) != "sequence" or not mnode.value:
             raise _Bad(mnode, "members", "expected a list of members (- {id: ..., model: ...})")
+        if len(mnode.value) > MAX_GROUP_MEMBERS:
+            # Refused before any member is read: planning cost grows with each one.
+            raise _Bad(
+                mnode,
+                "members",
+                f"{len(mnode.value)} members, more than {MAX_GROUP_MEMBERS} (plan fewer "
+                "executors per group)",
+            )
         out = [self.member(n, i) for i, n in enumerate(mnode.value)]
         seen: dict[str, int] = {}
         for i, e in enumerate(out):

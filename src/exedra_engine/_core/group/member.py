@@ -3,25 +3,47 @@ group's, its facts and its profile; and what the planner decides for it as it go
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
+from typing import Literal
+
+from msgspec.structs import replace
 
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.group.cpus import CpuShare
+from exedra_engine._core.group.cpus import (
+    CpuShare,
+    cpu_ids,
+    cpu_set_text,
+    partition_cpus,
+    pinning_args,
+)
+from exedra_engine._core.group.memory import Running, floor_memory, whisper_resident
+from exedra_engine._core.group.ports import Taken
 from exedra_engine._core.group.values import GroupMember, MemberFacts
-from exedra_engine._core.values import Constraints
-from exedra_engine.errors import PlanError
+from exedra_engine._core.plan.planner import Staged
+from exedra_engine._core.struct import Value
+from exedra_engine._core.values import Constraints, Hardware
+from exedra_engine.constants import DEFAULT_PORT_BASE, MAX_GROUP_MEMBERS
+from exedra_engine.errors import PlanError, PortInUse
 
 
-class Member:
-    """One member while it is planned."""
+class Member(Value, frozen=True, kw_only=True):
+    """One member while it is planned: what it was given, then what the planner decided
+    for it, each stage a new value (`with_cpus`, `with_ports`, `with_memory`)."""
 
-    def __init__(self, m: GroupMember, c: Constraints, f: MemberFacts, p: ExecutorProfile) -> None:
-        self.m, self.c, self.f, self.p = m, c, f, p
-        self.cpu: CpuShare | None = None
-        self.extra: tuple[str, ...] = ()
-        self.in_use: frozenset[int] = frozenset()
-        self.floor = self.want = 0
-        self.why = ""
+    m: GroupMember
+    c: Constraints
+    """Its constraints over the group's (with its threads and port base once decided)."""
+    f: MemberFacts
+    p: ExecutorProfile
+    cpu: CpuShare | None = None
+    extra: tuple[str, ...] = ()
+    """Flags that end its engine layer: its threads and CPU set."""
+    in_use: Set[int] = frozenset()
+    """The ports it may not take (a view of the group's record: `group/ports.py`)."""
+    floor: int = 0
+    want: int = 0
+    why: Literal["llama", "file", "unknown", ""] = ""
+    """How its memory was judged: its plan's estimate, its file's, or not at all."""
 
     @property
     def id(self) -> str:
@@ -40,14 +62,103 @@ def members_of(
     if facts and len(facts) != len(members):
         raise PlanError(f"{len(facts)} member facts for {len(members)} members")
     return [
-        Member(m, _constraints(constraints, m, executors, notes), f, executors.profile(m.spec.kind))
+        Member(
+            m=m,
+            c=_constraints(constraints, m, executors, notes),
+            f=f,
+            p=executors.profile(m.spec.kind),
+        )
         for m, f in zip(members, facts or [MemberFacts()] * len(members), strict=True)
     ]
+
+
+def with_cpus(
+    ms: list[Member], hw: Hardware, cpus: Sequence[int] | None, notes: list[str]
+) -> list[Member]:
+    """The members with their CPU shares, threads and pinning flags (none for a lone one)."""
+    given = cpu_ids(cpus) if cpus is not None else None  # checked even for a lone member
+    if len(ms) < 2:
+        return ms  # a lone executor already has every core: planned as `plan_launch` plans it
+    if given is None:
+        ids: tuple[int, ...] = tuple(range(max(hw.cpu.threads, 1)))
+        notes.append(
+            f"CPU ids not known (a hardware file gives a count only): assumed 0-{len(ids) - 1}"
+        )
+    else:
+        ids = given
+    shares, said = partition_cpus(ids, hw.cpu.threads or len(ids), [x.m.weight for x in ms])
+    notes.extend(said)
+    out = []
+    for x, share in zip(ms, shares, strict=True):
+        own = x.c.threads > 0
+        c = x.c
+        if not own and x.p.threads_flag:
+            c = replace(c, threads=share.threads)
+        cpu = CpuShare(cpus=share.cpus, threads=c.threads) if own else share
+        if own and c.threads > len(share.cpus):
+            notes.append(
+                f"{x.id}: its own {c.threads} threads run on {len(share.cpus)} "
+                f"CPU{'s' if len(share.cpus) > 1 else ''} ({cpu_set_text(share.cpus)}): "
+                "more threads than CPUs slow it down"
+            )
+        out.append(replace(x, c=c, cpu=cpu, extra=pinning_args(x.p, share, threads_set=own)))
+    return out
+
+
+def with_ports(
+    ms: list[Member],
+    in_use: Set[int],
+    running: Sequence[Running],
+    kind_in_use: Mapping[str, Set[int]] | None = None,
+) -> tuple[list[Member], Taken]:
+    """The members with the ports each may not take: the host's (and those only its kind
+    cannot bind, `kind_in_use`), the running executors', every member's explicit port but
+    its own, and the ports the members before it were given; and the group's record of
+    them (`Taken`), which their plans' ports join."""
+    explicit: dict[int, str] = {}
+    for x in ms:
+        if x.c.port:
+            if x.c.port in explicit:
+                raise PortInUse(
+                    f"members {explicit[x.c.port]} and {x.id} both ask for port {x.c.port}"
+                )
+            explicit[x.c.port] = x.id
+    taken = Taken(set(in_use) | {r.port for r in running if r.port}, explicit)
+    by_kind = {k: frozenset(v) for k, v in (kind_in_use or {}).items()}
+    out = []
+    for i, x in enumerate(ms):
+        c = x.c
+        kind_only = by_kind.get(x.m.spec.kind, frozenset())
+        if not c.port:
+            base = c.port_base or DEFAULT_PORT_BASE
+            port = taken.scan(base, i, kind_only) if 0 < base < 65536 else None
+            if port is not None:
+                taken.give(port, i)
+                # Its plan scans from there: every port from the base below it is taken.
+                c = replace(c, port_base=port)
+        out.append(replace(x, c=c, in_use=taken.view(x.id, i, kind_only)))
+    return out, taken
+
+
+def with_memory(x: Member, st: Staged, want: int) -> Member:
+    """The member with its want (`want`: its resident total on the whole budget, decided
+    on its merge `st`) and floor (`floor_memory`, on the same merge)."""
+    p, f = x.p, x.f
+    if want and f.inventory is not None:
+        floor = floor_memory(
+            p, st.hw, f.inventory, sides=f.side_models, items=st.m.items, env=st.m.env
+        ).host.total
+        return replace(x, want=want, floor=floor, why="llama")
+    size = f.file_size or (f.model.size if f.model is not None else 0)
+    resident = whisper_resident(p, size)
+    return replace(x, want=resident, floor=resident, why="file" if resident else "unknown")
 
 
 def _check_members(members: Sequence[GroupMember]) -> None:
     if not members:
         raise PlanError("a group needs at least one member")
+    if len(members) > MAX_GROUP_MEMBERS:
+        raise PlanError(f"{len(members)} members, more than {MAX_GROUP_MEMBERS} in one group")
     seen: set[str] = set()
     for i, m in enumerate(members):
         if not m.spec.id:

@@ -15,16 +15,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.host.machine import OffloadDevice
 from exedra_engine._core.launch.actual import Actual
-from exedra_engine._core.memory.decide import usable_host
-from exedra_engine._core.memory.estimate import estimate_memory
+from exedra_engine._core.memory.decide import settings_with, usable_host
+from exedra_engine._core.memory.estimate import (
+    estimate_from_settings,
+)
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.memory.kv import FALLBACK_CTX
 from exedra_engine._core.memory.plan import MemoryPlan
-from exedra_engine._core.memory.settings import read_settings
+from exedra_engine._core.memory.settings import settings_of
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.errors import DoesNotFit, PlanError
 
@@ -100,25 +103,26 @@ def floor_memory(
     inv: ModelInventory,
     *,
     sides: Sequence[ModelInventory],
-    args: Sequence[str],
+    items: Sequence[Item],
     env: Sequence[str],
 ) -> MemoryPlan:
-    """The least a llama member can be planned with, from its merged argv and env before
-    the memory decision: its smallest automatic context (`FALLBACK_CTX`, or the model's own
-    when smaller) and no prompt cache, unless a layer set them."""
-    s = read_settings(profile, args, env)
+    """The least a llama member can be planned with, from its merge (`items`, the merged
+    argv as the table reads it, and `env`) before the memory decision: its smallest
+    automatic context (`FALLBACK_CTX`, or the model's own when smaller) and no prompt
+    cache, unless a layer set them."""
+    s = settings_of(profile, items, env)
     extra: list[str] = []
     if not ("ctx" in s.explicit and s.ctx > 0):
         extra += [profile.memory_flags["ctx"], str(min(FALLBACK_CTX, inv.context or FALLBACK_CTX))]
     if "cache_ram" not in s.explicit:
         extra += [profile.memory_flags["cache_ram"], "0"]
     by_path = {side.paths[0]: side for side in sides}
-    return estimate_memory(
+    return estimate_from_settings(
         inv,
-        (*args, *extra),
+        settings_with(profile, s, extra),
         hw,
         profile,
-        env=env,
+        ctx=None,
         mmproj=by_path.get(s.mmproj) if s.mmproj else None,
         draft=by_path.get(s.draft) if s.draft else None,
     )

@@ -18,43 +18,42 @@ A group of one is planned exactly as `plan_launch` plans its member.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
-from typing import NamedTuple, TypedDict, Unpack
-
-import msgspec
+from collections.abc import Callable, Mapping, Sequence, Set
+from typing import NamedTuple, TypedDict, TypeVar, Unpack
 
 from exedra_engine._core.config.parse import LocatedConfig
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.group.cpus import (
-    CpuShare,
-    cpu_ids,
-    cpu_set_text,
-    partition_cpus,
-    pinning_args,
+from exedra_engine._core.group.cpus import cpu_set_text
+from exedra_engine._core.group.member import (
+    Member,
+    members_of,
+    with_cpus,
+    with_memory,
+    with_ports,
 )
-from exedra_engine._core.group.member import Member, members_of
 from exedra_engine._core.group.memory import (
     Running,
     check_running,
     device_shares,
-    floor_memory,
     group_budget,
     split_budget,
-    whisper_resident,
 )
+from exedra_engine._core.group.ports import Taken
 from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
 from exedra_engine._core.memory.explain import size_text
-from exedra_engine._core.memory.settings import fitter_off, read_settings
+from exedra_engine._core.memory.settings import MemorySettings, fitter_off
 from exedra_engine._core.outcome import boundary
 from exedra_engine._core.plan.explained import Explained
-from exedra_engine._core.plan.planner import PlanFacts, plan_facts
-from exedra_engine._core.plan.ports import next_free_port
+from exedra_engine._core.plan.planner import PlanFacts, Staged, decided, finished, staged
+from exedra_engine._core.plan.ports import choose_port
+from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware, LaunchPlan
-from exedra_engine.constants import DEFAULT_PORT_BASE
 from exedra_engine.errors import DoesNotFit, EngineError, NoHardware, PortInUse
+
+_T = TypeVar("_T")
 
 
 class GroupExplained(Value, frozen=True, kw_only=True):
@@ -168,9 +167,9 @@ class _Planning(NamedTuple):
     solo: bool
     """A group of one, joining nothing: planned, and failing, as `plan_launch` plans it."""
 
-    def planned(self, x: Member, share: tuple[int, str] | None, *, full: bool) -> Explained:
-        """Member `x`'s plan within `share` (bytes, and why); explained when `full`."""
-        pf = PlanFacts(
+    def facts(self, x: Member, share: tuple[int, str] | None) -> PlanFacts:
+        """What member `x`'s plan is made from, within `share` (bytes, and why)."""
+        return PlanFacts(
             model=x.f.model,
             ports_in_use=x.in_use,
             inventory=x.f.inventory,
@@ -178,20 +177,47 @@ class _Planning(NamedTuple):
             budget=share,
             engine_extra=x.extra,
         )
-        try:
-            return plan_facts(
-                x.m.spec,
-                x.m.hardware(self.hw),
-                x.c,
-                pf,
-                explain=full and self.explain,
-                flags=self.flags.get(x.m.spec.kind),
-                config_files=self.config_files,
+
+    def staged(self, x: Member) -> Staged:
+        """Member `x`'s request checked, layered and merged: its one merge."""
+        pf = self.facts(x, None)
+        return self.naming(
+            x,
+            lambda: staged(
+                x.m.spec, x.m.hardware(self.hw), x.c, pf, executors=self.executors, profile=x.p
+            ),
+        )
+
+    def decided(self, x: Member, st: Staged, share: tuple[int, str] | None) -> int:
+        """Member `x`'s resident total within `share`, decided on its merge (0: none)."""
+        memory = self.naming(x, lambda: decided(st, self.facts(x, share)))
+        return memory.memory.host.total if memory is not None else 0
+
+    def finished(self, x: Member, st: Staged, share: tuple[int, str] | None) -> Explained:
+        """Member `x`'s plan within `share`, made from its merge; explained when asked."""
+        if self.naming(x, lambda: choose_port(x.c, x.in_use)) != st.engine_port:
+            # A member before it listens where it was to (a layer moved that one's port):
+            # its engine layer names another port, so it is merged again.
+            st = self.staged(x)
+        judge = (self.flags.get(x.m.spec.kind), tuple(self.config_files))
+        return self.naming(
+            x,
+            lambda: finished(
+                st,
+                self.facts(x, share),
+                explain=self.explain,
+                judge=judge if self.explain else None,
                 executors=self.executors,
-            )
+            ),
+        )
+
+    def naming(self, x: Member, step: Callable[[], _T]) -> _T:
+        """`step`, whose errors name member `x` (a group of one fails as `plan_launch`)."""
+        try:
+            return step()
         except EngineError as e:
             if self.solo:
-                raise  # a group of one fails as `plan_launch` fails
+                raise
             raise _named(e, x.id) from e
 
 
@@ -222,8 +248,8 @@ def _explained(
     check_running(running)
     notes: list[str] = []
     ms = members_of(members, constraints, options.get("facts", ()), executors, notes)
-    _share_cpus(ms, hw, options.get("cpus"), notes)
-    _reserve_ports(
+    ms = with_cpus(ms, hw, options.get("cpus"), notes)
+    ms, taken = with_ports(
         ms,
         options.get("ports_in_use", frozenset()),
         running,
@@ -239,10 +265,13 @@ def _explained(
         solo=len(ms) == 1 and not running,
     )
     whole = None if budget is None else (budget, how)
-    for x in ms:
-        _want_and_floor(x, hw, planning.planned(x, whole, full=False))
+    merged = [planning.staged(x) for x in ms]
+    ms = [
+        with_memory(x, st, planning.decided(x, st, whole) if x.f.inventory else 0)
+        for x, st in zip(ms, merged, strict=True)
+    ]
     shares = _host_shares(ms, budget, how, solo=planning.solo, notes=notes)
-    out = _plan_in_order(ms, shares, planning, budget, how)
+    out = _plan_in_order(ms, merged, shares, planning, (budget, how), taken=taken)
     _check_ports(ms, out)
     plans = tuple(e.plan for e in out)
     dev_budgets, dev_shares, said = device_shares(
@@ -280,26 +309,29 @@ def _host_shares(
 
 def _plan_in_order(
     ms: list[Member],
+    merged: list[Staged],
     shares: tuple[int, ...],
     planning: _Planning,
-    budget: int | None,
-    how: str,
+    budget: tuple[int | None, str],
+    *,
+    taken: Taken,
 ) -> list[Explained]:
-    """Each member's plan within its share, in member order."""
-    whole = None if budget is None else (budget, how)
+    """Each member's plan within its share, in member order, from its merge."""
+    total, how = budget
+    whole = None if total is None else (total, how)
     out: list[Explained] = []
-    for x, share in zip(ms, shares, strict=True):
-        mine = whole if planning.solo or budget is None else (share, _share_how(x, budget, how))
-        # The ports the members before it really listen on (a layer may have moved one).
-        x.in_use = x.in_use | {e.plan.port for e in out}
-        out.append(planning.planned(x, mine, full=True))
+    for i, (x, st, share) in enumerate(zip(ms, merged, shares, strict=True)):
+        mine = whole if planning.solo or total is None else (share, _share_how(x, total, how))
+        out.append(planning.finished(x, st, mine))
+        # The members after it skip the port it really listens on (a layer may move one).
+        taken.give(out[-1].plan.port, i)
     return out
 
 
 def _judged(ms: list[Member], plans: tuple[LaunchPlan, ...], *, solo: bool) -> list[bool]:
     """Which members' device reservations are judged (their argv switched the fitter off)."""
     return [
-        not solo and p.memory is not None and bool(fitter_off(read_settings(x.p, p.args, p.env)))
+        not solo and p.memory is not None and _fitter_off(read_with(p, x.p).memory)
         for x, p in zip(ms, plans, strict=True)
     ]
 
@@ -332,84 +364,8 @@ def _named(e: EngineError, member_id: str) -> EngineError:
         return e
 
 
-def _share_cpus(
-    ms: list[Member], hw: Hardware, cpus: Sequence[int] | None, notes: list[str]
-) -> None:
-    given = cpu_ids(cpus) if cpus is not None else None
-    if len(ms) < 2:
-        return  # a lone executor already has every core: planned as `plan_launch` plans it
-    if given is None:
-        ids: tuple[int, ...] = tuple(range(max(hw.cpu.threads, 1)))
-        notes.append(
-            f"CPU ids not known (a hardware file gives a count only): assumed 0-{len(ids) - 1}"
-        )
-    else:
-        ids = given
-    shares, said = partition_cpus(ids, hw.cpu.threads or len(ids), [x.m.weight for x in ms])
-    notes.extend(said)
-    for x, share in zip(ms, shares, strict=True):
-        x.cpu = share
-        own = x.c.threads > 0
-        if not own and x.p.threads_flag:
-            x.c = msgspec.structs.replace(x.c, threads=share.threads)
-        x.extra = pinning_args(x.p, share, threads_set=own)
-        if own:
-            x.cpu = CpuShare(cpus=share.cpus, threads=x.c.threads)
-            if x.c.threads > len(share.cpus):
-                notes.append(
-                    f"{x.id}: its own {x.c.threads} threads run on {len(share.cpus)} "
-                    f"CPU{'s' if len(share.cpus) > 1 else ''} ({cpu_set_text(share.cpus)}): "
-                    "more threads than CPUs slow it down"
-                )
-
-
-def _reserve_ports(
-    ms: list[Member],
-    in_use: Set[int],
-    running: Sequence[Running],
-    kind_in_use: Mapping[str, Set[int]],
-) -> None:
-    """Each member's ports in use: the host's (and those only its kind cannot bind), the
-    running executors', every member's explicit port but its own, and the ports the members
-    before it were given."""
-    taken = set(in_use) | {r.port for r in running if r.port}
-    explicit: dict[int, str] = {}
-    for x in ms:
-        if x.c.port:
-            if x.c.port in explicit:
-                raise PortInUse(
-                    f"members {explicit[x.c.port]} and {x.id} both ask for port {x.c.port}"
-                )
-            explicit[x.c.port] = x.id
-    for x in ms:
-        others = {p for p, who in explicit.items() if who != x.id}
-        x.in_use = frozenset(taken | others | set(kind_in_use.get(x.m.spec.kind, ())))
-        if not x.c.port:
-            port = next_free_port(x.c.port_base or DEFAULT_PORT_BASE, x.in_use)
-            if port is not None:
-                taken.add(port)
-
-
-def _want_and_floor(x: Member, hw: Hardware, alone: Explained) -> None:
-    """The member's want (its plan on the whole budget) and floor (`floor_memory`)."""
-    p, f = x.p, x.f
-    mem = alone.plan.memory
-    if mem is not None and f.inventory is not None:
-        x.want = mem.host.total
-        bare = plan_facts(
-            x.m.spec,
-            hw,
-            x.c,
-            PlanFacts(model=f.model, ports_in_use=x.in_use, engine_extra=x.extra),
-        ).plan
-        x.floor = floor_memory(
-            p, hw, f.inventory, sides=f.side_models, args=bare.args, env=bare.env
-        ).host.total
-        x.why = "llama"
-        return
-    size = f.file_size or (f.model.size if f.model is not None else 0)
-    x.want = x.floor = whisper_resident(p, size)
-    x.why = "file" if x.want else "unknown"
+def _fitter_off(s: MemorySettings | None) -> bool:
+    return s is not None and bool(fitter_off(s))
 
 
 def _memory_shares(ms: list[Member], budget: int | None, how: str) -> tuple[int, ...]:

@@ -77,16 +77,14 @@ class Group(Mapping[str, I]):
 
 def members(plan: GroupPlan) -> tuple[tuple[str, LaunchPlan], ...]:
     """Each member's id and plan, in member order; a `PlanError` if the plan is not one a
-    group can run (ids repeated, plans and shares of different lengths, no member)."""
+    group can run (ids repeated, no member)."""
     ids = plan.ids
     if not ids:
         raise PlanError("the group has no member")
-    if len(plan.plans) != len(ids):
-        raise PlanError(f"the group has {len(plan.plans)} plans for {len(ids)} shares")
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:
         raise PlanError(f"member ids must be unique in a group: {', '.join(repeated)} repeated")
-    return tuple(zip(ids, plan.plans, strict=True))
+    return tuple((share.id, p) for share, p in plan.members)
 
 
 class Starting(Generic[I]):

@@ -18,6 +18,7 @@ from exedra_engine._core.values import (
     ModelInfo,
     ModelSpec,
 )
+from exedra_engine.errors import PlanError
 
 
 class GroupMember(Value, frozen=True, kw_only=True, omit_defaults=True):
@@ -79,6 +80,16 @@ class GroupPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
     notes: tuple[str, ...] = ()
     """What the group planner decided that a reader should know (fewer cores than members...)."""
 
+    def __post_init__(self) -> None:
+        # Two tuples in the JSON, one list of members: made (or decoded) whole, or refused.
+        if len(self.plans) != len(self.shares):
+            raise PlanError(f"the group has {len(self.plans)} plans for {len(self.shares)} shares")
+
+    @property
+    def members(self) -> tuple[tuple[MemberShare, LaunchPlan], ...]:
+        """Each member's share and plan, in member order."""
+        return tuple(zip(self.shares, self.plans, strict=True))
+
     @property
     def ids(self) -> tuple[str, ...]:
         """The members' ids, in member order."""
@@ -86,7 +97,7 @@ class GroupPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
 
     def plan_of(self, member_id: str) -> LaunchPlan:
         """The `LaunchPlan` of the member named `member_id` (KeyError if none)."""
-        for share, plan in zip(self.shares, self.plans, strict=True):
+        for share, plan in self.members:
             if share.id == member_id:
                 return plan
         raise KeyError(member_id)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.memory.settings import MIB
 from exedra_engine._core.plan.endpoint import env_dict, stoi
+from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine.errors import PlanError
+from exedra_engine.errors import EngineError
 
 
 class Actual(Value, frozen=True, kw_only=True):
@@ -36,8 +37,8 @@ def planned_ctx(plan: LaunchPlan, profile: ExecutorProfile) -> int | None:
         return None
     value: str | None = None
     try:
-        items = profile.flags.split_items(plan.args, "plan args")
-    except PlanError:
+        items = read_with(plan, profile).items
+    except EngineError:  # an argv the executor refuses: what its env says
         items = ()
     for item in items:
         if item.key == profile.ctx_flag and item.values:

@@ -16,10 +16,10 @@ from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.host.machine import Hardware
 from exedra_engine._core.memory.estimate import (
     estimate_from_settings,
-    matching_measurement,
     with_measurement,
 )
 from exedra_engine._core.memory.explain import biggest_part, explain_memory, parts_text, size_text
+from exedra_engine._core.memory.fit_params import measurement_of
 from exedra_engine._core.memory.kv import CTX_PAD, FALLBACK_CTX
 from exedra_engine._core.memory.placement import bytes_by_layer, device_names
 from exedra_engine._core.memory.plan import MemoryPlan, PlaceMemory
@@ -29,7 +29,6 @@ from exedra_engine._core.memory.settings import (
     MemorySettings,
     fitter_off,
     int_or,
-    read_settings,
 )
 from exedra_engine._core.struct import Value
 from exedra_engine.errors import DoesNotFit
@@ -69,63 +68,77 @@ def usable_host(hw: Hardware) -> tuple[int | None, str]:
 
 def decide_memory(
     inventory: ModelInventory,
-    args: Sequence[str],
+    items: Sequence[Item],
     env: Sequence[str],
     hardware: Hardware,
     profile: ExecutorProfile,
     *,
+    settings: MemorySettings,
     mmproj: ModelInventory | None = None,
     draft: ModelInventory | None = None,
-    items: Sequence[Item] | None = None,
-    settings: MemorySettings | None = None,
     budget: tuple[int, str] | None = None,
 ) -> MemoryDecision:
     """The plan's memory for its merged argv and env, raising `DoesNotFit` when a setting a
     layer chose cannot fit; an unset context that does not fit becomes the largest that
     does (never below 4096 tokens unless the model's own is smaller), and an unset
-    ``--cache-ram`` gets what is left of the budget (at most its default). `items` are
-    `args` as the profile's table reads them, and `settings` their `read_settings`, where
-    the caller has them (the merge's). `budget` replaces the host's usable memory and its
+    ``--cache-ram`` gets what is left of the budget (at most its default). `items` are the
+    merged argv as the profile's table reads it (the merge's), and `settings` their
+    `settings_of`. `budget` replaces the host's usable memory and its
     explanation (`usable_host`): a group member's share (`exedra_engine._core.group`)."""
     return _Decider(
         inventory,
-        args,
+        items,
         env=env,
         hw=hardware,
         profile=profile,
         sides=(mmproj, draft),
-        items=items,
         settings=settings,
         budget=budget,
     ).run()
+
+
+def settings_with(
+    profile: ExecutorProfile, s: MemorySettings, extra: Sequence[str]
+) -> MemorySettings:
+    """`settings_of` an argv with `extra` (a context and a prompt cache, flags that no
+    layer set, as flag-value pairs) after it, from `s`, its settings already read: a flag
+    added last wins over any earlier one and over its variable."""
+    if not extra:
+        return s
+    found = dict(zip(extra[::2], extra[1::2], strict=True))
+    ctx = found.get(profile.memory_flags["ctx"])
+    cache = found.get(profile.memory_flags["cache_ram"])
+    roles = {role for role, flag in profile.memory_flags.items() if flag in found}
+    return replace(
+        s,
+        ctx=s.ctx if ctx is None else int_or(ctx, 0),
+        cache_ram_mib=(s.cache_ram_mib if cache is None else int_or(cache, DEFAULT_CACHE_RAM_MIB)),
+        explicit=s.explicit | roles,
+    )
 
 
 class _Decider:
     def __init__(
         self,
         inv: ModelInventory,
-        args: Sequence[str],
+        items: Sequence[Item],
         *,
         env: Sequence[str],
         hw: Hardware,
         profile: ExecutorProfile,
         sides: tuple[ModelInventory | None, ModelInventory | None],
-        items: Sequence[Item] | None = None,
-        settings: MemorySettings | None = None,
+        settings: MemorySettings,
         budget: tuple[int, str] | None = None,
     ) -> None:
-        self.inv, self.args, self.env, self.hw, self.p, self.sides = (
+        self.inv, self.items, self.env, self.hw, self.p, self.sides = (
             inv,
-            args,
+            items,
             env,
             hw,
             profile,
             sides,
         )
-        self.items = items
-        self.s = (
-            settings if settings is not None else read_settings(profile, args, env, items=items)
-        )
+        self.s = settings
         # Every estimate places the same weights: by layer once (needed with devices only).
         self.by_layer = bytes_by_layer(inv) if device_names(hw, profile.kind) else None
         self.usable, self.how = budget if budget is not None else usable_host(hw)
@@ -153,24 +166,7 @@ class _Decider:
         return self.seen[key]
 
     def settings(self, extra: Sequence[str]) -> MemorySettings:
-        """`read_settings` of the argv with `extra` (`flags`: a context and a prompt cache,
-        flags that no layer set) after it, from the settings already read: a flag added
-        last wins over any earlier one and over its variable."""
-        s = self.s
-        if not extra:
-            return s
-        found = dict(zip(extra[::2], extra[1::2], strict=True))
-        ctx = found.get(self.p.memory_flags["ctx"])
-        cache = found.get(self.p.memory_flags["cache_ram"])
-        roles = {role for role, flag in self.p.memory_flags.items() if flag in found}
-        return replace(
-            s,
-            ctx=s.ctx if ctx is None else int_or(ctx, 0),
-            cache_ram_mib=(
-                s.cache_ram_mib if cache is None else int_or(cache, DEFAULT_CACHE_RAM_MIB)
-            ),
-            explicit=s.explicit | roles,
-        )
+        return settings_with(self.p, self.s, extra)
 
     def flags(self, ctx: int | None, cache_mib: int | None) -> tuple[str, ...]:
         out: tuple[str, ...] = ()
@@ -269,15 +265,13 @@ class _Decider:
         cache_mib = None if self.fixed_cache else self.cache_size(ctx, notes)
         engine = self.flags(ctx, cache_mib)
         final = self.est(engine)
-        # The merge's items, and those of the flags decided here (no layer set them).
-        items = (
-            (*self.items, *self.p.flags.split_items(engine, "memory flags"))
-            if self.items is not None and self.hw.measurements
-            else None
-        )
-        measured = matching_measurement(
-            self.hw, self.p, self.inv.paths[0], (*self.args, *engine), self.env, items=items
-        )
+        measured = None
+        if self.hw.measurements:
+            # The merge's items, and those of the flags decided here (no layer set them).
+            items = (*self.items, *self.p.flags.split_items(engine, "memory flags"))
+            measured = measurement_of(
+                self.hw.measurements, self.p, self.inv.paths[0], items, self.env
+            )
         if measured is not None:
             final = with_measurement(final, measured)
             bad = self.overflow(final)

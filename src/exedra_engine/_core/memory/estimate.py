@@ -22,7 +22,6 @@ from typing import Final
 
 from msgspec.structs import replace
 
-from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.host.machine import Hardware
@@ -277,13 +276,11 @@ def matching_measurement(
     model: str,
     args: Sequence[str],
     env: Sequence[str] = (),
-    *,
-    items: Sequence[Item] | None = None,
 ) -> FitMeasurement | None:
     """The host's measurement of `model` made with the same memory settings as this argv and
     env (`exedra_engine._core.memory.fit_params.measurement_for`), the last one taken; a path on
-    another machine matches by its file name. `items` are `args` as the table reads them."""
-    return measurement_for(hw.measurements, profile, model, args, env, items=items)
+    another machine matches by its file name."""
+    return measurement_for(hw.measurements, profile, model, args, env)
 
 
 def with_measurement(est: MemoryPlan, m: FitMeasurement) -> MemoryPlan:

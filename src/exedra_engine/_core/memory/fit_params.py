@@ -140,21 +140,21 @@ _FALSE = frozenset({"0", "false", "off", "disabled", "no"})
 
 
 def memory_settings(
-    profile: ExecutorProfile,
-    args: Sequence[str],
-    env: Sequence[str] = (),
-    *,
-    items: Sequence[Item] | None = None,
+    profile: ExecutorProfile, args: Sequence[str], env: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """`memory_settings_of` an argv (raising `PlanError` for one the table cannot cut)."""
+    return memory_settings_of(profile, profile.flags.split_items(args, "plan args"), env)
+
+
+def memory_settings_of(
+    profile: ExecutorProfile, items: Sequence[Item], env: Sequence[str] = ()
 ) -> tuple[str, ...]:
     """The flags of a plan (its `args` and ``NAME=VALUE`` `env`) that change what the
     executor reserves (`ExecutorProfile.measure_flags`), canonical: each by its key, in the
     plan's order, variables as flags, and the slot count last, made explicit where the
     executor chooses it (llama-server's auto: ``--parallel 4 --kv-unified``). Equal settings
-    reserve equal memory. Raises `PlanError` for an argv the table cannot cut. `items` are
-    `args` as the table reads them, where the caller has them (the merge's)."""
+    reserve equal memory. `items` are the plan's argv as the table reads it."""
     table: FlagTable = profile.flags
-    if items is None:
-        items = table.split_items(args, "plan args")
     found = [it for it in items if it.key in profile.measure_flags]
     in_args = {it.key for it in found}
     found += table.split_items(_env_flags(profile, env, in_args), "plan env")
@@ -259,17 +259,29 @@ def measurement_for(
     model: str,
     args: Sequence[str],
     env: Sequence[str] = (),
-    *,
-    items: Sequence[Item] | None = None,
+) -> FitMeasurement | None:
+    """`measurement_of` an argv (raising `PlanError` for one the table cannot cut)."""
+    if not measurements:
+        return None
+    items = profile.flags.split_items(args, "plan args")
+    return measurement_of(measurements, profile, model, items, env)
+
+
+def measurement_of(
+    measurements: Sequence[FitMeasurement],
+    profile: ExecutorProfile,
+    model: str,
+    items: Sequence[Item],
+    env: Sequence[str] = (),
 ) -> FitMeasurement | None:
     """The measurement (the newest, last) made for `model` with the same memory settings as
     a plan's `args` and `env`, or None: a measurement for another context or cache type says
     nothing about this plan. A measurement of the same path wins; else one of the same file
-    name (the target keeps its models elsewhere). Raises `PlanError` for an argv the table
-    cannot cut. `items` are `args` as the table reads them, where the caller has them."""
+    name (the target keeps its models elsewhere). `items` are the plan's argv as the table
+    reads it."""
     if not measurements:
         return None
-    wanted = _order_free(profile, memory_settings(profile, args, env, items=items))
+    wanted = _order_free(profile, memory_settings_of(profile, items, env))
     same = []
     for i, m in enumerate(measurements):
         try:

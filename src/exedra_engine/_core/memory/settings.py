@@ -76,17 +76,18 @@ class MemorySettings(Value, frozen=True, kw_only=True):
 
 
 def read_settings(
-    profile: ExecutorProfile,
-    args: Sequence[str],
-    env: Sequence[str] = (),
-    *,
-    items: Sequence[Item] | None = None,
+    profile: ExecutorProfile, args: Sequence[str], env: Sequence[str] = ()
 ) -> MemorySettings:
     """The memory settings of an argv (and ``NAME=VALUE`` env) through the profile's table;
-    a flag in argv wins over its variable, as the executor reads them. `items` are `args`
-    as the table reads them, where the caller has them already (the merge's)."""
-    if items is None:
-        items = profile.flags.split_items(args, "plan args")
+    a flag in argv wins over its variable, as the executor reads them."""
+    return settings_of(profile, profile.flags.split_items(args, "plan args"), env)
+
+
+def settings_of(
+    profile: ExecutorProfile, items: Sequence[Item], env: Sequence[str] = ()
+) -> MemorySettings:
+    """`read_settings` of an argv the table has read already (`items`: a plan's reading,
+    a merge's items)."""
     found = _Found(profile)
     found.take_items(items)
     found.read_env(env)

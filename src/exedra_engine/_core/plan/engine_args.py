@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._core.plan.join import join_unset
 from exedra_engine._core.plan.layer_checks import Layer
-from exedra_engine._core.plan.layers import Merged, env_items
+from exedra_engine._core.plan.layers import Merged, env_items, join_unset
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import Constraints, ModelSpec
 from exedra_engine.constants import DEFAULT_HOST
@@ -43,11 +42,9 @@ def engine_args(
     c: Constraints,
     port: int,
     cpu_only: bool,
-    *,
-    memory_args: tuple[str, ...] = (),
 ) -> tuple[str, ...]:
     """The flags the engine layer derives from the spec, the host and the constraints
-    (`memory_args` last: the plan `with_memory_args` makes has them there)."""
+    (what the memory plan decides joins them later: `with_memory_args`)."""
     p = profile
     args = [p.model_flag, spec.path]
     if p.alias_flag and spec.id:
@@ -63,7 +60,6 @@ def engine_args(
         args += p.cpu_only_args
     for cap in spec.capabilities:
         args += p.capabilities[cap]
-    args += memory_args  # what the memory plan decided (a context that fits, --cache-ram)
     return tuple(args)
 
 
@@ -74,7 +70,6 @@ def plan_layers(
     port: int,
     cpu_only: bool,
     *,
-    memory_args: tuple[str, ...] = (),
     extra: tuple[str, ...] = (),
 ) -> list[Layer]:
     """The layers of a plan for `spec`, lowest first: run_args, the engine's own flags (and
@@ -88,7 +83,7 @@ def plan_layers(
         Layer(
             name=_NAMES[RANK_ENGINE],
             rank=RANK_ENGINE,
-            args=engine_args(profile, spec, c, port, cpu_only, memory_args=memory_args) + extra,
+            args=engine_args(profile, spec, c, port, cpu_only) + extra,
             env=engine_env,
         ),
         Layer(name=_NAMES[RANK_CALLER], rank=RANK_CALLER, args=c.extra_args, env=extra_env),

@@ -41,21 +41,13 @@ def normal_path(path: str) -> str:
 
 
 def named_files(
-    p: ExecutorProfile,
-    args: Sequence[str],
-    env: Mapping[str, str] | Sequence[str],
-    items: Sequence[Item] | None = None,
+    p: ExecutorProfile, items: Sequence[Item], env: Mapping[str, str] | Sequence[str]
 ) -> tuple[tuple[str, str], ...]:
     """(path, role) of each file a model-file flag (or its variable) names, in argv order,
     each once. A flag given as an argument wins over its variable, as the executor reads.
-    `items` are `args` as the flag table reads them, where the caller has them already."""
+    `items` are the argv as the flag table reads it (a plan's reading)."""
     found: dict[str, str] = {}
     seen: set[str] = set()
-    if items is None:
-        try:
-            items = p.flags.split_items(args, "plan args")
-        except EngineError:
-            items = ()
     files = p.model_file_flags
     for key, values in [(it.key, it.values) for it in items if it.key in files]:
         if values:
@@ -69,6 +61,18 @@ def named_files(
         if f is not None and f.key in files and value and f.key not in seen:
             found.setdefault(normal_path(value), _role(p, f.key))
     return tuple(found.items())
+
+
+def unit_files(
+    p: ExecutorProfile, args: Sequence[str], env: Mapping[str, str] | Sequence[str]
+) -> tuple[tuple[str, str], ...]:
+    """`named_files` of an argv read back from an emitted unit, not a plan (a plan has its
+    reading): cut here; an argv the table cannot cut names none."""
+    try:
+        items = p.flags.split_items(args, "unit args")
+    except EngineError:
+        items = ()
+    return named_files(p, items, env)
 
 
 def _role(p: ExecutorProfile, key: str) -> str:
@@ -89,12 +93,10 @@ def shards(path: str) -> tuple[str, ...]:
 
 def load_files(
     p: ExecutorProfile,
-    args: Sequence[str],
+    items: Sequence[Item],
     env: Mapping[str, str] | Sequence[str],
     model: ModelInfo | None = None,
     sizes: Mapping[str, int] | None = None,
-    *,
-    items: Sequence[Item] | None = None,
 ) -> tuple[ModelFile, ...]:
     """Every file the executor reads at load, with its size when known: from `sizes` (the
     facts a shell gathered), else the model header's, else 0 (unknown). `items`: as for
@@ -103,7 +105,7 @@ def load_files(
     if model is not None and model.size > 0:
         known.setdefault(normal_path(model.path), model.size)
     out: list[ModelFile] = []
-    for path, role in named_files(p, args, env, items):
+    for path, role in named_files(p, items, env):
         out.append(ModelFile(path=path, size=known.get(path, 0), role=role))
         out += [ModelFile(path=s, size=known.get(s, 0), role="shard") for s in shards(path)]
     return tuple(out)

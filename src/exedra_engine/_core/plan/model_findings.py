@@ -24,7 +24,7 @@ from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.gguf.labels import CHAT_TEMPLATE
 from exedra_engine._core.memory.kv import context_geometry
-from exedra_engine._core.memory.settings import read_settings
+from exedra_engine._core.memory.settings import settings_of
 from exedra_engine._core.plan.layers import Merged
 from exedra_engine._core.values import ModelInfo, ModelSpec
 
@@ -95,7 +95,7 @@ def _ctx_above_trained(
     flag = profile.memory_flags.get("ctx")
     if not flag or model.context <= 0:
         return []
-    s = read_settings(profile, m.args, m.env, items=m.items)
+    s = settings_of(profile, m.items, m.env)
     if s.ctx <= 0:  # the executor's default is the model's own context
         return []
     # What one slot may fill: llama.cpp warns of "training context overflow" past it.

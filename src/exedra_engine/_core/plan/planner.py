@@ -20,6 +20,7 @@ warnings; they never change the plan.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
+from typing import NamedTuple
 
 from exedra_engine._core.config.check import check_plan_layers
 from exedra_engine._core.config.findings import Finding
@@ -29,15 +30,16 @@ from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.memory.decide import MemoryDecision, decide_memory
-from exedra_engine._core.memory.settings import read_settings
+from exedra_engine._core.memory.settings import settings_of
 from exedra_engine._core.outcome import boundary
 from exedra_engine._core.plan.endpoint import resolve_merged
 from exedra_engine._core.plan.engine_args import plan_layers, with_memory_args
 from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import Merged, env_items, merge
-from exedra_engine._core.plan.load_files import load_files
 from exedra_engine._core.plan.model_findings import model_findings
 from exedra_engine._core.plan.ports import choose_port, port_origin
+from exedra_engine._core.plan.reading import merge_reading, remember
 from exedra_engine._core.plan.request_checks import check_request
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import (
@@ -144,33 +146,6 @@ class PlanFacts(Value, frozen=True, kw_only=True):
     """Flags added at the end of the engine layer (a group member's threads and CPU set)."""
 
 
-def plan_facts(
-    spec: ModelSpec,
-    hw: Hardware | None,
-    constraints: Constraints,
-    facts: PlanFacts,
-    *,
-    explain: bool = False,
-    flags: FlagTable | None = None,
-    config_files: Sequence[LocatedConfig] = (),
-    executors: Executors = BUILTIN,
-) -> Explained:
-    """The raising planner from gathered facts (the group planner's entry): `Explained`
-    with provenance and findings (judged as `explain_launch` does) only when `explain`."""
-    judge = (flags, tuple(config_files)) if explain else None
-    profile = executors.profile(spec.kind)
-    return _plan(
-        spec,
-        hw,
-        constraints,
-        facts,
-        explain=explain,
-        judge=judge,
-        executors=executors,
-        profile=profile,
-    )
-
-
 # Inside the planner, failures are raised and turned into values once, at the public boundary
 # (`boundary`): a Result costs ~0.4 us to build and ~0.13 us to test, a dozen per plan.
 def _plan(
@@ -185,12 +160,42 @@ def _plan(
     profile: ExecutorProfile,
 ) -> Explained:
     # `profile` is the spec's kind's, looked up once for the whole plan.
-    model, ports_in_use = facts.model, facts.ports_in_use
+    st = staged(spec, hw, constraints, facts, executors=executors, profile=profile)
+    return finished(st, facts, explain=explain, judge=judge, executors=executors)
+
+
+class Staged(NamedTuple):
+    """A plan up to its one merge: what its memory is decided on (`decided`) and what
+    `finished` makes the plan from, within any budget."""
+
+    spec: ModelSpec
+    hw: Hardware
+    constraints: Constraints
+    profile: ExecutorProfile
+    exe: ExecutorInfo
+    layers: tuple[Layer, ...]
+    m: Merged
+    engine_port: int
+    engine_extra: int
+    """How many flags the engine layer ends with that the caller added (`PlanFacts`)."""
+
+
+def staged(
+    spec: ModelSpec,
+    hw: Hardware | None,
+    constraints: Constraints,
+    facts: PlanFacts,
+    *,
+    executors: Executors,
+    profile: ExecutorProfile,
+) -> Staged:
+    """The checks of a request, its layers and their one merge (raising what `plan_launch`
+    refuses up to there)."""
     if hw is None:
         raise NoHardware("hardware snapshot is None: call probe() first")
     exe = _installed(profile, hw, spec)
-    check_request(profile, spec, constraints, model)
-    engine_port = choose_port(constraints, ports_in_use)
+    check_request(profile, spec, constraints, facts.model)
+    engine_port = choose_port(constraints, facts.ports_in_use)
     # The executor's own devices where it listed them (a Vulkan device with no DRM node
     # offloads; a card it cannot drive does not), else the kernel's GPUs and its backends.
     cpu_only = constraints.no_gpu or not hw.offload_devices(spec.kind)
@@ -199,28 +204,62 @@ def _plan(
     )
     # One merge: the memory plan reads it, and what it adds (settings no layer set) joins it.
     m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
-    memory = _memory(profile, hw, m, facts)
+    return Staged(
+        spec=spec,
+        hw=hw,
+        constraints=constraints,
+        profile=profile,
+        exe=exe,
+        layers=tuple(layers),
+        m=m,
+        engine_port=engine_port,
+        engine_extra=len(facts.engine_extra),
+    )
+
+
+def decided(st: Staged, facts: PlanFacts) -> MemoryDecision | None:
+    """The memory of a staged plan within `facts.budget`: nothing is merged again."""
+    return _memory(st.profile, st.hw, st.m, facts)
+
+
+def finished(
+    st: Staged,
+    facts: PlanFacts,
+    *,
+    explain: bool,
+    judge: tuple[FlagTable | None, tuple[LocatedConfig, ...]] | None = None,
+    executors: Executors,
+) -> Explained:
+    """The plan of a staged request within `facts.budget`: its memory decided on the
+    merge, the flags that adds joined to it, the reading, the port checked."""
+    spec, constraints, profile, m = st.spec, st.constraints, st.profile, st.m
+    model, ports_in_use = facts.model, facts.ports_in_use
+    memory = decided(st, facts)
     if memory is not None and memory.engine_args:
-        m = with_memory_args(m, profile, layers, memory.engine_args, after=len(facts.engine_extra))
-    r = resolve_merged(profile, m.args, m.settings, m.env_map)
-    scanned = constraints.port == 0 and r.port == engine_port
+        m = with_memory_args(m, profile, st.layers, memory.engine_args, after=st.engine_extra)
+    reading = merge_reading(
+        profile, m, resolve_merged(profile, m.args, m.settings, m.env_map), model
+    )
+    r = reading.endpoint
+    scanned = constraints.port == 0 and r.port == st.engine_port
     if not scanned and r.port in ports_in_use:
         raise PortInUse(f"port {r.port} is already in use ({port_origin(profile, m)})")
     plan = LaunchPlan(
         spec=spec,
         model=model,
-        command=exe.path,
+        command=st.exe.path,
         args=m.args,
         env=m.env,
         host=r.host,
         port=r.port,
         api_key=r.api_key,
         key_env=constraints.api_key_env if r.api_key else "",
-        ready=ready_path(profile, m),
-        files=load_files(profile, m.args, m.env_map, model, items=m.items),
+        ready=reading.ready,
+        files=reading.files,
         memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )
+    remember(plan, profile, reading)
     found = (
         _findings(profile, spec, constraints, *judge, executors=executors)
         + model_findings(profile, spec, m, model, facts.inventory)
@@ -261,18 +300,17 @@ def _memory(
     inv = facts.inventory
     if inv is None or not profile.memory_flags:
         return None
-    s = read_settings(profile, m.args, m.env, items=m.items)
+    s = settings_of(profile, m.items, m.env)
     by_path = {side.paths[0]: side for side in facts.sides}
     return decide_memory(
         inv,
-        m.args,
+        m.items,
         m.env,
         hw,
         profile,
+        settings=s,
         mmproj=by_path.get(s.mmproj) if s.mmproj else None,
         draft=by_path.get(s.draft) if s.draft else None,
-        items=m.items,
-        settings=s,
         budget=facts.budget,
     )
 
@@ -298,18 +336,3 @@ def _findings(
         caller_env=env_items(c.extra_env, "caller env"),
         executors=executors,
     )
-
-
-def ready_path(profile: ExecutorProfile, merged: Merged) -> str:
-    """The readiness path, under the prefix the merged argv or env sets (llama-server's
-    ``--api-prefix``, whisper-server's ``--request-path``)."""
-    p = profile
-    flag = merged.settings.get(p.ready_prefix_flag) if p.ready_prefix_flag else None
-    if flag:
-        prefix = flag[0]
-    elif p.ready_prefix_env:
-        # The merge keeps one form of a setting: the variable only when no flag won.
-        prefix = merged.env_map.get(p.ready_prefix_env, "")
-    else:
-        prefix = ""
-    return prefix.rstrip("/") + p.ready_path

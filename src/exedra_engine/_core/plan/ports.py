@@ -9,8 +9,8 @@ import msgspec
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.plan.endpoint import resolve
 from exedra_engine._core.plan.layers import Merged
+from exedra_engine._core.plan.reading import read_with, remember
 from exedra_engine._core.values import Constraints, LaunchPlan
 from exedra_engine.constants import DEFAULT_PORT_BASE
 from exedra_engine.errors import PlanError, PortInUse
@@ -61,15 +61,17 @@ def with_port(plan: LaunchPlan, port: int, *, executors: Executors = BUILTIN) ->
     last = next(
         (
             it.value_at[0]
-            for it in reversed(profile.flags.read_items(args))
-            if it.key == profile.port_flag and it.values and it.problem is None
+            for it in reversed(read_with(plan, profile).items)
+            if it.key == profile.port_flag and it.values
         ),
         None,
     )
     if last is None:
         raise PlanError("the plan's args have no port flag to move")
     args[last] = str(port)
-    r = resolve(plan.spec.kind, args, plan.env, executors=executors)
-    return msgspec.structs.replace(
-        plan, args=tuple(args), host=r.host, port=r.port, api_key=r.api_key
-    )
+    moved = msgspec.structs.replace(plan, args=tuple(args))
+    reading = read_with(moved, profile)  # a new argv: read once, here
+    r = reading.resolved()
+    out = msgspec.structs.replace(moved, host=r.host, port=r.port, api_key=r.api_key)
+    remember(out, profile, reading)  # its argv and env are `moved`'s
+    return out

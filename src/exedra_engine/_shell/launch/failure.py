@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from exedra_engine._core.launch import diagnosis
 from exedra_engine._core.launch.readiness import LoadLimits
-from exedra_engine._core.plan.endpoint import resolve
 from exedra_engine._shell.launch.child import signal_name
 from exedra_engine._shell.launch.instance import InstanceState
 from exedra_engine._shell.launch.loop import Loop
@@ -46,7 +45,7 @@ async def not_ready(
         )
     await inst.output_ended_within(LOG_DRAIN)
     sig = reason.signal
-    r = resolve(plan.spec.kind, plan.args, plan.env, executors=opts.executors)
+    r = inst.resolved  # read once, at the start
     ended = diagnosis.Exit(
         command=plan.command,
         returncode=reason.returncode,

@@ -16,8 +16,9 @@ from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch.child import ChildSpec, child_spec
 from exedra_engine._core.launch.logs import log_secrets
 from exedra_engine._core.launch.redacted import refuse_redacted
-from exedra_engine._core.plan.endpoint import Resolved, resolve
+from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.plan.ports import next_free_port, with_port
+from exedra_engine._core.plan.reading import read_plan
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.launch.failure import not_ready
 from exedra_engine._shell.launch.instance import InstanceState
@@ -55,7 +56,7 @@ def before_start(plan: LaunchPlan, executors: Executors = BUILTIN) -> None:
 def prepare(plan: LaunchPlan, executors: Executors = BUILTIN) -> Prepared:
     """`before_start`, then the start's endpoint, log secrets and child."""
     before_start(plan, executors)
-    r = resolve(plan.spec.kind, plan.args, plan.env, executors=executors)
+    r = read_plan(plan, executors).resolved()
     secrets = log_secrets(plan, r, executors=executors)
     return Prepared(plan, r, secrets, child_spec(plan, os.environ, executors=executors))
 

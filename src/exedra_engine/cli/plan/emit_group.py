@@ -66,7 +66,7 @@ def unreachable_members(
     target = Target(a.emit)
     name = a.name or DEFAULT_NAME
     out: list[str] = []
-    for share, plan in zip(group.shares, group.plans, strict=True):
+    for share, plan in group.members:
         stem = member_name(name, share.id)
         own = {f: text for f, text in files.items() if f.rpartition(".")[0] == stem}
         out += [f"member {share.id}: {p}" for p in unreachable(plan, target, own, a.executors)]

@@ -15,7 +15,7 @@ def container_argv(s: Shape) -> tuple[list[str], list[tuple[str, str]]]:
     p = s.profile
     files = set(s.model_files)
     args: list[str] = []
-    for it in p.flags.split_items(s.args, "plan args"):
+    for it in s.items:
         if it.key in p.model_file_flags and it.values and normal_path(it.values[0]) in files:
             args.extend((it.tokens[0], in_container(it.values[0], s.mounts), *it.values[1:]))
         else:

@@ -196,7 +196,7 @@ def _probe_problems(
         path = get(probe, "httpGet", "path")
         if path != plan.ready:
             out.append(f"{kind} asks {path}, not the ready path {plan.ready}")
-        elif path != expected_ready(p, plan.args, plan.env):
+        elif path != expected_ready(p, plan):
             out.append(f"{kind} asks {path!r}, not the profile's ready path")
         if port_of(get(probe, "httpGet", "port"), named) != plan.port:
             out.append(f"{kind} asks another port than {plan.port}")

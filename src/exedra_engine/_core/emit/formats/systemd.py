@@ -26,7 +26,7 @@ from exedra_engine._core.emit.limits import bytes_of
 from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.emit.shape import Shape
 from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._core.plan.load_files import named_files
+from exedra_engine._core.plan.load_files import unit_files
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import LaunchPlan, base_url
 from exedra_engine.errors import EmitError
@@ -371,7 +371,7 @@ def _service_problems(s: dict[str, list[tuple[str, str]]]) -> list[str]:
 
 
 def _model_paths(p: ExecutorProfile, args: list[str], env: list[str]) -> list[str]:
-    return [path for path, _ in named_files(p, args, env)]
+    return [path for path, _ in unit_files(p, args, env)]
 
 
 def memory_problems(plan: LaunchPlan, values: list[str], what: str) -> list[str]:

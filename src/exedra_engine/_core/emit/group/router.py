@@ -27,11 +27,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.group.router_plan import plan_router
 from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import LaunchPlan, ModelSpec
-from exedra_engine.errors import EmitError
+from exedra_engine._core.values import LaunchPlan
+from exedra_engine.errors import EmitError, PlanError
 
 _CUT = (";", "#", "\n", "\r")
 
@@ -72,9 +75,7 @@ def router_preset(group: GroupPlan, *, executors: Executors = BUILTIN) -> Router
     """The preset INI of `group`'s llama members (`EmitError` when it has none, or a
     section cannot be written as the plan says)."""
     llama = executors.profile("llama")
-    members = [
-        s.id for s, p in zip(group.shares, group.plans, strict=True) if p.spec.kind == "llama"
-    ]
+    members = [s.id for s, p in group.members if p.spec.kind == "llama"]
     if not members:
         raise EmitError(
             "the group has no llama member: a llama.cpp router serves llama models only"
@@ -110,7 +111,7 @@ def preset_section(
     out: dict[str, str] = {}
     dropped: list[str] = []
     model = plan.spec.path
-    for it in flags.split_items(plan.args, f"member {member} args"):
+    for it in _items(plan, profile):
         if it.key is None:
             raise EmitError(f"member {member}: {it.name} is not a flag {profile.binary} knows")
         if it.key in owned:
@@ -134,6 +135,14 @@ def preset_section(
         )
     _check_value(member, model_flag, model)
     return (("model", model), *out.items()), tuple(dropped)
+
+
+def _items(plan: LaunchPlan, profile: ExecutorProfile) -> tuple[Item, ...]:
+    """The member's argv as its reading has it; an argv the executor refuses, named."""
+    try:
+        return read_with(plan, profile).items
+    except PlanError as e:
+        raise PlanError(f"member {plan.spec.id}: {e}") from None
 
 
 def _value(member: str, key: str, values: tuple[str, ...], negated: bool) -> str:
@@ -167,30 +176,6 @@ def router_plan(
     *,
     executors: Executors = BUILTIN,
 ) -> LaunchPlan:
-    """The plan of the router itself: one llama-server on the first llama member's host
-    and port, serving `preset` (written at `preset_path`), ready when ``/models`` answers;
-    its API key, if any, is the first member's, passed in the environment (the router then
-    guards ``/models`` with it, and is ready when ``/health`` answers)."""
-    first = group.plan_of(preset.members[0])
-    llama = executors.profile("llama")
-    env = (f"{llama.key_env}={first.api_key}",) if first.api_key else ()
-    args = (
-        llama.router_preset_flag,
-        preset_path,
-        llama.router_max_flag,
-        str(preset.models_max),
-        llama.host_flag,
-        first.host,
-        llama.port_flag,
-        str(first.port),
-    )
-    return LaunchPlan(
-        spec=ModelSpec(id="router", path=preset_path, kind=first.spec.kind),
-        command=first.command,
-        args=args,
-        env=env,
-        host=first.host,
-        port=first.port,
-        api_key=first.api_key,
-        ready=llama.ready_path if first.api_key else llama.router_ready_path,
-    )
+    """The plan of the router itself, serving `preset` (written at `preset_path`), made by
+    the group planner (`exedra_engine._core.group.router_plan.plan_router`)."""
+    return plan_router(group, preset_path, preset.members, preset.models_max, executors=executors)

@@ -63,7 +63,7 @@ def emit_group_files(
     files: dict[str, str] = {}
     origins: list[Origin] = []
     services: list[str] = []
-    for share, plan in zip(group.shares, group.plans, strict=True):
+    for share, plan in group.members:
         own = _member_options(options, member_name(name, share.id))
         try:
             e = emit_files(plan, target, own, hardware, executors=executors)
