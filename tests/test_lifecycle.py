@@ -1,6 +1,7 @@
-"""The instance lifecycle as one state machine (`_shell/launch/lifecycle.py`): every move
-is in the table, anything else is refused; and the process port (`ProcessTree`) can be
-faked, so a launch's signals are seen without touching /proc."""
+"""The instance lifecycle as one state machine (`_core/launch/lifecycle.py`): every move
+is in the table, anything else is refused, and what decides an instance's state (its exit,
+the signals sent, the stop request) is the machine's; and the process port (`ProcessTree`)
+can be faked, so a launch's signals are seen without touching /proc."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import trio
 import exedra_engine as engine
 from exedra_engine._core.launch.child import ChildSpec
 from exedra_engine._shell.launch import tree
-from exedra_engine._shell.launch.lifecycle import TRANSITIONS, Happening, Lifecycle, Phase
+from exedra_engine._core.launch.lifecycle import TRANSITIONS, Happening, Lifecycle, Phase
 from exedra_engine._shell.launch.options import LaunchOptions
 from exedra_engine._shell.launch.tree import LocalTree, descendants, parse_stat
 from tests.test_conformance import fake
@@ -30,7 +31,7 @@ def _drive(life: Lifecycle, happening: Happening) -> None:
     {
         Happening.READY: lambda: life.became_ready(1.0),
         Happening.STOP: life.stop_requested,
-        Happening.EXIT: life.exited,
+        Happening.EXIT: lambda: life.exited(0),
     }[happening]()
 
 
@@ -60,15 +61,28 @@ def test_a_stop_before_the_exit_makes_the_exit_requested() -> None:
     life = Lifecycle()
     life.became_ready(2.5)
     life.stop_requested()
-    life.exited()
+    life.exited(-15)
     assert life.phase is Phase.EXITED and life.requested and life.ready_at == 2.5
+    assert life.has_exited() and life.returncode == -15
 
 
 def test_an_exit_nobody_asked_for_is_not_requested_and_a_late_stop_changes_nothing() -> None:
     life = Lifecycle()
-    life.exited()
+    life.exited(3)
     life.stop_requested()
     assert life.phase is Phase.EXITED and not life.requested and life.ready_at is None
+    assert life.returncode == 3
+
+
+def test_the_machine_decides_which_signal_may_go_once_and_none_after_the_exit() -> None:
+    life = Lifecycle()
+    assert not life.has_exited() and life.returncode is None
+    assert life.may_signal("SIGTERM") and not life.may_signal("SIGTERM")
+    assert life.may_signal("SIGKILL") and life.may_signal("SIGKILL")
+    assert life.sent == {"SIGTERM", "SIGKILL"}
+    life.exited(-9)
+    assert not life.may_signal("SIGKILL") and not life.may_signal("SIGINT")
+    assert life.sent == {"SIGTERM", "SIGKILL"}
 
 
 def test_the_walk_follows_parent_links_and_reads_names_with_parens() -> None:
