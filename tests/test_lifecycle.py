@@ -18,8 +18,8 @@ import trio
 
 import exedra_engine as engine
 from exedra_engine._core.launch.child import ChildSpec
-from exedra_engine._shell.launch import tree
 from exedra_engine._core.launch.lifecycle import TRANSITIONS, Happening, Lifecycle, Phase
+from exedra_engine._shell.launch import tree
 from exedra_engine._shell.launch.options import LaunchOptions
 from exedra_engine._shell.launch.tree import LocalTree, descendants, parse_stat
 from tests.test_conformance import fake
