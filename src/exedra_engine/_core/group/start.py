@@ -4,8 +4,9 @@ A group starts all or nothing: every member starts at once; the first member who
 fails is the one reported (`MemberFailed` names it), and the others are stopped, those still
 starting killed, before the error is raised. Ready means ready: a member that exits after
 its own readiness while another still loads fails the start as well. Each adapter keeps
-only the concurrency itself (a nursery, tasks); the bookkeeping of who is ready and who failed first is `Starting`, and
-what a caller holds is a `Group`: each member's instance by id, in member order.
+only the concurrency itself (a nursery, tasks); the bookkeeping of who is ready and who
+failed first is `Starting`, and what a caller holds is a `Group`: each member's instance by
+id, in member order.
 """
 
 from __future__ import annotations
