@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import psutil
 import pytest
 import trio
 
@@ -102,28 +103,56 @@ def test_the_walk_follows_parent_links_and_reads_names_with_parens() -> None:
 
 
 def test_the_marker_finds_a_helper_that_left_the_session_after_its_parent_exited() -> None:
-    # A helper re-parented to us (the subreaper) with nothing linking it to the executor
-    # but the marker it inherited.
-    tree.SUBREAPER.acquire()
+    # A helper that went to init (no subreaper here) with nothing linking it to the
+    # executor but the marker it inherited.
+    spec, marker = tree.marked(ChildSpec(argv=("x",), env=(("A", "1"),)))
+    assert dict(spec.env)[tree.MARKER] == marker and dict(spec.env)["A"] == "1"
+    script = "import subprocess, sys; subprocess.Popen(['setsid', 'sleep', '30']); sys.exit(0)"
+    env = {**os.environ, tree.MARKER: marker}
+    leader = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    leader.wait()
+    t = LocalTree(leader.pid, marker, reaped=lambda: True)
+    (helper,) = t.members()
+    assert os.getpgid(helper) != leader.pid and t.alive()
+    t.signal("SIGKILL")
+    deadline = time.monotonic() + 5
+    while t.alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not t.alive()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(helper, os.WNOHANG)  # never ours: its new parent reaps it
+
+
+def test_no_signal_reaches_a_process_that_took_the_reaped_leaders_pid() -> None:
+    # The pid reused after the reap, by a stranger that leads its own group with a child in
+    # it: the tree neither walks from that pid nor signals its group.
+    stranger = subprocess.Popen(["sh", "-c", "sleep 30 & wait"], start_new_session=True)
     try:
-        spec, marker = tree.marked(ChildSpec(argv=("x",), env=(("A", "1"),)))
-        assert dict(spec.env)[tree.MARKER] == marker and dict(spec.env)["A"] == "1"
-        script = "import subprocess, sys; subprocess.Popen(['setsid', 'sleep', '30']); sys.exit(0)"
-        env = {**os.environ, tree.MARKER: marker}
-        leader = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
-        leader.wait()
-        t = LocalTree(leader.pid, marker)
-        (helper,) = t.members()
-        assert os.getpgid(helper) != leader.pid and t.alive()
+        time.sleep(0.2)
+        kids = psutil.Process(stranger.pid).children()
+        t = LocalTree(stranger.pid, "not-the-strangers-marker", reaped=lambda: True)
+        assert t.members() == {} and not t.alive()
         t.signal("SIGKILL")
-        deadline = time.monotonic() + 5
-        while t.alive() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert not t.alive()
-        with pytest.raises(ChildProcessError):
-            os.waitpid(helper, os.WNOHANG)  # reaped by the tree, not left a zombie
+        time.sleep(0.2)
+        assert stranger.poll() is None and all(k.is_running() for k in kids) and kids
     finally:
-        tree.SUBREAPER.release()
+        os.killpg(stranger.pid, signal.SIGKILL)
+        stranger.wait()
+
+
+def test_a_process_is_signalled_only_while_it_is_the_one_the_walk_saw() -> None:
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        start = tree.start_of(p.pid)
+        assert start is not None
+        tree.send(p.pid, start + 1, signal.SIGKILL)  # another start time: another process
+        time.sleep(0.1)
+        assert p.poll() is None
+        tree.send(p.pid, start, signal.SIGKILL)
+        assert p.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        p.kill()
+        p.wait()
 
 
 class _Recording:
@@ -141,6 +170,9 @@ class _Recording:
 
     def peak_rss(self) -> int | None:
         return self._real.peak_rss()
+
+    def leader_exited(self) -> None:
+        self._real.leader_exited()
 
     def release(self) -> None:
         self._real.release()

@@ -12,7 +12,7 @@ import subprocess
 import trio
 
 from exedra_engine._shell.launch.child import open_pidfd
-from exedra_engine._shell.launch.tree import ProcessTree, Started
+from exedra_engine._shell.launch.tree import ProcessTree, Started, collect
 
 
 class Child:
@@ -34,18 +34,18 @@ class Child:
         return self._popen.returncode
 
     async def wait(self) -> int:
-        """Wait for the exit and reap the child."""
-        while self._popen.returncode is None:
+        """Wait for the exit and reap the child (after the last walk of its tree that its
+        pid allows: `tree.collect`)."""
+        while (code := collect(self._popen, self.tree)) is None:
             if self._pidfd is not None:
                 await trio.lowlevel.wait_readable(self._pidfd)
-                self._popen.wait()
-            elif self._popen.poll() is None:
+            else:
                 await trio.sleep(0.005)
         if self._pidfd is not None:
             fd, self._pidfd = self._pidfd, None
             with contextlib.suppress(OSError):
                 os.close(fd)
-        return self._popen.returncode
+        return code
 
 
 def child(started: Started) -> Child:
