@@ -35,10 +35,10 @@ __all__ = ["ExitReason", "Instance", "Logs", "launch", "open_instance"]
 
 
 async def _start(plan: LaunchPlan, opts: LaunchOptions[Logs]) -> Instance:
-    """The start sequence (`start.launch`): the instance once ready, left to its supervising
+    """The start sequence (`start.sequence`): the instance once ready, left to its supervising
     task; raises `NotReady` (the child is dead by then) or the caller's cancellation (the
     child is killed first)."""
-    return await start.launch(plan, opts, _Starter(opts))
+    return await start.sequence(plan, opts, _Starter(opts))
 
 
 class _Starter:

@@ -106,10 +106,10 @@ async def _supervise(
     *,
     task_status: trio.TaskStatus[Instance] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """The start sequence (`start.launch`) in this task: the instance is reported with
+    """The start sequence (`start.sequence`) in this task: the instance is reported with
     ``started()`` once ready, and this task owns the process until it exits. A failure
     before ``started()`` is raised, so ``start()`` raises it."""
-    await start.launch(plan, opts, _Starter(opts, deliver_cancel, task_status))
+    await start.sequence(plan, opts, _Starter(opts, deliver_cancel, task_status))
 
 
 class _Starter:

@@ -24,7 +24,7 @@ J = TypeVar("J")
 I_co = TypeVar("I_co", covariant=True)
 
 
-class Exit(Protocol):
+class MemberExit(Protocol):
     """How a member's process ended (an adapter's `ExitReason`)."""
 
     @property
@@ -43,7 +43,7 @@ class Watched(Protocol):
     def plan(self) -> LaunchPlan: ...
 
     @property
-    def exit_reason(self) -> Exit | None: ...
+    def exit_reason(self) -> MemberExit | None: ...
 
     @property
     def log_tail(self) -> tuple[str, ...]: ...

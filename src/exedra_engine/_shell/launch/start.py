@@ -2,7 +2,7 @@
 written once, the platform a few primitives): the checks before a start and the child's
 set-up (`prepare`), one start's wait and verdict (`become_ready`), one start in its order
 (`attempt`: prepare, fork, the instance and the tasks that own it, the wait for
-readiness), and the port re-planning around the starts (`with_port_retries`, `launch`).
+readiness), and the port re-planning around the starts (`with_port_retries`, `sequence`).
 An adapter hands its primitives (`loop.Loop`) and its kind of instance (`Starter`)."""
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ async def attempt(
     return inst, await loop.run_owned(tasks, wait)
 
 
-async def launch(plan: LaunchPlan, opts: LaunchOptions[Any], starter: Starter[I]) -> I:
+async def sequence(plan: LaunchPlan, opts: LaunchOptions[Any], starter: Starter[I]) -> I:
     """The start sequence: `attempt`, on the next free port when a scanned port was lost
     (`with_port_retries`); the last instance, or the last failure raised."""
     last: list[I] = []
