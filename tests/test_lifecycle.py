@@ -201,3 +201,52 @@ def test_the_process_port_is_the_launchs_only_way_to_its_processes(
     reason = trio.run(main)
     assert sent == ["SIGTERM", "SIGKILL"]
     assert reason.signal == signal.SIGKILL and reason.requested
+
+
+def _slow_spawn(pids: list[int]) -> Callable[[ChildSpec], tree.Started]:
+    """A spawn whose fork is done 0.3 s after it was asked for (the caller is cancelled
+    meanwhile)."""
+
+    def spawn(spec: ChildSpec) -> tree.Started:
+        popen, read, real = tree.start(spec)
+        pids.append(popen.pid)
+        time.sleep(0.3)
+        return popen, read, real
+
+    return spawn
+
+
+def test_a_cancellation_during_the_fork_kills_the_child_once_it_is_someones(
+    fake: Callable[..., engine.LaunchPlan],
+) -> None:
+    # The fork is never abandoned half-way: trio raises the cancellation at its next
+    # checkpoint, asyncio asks for it again; either way the child is killed, not left.
+    import asyncio
+
+    from exedra_engine._aio.launcher import _start
+    from exedra_engine._trio.launcher import _supervise, graceful
+
+    plan = fake("hang")
+    pids: list[int] = []
+    opts = LaunchOptions[None](spawn=_slow_spawn(pids), stop_timeout=0.3)
+
+    async def on_trio() -> bool:
+        with trio.move_on_after(0.1) as scope:
+            async with trio.open_nursery() as n:
+                await n.start(_supervise, plan, opts, graceful)
+        return scope.cancelled_caught
+
+    async def on_asyncio() -> bool:
+        try:
+            async with asyncio.timeout(0.1):
+                await _start(plan, opts)
+        except TimeoutError:  # the cancellation counted once: asyncio.timeout still sees it
+            return True
+        return False
+
+    assert trio.run(on_trio)
+    assert asyncio.run(on_asyncio())
+    assert len(pids) == 2
+    for pid in pids:
+        with pytest.raises(psutil.NoSuchProcess):
+            psutil.Process(pid).status()
