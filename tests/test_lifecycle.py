@@ -75,6 +75,16 @@ def test_an_exit_nobody_asked_for_is_not_requested_and_a_late_stop_changes_nothi
     assert life.returncode == 3
 
 
+def test_the_leaders_exit_is_known_before_its_tree_is_gone_without_ending_the_phase() -> None:
+    life = Lifecycle()
+    life.became_ready(1.0)
+    life.leader_exited(3)
+    assert life.returncode == 3 and life.phase is Phase.READY and not life.has_exited()
+    assert life.may_signal("SIGKILL")  # what is left of its tree may still be signalled
+    life.exited(3)
+    assert life.has_exited() and life.returncode == 3
+
+
 def test_the_machine_decides_which_signal_may_go_once_and_none_after_the_exit() -> None:
     life = Lifecycle()
     assert not life.has_exited() and life.returncode is None

@@ -42,8 +42,7 @@ class Instance(InstanceState[Child, Pump]):
             await finish(self._release(writer))
 
     async def _release(self, writer: asyncio.Future[None]) -> None:
-        await self._process.exited
-        await self.reap()
+        await self.reap(await self._process.exited)
         # The writer is a task of its own, cancelled with every other one when the loop
         # shuts down: its lines are then lost, never the exit.
         await asyncio.wait({writer})

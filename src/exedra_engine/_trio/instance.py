@@ -65,10 +65,10 @@ class Instance(InstanceState[spawn.Child, LogPump]):
                     n.cancel_scope.cancel()
             raise
         finally:
-            with trio.CancelScope(shield=True):
-                await self.reap()
             code = self._process.returncode
             assert code is not None
+            with trio.CancelScope(shield=True):
+                await self.reap(code)
             self.record_exit(code)
 
     async def _deliver_then_kill(self) -> None:

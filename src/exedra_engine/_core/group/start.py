@@ -43,13 +43,10 @@ class Watched(Protocol):
     def plan(self) -> LaunchPlan: ...
 
     @property
-    def exit_reason(self) -> MemberExit | None: ...
-
-    @property
     def log_tail(self) -> tuple[str, ...]: ...
 
-    def when_exited(self, fn: Callable[[], object]) -> None:
-        """Call `fn` once the process has ended (at once if it has)."""
+    def when_exited(self, fn: Callable[[MemberExit], object]) -> None:
+        """Call `fn` with the leader's exit once it has exited (at once if it has)."""
         ...
 
 
@@ -123,15 +120,14 @@ def members(plan: GroupPlan) -> tuple[tuple[str, LaunchPlan], ...]:
     return tuple(zip(ids, plan.plans, strict=True))
 
 
-def exited_early(inst: Watched) -> EngineError:
-    """The error of a member that exited after its own readiness, before every member was
-    ready."""
-    reason = inst.exit_reason
-    how = reason.describe() if reason is not None else "exit"
+def exited_early(inst: Watched, reason: MemberExit) -> EngineError:
+    """The error of a member that exited (`reason`) after its own readiness, before every
+    member was ready."""
     name = inst.plan.command.rsplit("/", 1)[-1]
     return ExitedUnexplained(
-        f"{name} exited ({how}) after it was ready, while other members were still loading",
-        returncode=reason.returncode if reason is not None else None,
+        f"{name} exited ({reason.describe()}) after it was ready, while other members were "
+        "still loading",
+        returncode=reason.returncode,
         log=inst.log_tail,
     )
 
@@ -186,11 +182,10 @@ class Starting(Generic[W]):
         before all are ready, calls `first_failure` if it is the first (the adapter then
         stops the rest)."""
 
-        def exited() -> None:
+        def exited(reason: MemberExit) -> None:
             # A stop or a kill (the group's own teardown, a cancelled start) is not a failure.
-            reason = inst.exit_reason
-            requested = reason is not None and reason.requested
-            if not self._complete and not requested and self.failed(name, exited_early(inst)):
+            early = not self._complete and not reason.requested
+            if early and self.failed(name, exited_early(inst, reason)):
                 first_failure()
 
         try:

@@ -88,7 +88,8 @@ class Lifecycle:
 
     @property
     def returncode(self) -> int | None:
-        """The leader's exit status (minus the signal number) once exited; None before."""
+        """The leader's exit status (minus the signal number) once the leader has exited
+        (its tree may still be reaped); None before."""
         return self._returncode
 
     def has_exited(self) -> bool:
@@ -120,6 +121,12 @@ class Lifecycle:
             return False
         self._sent |= {name}
         return True
+
+    def leader_exited(self, returncode: int) -> None:
+        """The leader exited with `returncode`; its tree is still being reaped (the phase
+        stays until it is gone)."""
+        if self._phase is not Phase.EXITED:
+            self._returncode = returncode
 
     def exited(self, returncode: int) -> None:
         """The leader exited with `returncode` and the tree is gone."""

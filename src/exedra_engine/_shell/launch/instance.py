@@ -105,7 +105,7 @@ class InstanceState(Generic[P, Ln]):
         self._on_exit = on_exit
         self._loop = loop = self.loop
         self._life = Lifecycle()
-        self._exit_calls: list[Callable[[], object]] = []
+        self._exit_calls: list[Callable[[ExitReason], object]] = []
         self._reason: ExitReason | None = None
         """The lifecycle's exit as a value, made once (a view: nothing decides from it)."""
         self._gone = loop.event()
@@ -196,12 +196,15 @@ class InstanceState(Generic[P, Ln]):
         """Return when the process has exited (and its tree is gone)."""
         await self._gone.wait()
 
-    def when_exited(self, fn: Callable[[], object]) -> None:
-        """Call `fn` once the process has ended and its tree is gone (at once if it has)."""
-        if self.has_exited():
-            fn()
-        else:
+    def when_exited(self, fn: Callable[[ExitReason], object]) -> None:
+        """Call `fn` with the leader's exit once it has exited (at once if it has), before
+        its tree is reaped: what a group needs to know of a member that dies while the
+        others load."""
+        code = self._life.returncode
+        if code is None:
             self._exit_calls.append(fn)
+        else:
+            fn(self._reason or ExitReason(returncode=code, requested=self._life.requested))
 
     async def supervise(self) -> None:
         """Own the process until its leader exits and its tree is gone (one task per
@@ -285,12 +288,18 @@ class InstanceState(Generic[P, Ln]):
 
         await run_stop(policy.stop_steps(self.stop_timeout), self.send_signal, never)
 
-    async def reap(self) -> None:
-        """Once the leader has exited: wait until no process of its tree is left, by the
+    async def reap(self, returncode: int) -> None:
+        """Once the leader has exited (with `returncode`, told to `when_exited`'s callers
+        first): wait until no process of its tree is left, by the
         same policy as the leader, SIGKILL included (a process stuck in D state is given up
         after `policy.GROUP_KILL_WAIT`); then let the output drain, at most `PIPE_DRAIN` (a
         process that escaped the tree may hold the pipe for ever). The caller shields this
         from its own cancellation, then records the exit (`record_exit`)."""
+        life = self._life
+        life.leader_exited(returncode)
+        calls, self._exit_calls = self._exit_calls, []
+        for fn in calls:
+            fn(ExitReason(returncode=returncode, requested=life.requested))
         tree, loop = self.tree, self._loop
         if tree.alive():
             steps = policy.stop_steps(
@@ -312,9 +321,6 @@ class InstanceState(Generic[P, Ln]):
         self._reason = ExitReason(returncode=returncode, requested=life.requested)
         self._gone.set()
         self._on_exit()
-        calls, self._exit_calls = self._exit_calls, []
-        for fn in calls:
-            fn()
         return self._reason
 
     async def wait_idle(self, polled: Callable[[int | None], None] = lambda busy: None) -> None:
