@@ -19,6 +19,8 @@ FAKE_MODE chooses the behaviour:
   escape-bare  like escape-ok, the grandchild's environment emptied (``env -i``)
   escape-bare-die  like escape-die, the grandchild's environment emptied
 FAKE_CHILD_FILE, if set, receives the escaped grandchild's pid.
+FAKE_EXIT_AFTER, if set, makes it exit with status 3 that many seconds after /health turned
+200 (a server that dies once it has served its readiness).
 ``--help`` and ``--version`` alone print one line and exit 0 (no flags, no version).
 ``--list-devices`` alone prints llama.cpp's device list and exits 0: ``(none)``, or the devices
 FAKE_DEVICES names (``;``-separated ``Vulkan0: DESC (N MiB, N MiB free)``).
@@ -37,6 +39,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -143,6 +146,9 @@ def main() -> None:
             pass
 
     server = http.server.ThreadingHTTPServer((host, port), Handler)
+    if (exit_after := os.environ.get("FAKE_EXIT_AFTER")) is not None:
+        left = ready_at + float(exit_after) - time.monotonic()
+        threading.Timer(max(0.0, left), os._exit, (3,)).start()
     print(f"fake executor: listening on http://{host}:{port}", file=sys.stderr, flush=True)
     exit_file = os.environ.get("FAKE_EXIT_FILE")
 

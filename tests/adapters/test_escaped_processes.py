@@ -81,7 +81,7 @@ def test_the_log_pipe_held_by_a_helper_nothing_can_find_does_not_hold_a_launch(
     assert isinstance(err, engine.NotReady) and "(exit 3)" in str(err), err
     assert took < 1 + 1 + 1.5, took  # the pipe's drain, the exit's log drain, slack
     pid = helper()
-    # Ours to reap if it is still there: it came to the subreaper.
+    # Killed if it is still there (it went to init, which reaps it).
     with contextlib.suppress(ProcessLookupError, ChildProcessError):
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
@@ -153,9 +153,8 @@ def test_cli_launch_ends_with_an_escaped_helper(
 def test_the_callers_own_children_keep_their_exit_status_while_an_executor_runs(
     adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
 ) -> None:
-    # The subreaper is process-wide: while an executor runs, this process must still reap
-    # only what the executor started, never a caller's own child (waitpid(-1) would steal
-    # its status, and Popen would then say 0).
+    # While an executor runs, this process must reap only what the executor started, never
+    # a caller's own child (waitpid(-1) would steal its status, and Popen would then say 0).
     def body(inst: Running) -> tuple[int, int]:
         mine = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(7)"])
         deadline = time.monotonic() + 5
@@ -167,3 +166,28 @@ def test_the_callers_own_children_keep_their_exit_status_while_an_executor_runs(
 
     (code, _), _ = adapter.session(fake("escape-ok"), body, stop_timeout=STOP)
     assert code == 7
+
+
+def _zombie_children() -> list[int]:
+    out = []
+    for c in psutil.Process().children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if c.status() == psutil.STATUS_ZOMBIE:
+                out.append(c.pid)
+    return out
+
+
+def test_the_callers_own_orphans_are_not_left_zombies_while_an_executor_runs(
+    adapter: Adapter, fake: Callable[..., engine.LaunchPlan]
+) -> None:
+    # Each sh exits at once, orphaning its sleep: nothing of this process may adopt it (a
+    # process-wide subreaper would, and left every one a zombie for the caller's life).
+    def body(inst: Running) -> list[int]:
+        for _ in range(20):
+            subprocess.run(["sh", "-c", "sleep 0.05 &"], check=True)
+        time.sleep(0.5)
+        return _zombie_children()
+
+    during, ended = adapter.session(fake("escape-ok"), body, stop_timeout=STOP)
+    assert during == [] and _zombie_children() == []
+    assert ended.exit_reason is not None and ended.exit_reason.clean

@@ -57,11 +57,6 @@ SHARED: dict[str, tuple[str, frozenset[str]]] = {
         )
         for name in ("Child", "LOOP", "Logs")
     },
-    "start": (
-        "the shell's blocking start of a child (_shell/launch/tree.py) and trio's awaitable "
-        "one around it (_trio/spawn.py): the launch issue's, to name apart",
-        frozenset({"_shell/launch/tree.py", "_trio/spawn.py"}),
-    ),
     "Running": (
         "the blocking adapter's public `Running` (API.md) and the group planner's alias of what "
         "a running member holds (group/memory.py, the group issues' to rename)",

@@ -60,9 +60,15 @@ def _calls(calls: Path, flag: str) -> list[str]:
     return [ln for ln in calls.read_text().splitlines() if ln.startswith(flag)]
 
 
-def _gone(pid: int) -> bool:
-    """Whether `pid` no longer exists: killed and reaped, not left a zombie."""
-    return not os.path.exists(f"/proc/{pid}")
+def _gone(pid: int, within: float = 2.0) -> bool:
+    """Whether `pid` no longer exists within `within` seconds: killed and reaped, not left a
+    zombie (an escaped helper is init's child by then, and init reaps it)."""
+    until = time.monotonic() + within
+    while os.path.exists(f"/proc/{pid}"):
+        if time.monotonic() > until:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 @pytest.fixture(autouse=True)

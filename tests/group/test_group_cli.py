@@ -19,7 +19,7 @@ import pytest
 
 # The launcher helpers, and the autouse fixture that stops a launcher a failed test left.
 from tests.cli.test_signals_in_every_phase import _alive, _env, _no_launcher_left, _start  # noqa: F401
-from tests.conftest import Run
+from tests.conftest import FAKE, Run
 from tests.http_client import http
 from tests.project.test_docs import _docs_model_dir, _reachable_copy
 
@@ -86,6 +86,30 @@ def test_launch_group_names_the_member_that_fails_in_one_line_and_leaves_nothing
     )  # fmt: skip
     error = json.loads(r.out)["error"]
     assert r.code == 1 and error["member"] == "broken" and error["kind"] == "model-not-loaded"
+
+
+def test_launch_group_fails_when_a_ready_member_exits_while_another_loads(
+    tmp_path: Path, tiny_llama: Path, run: Run
+) -> None:
+    # Both members are the fake executor: "quits" exits 1 s after it is ready, "slow" is
+    # ready only at 5 s. No "ready" line is printed for a group with a dead member.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutil.copy(FAKE, bin_dir / "llama-server")
+    group = _group_file(
+        tmp_path,
+        f"{{id: quits, model: {tiny_llama}, ctx: 256, env: {{FAKE_EXIT_AFTER: '1'}}}}",
+        f"{{id: slow, model: {tiny_llama}, ctx: 256, env: {{FAKE_READY_AFTER: '5'}}}}",
+    )
+    r = run(
+        "launch", "--group", str(group), "--no-config", "--quiet",
+        env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert r.code == 1, r.err
+    line = r.err.strip().splitlines()[0]
+    assert line.startswith("exedra-engine: error: group member 'quits' failed: "), line
+    assert "after it was ready" in line and "ready" not in r.out
+    assert psutil.Process().children(recursive=True) == []
 
 
 def test_router_and_llama_swap_need_a_group(run: Run, tiny_llama: Path) -> None:

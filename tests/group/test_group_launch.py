@@ -265,6 +265,24 @@ def test_a_crashing_member_stops_the_others_and_is_named(
     _no_children()
 
 
+def test_a_member_that_exits_after_its_readiness_while_another_loads_fails_the_start(
+    adapter: GroupAdapter, fake: Callable[..., engine.LaunchPlan]
+) -> None:
+    # "quits" is ready at once and exits (status 3) 1 s later; "slow" is ready only at 5 s.
+    # The group is never handed out with a dead member: the start fails when it dies.
+    quits = fake("quits", "ok", FAKE_EXIT_AFTER="1")
+    slow = fake("slow", "ok", FAKE_READY_AFTER="5")
+    t = time.monotonic()
+    err = adapter.failure(group_of(quits, slow))
+    took = time.monotonic() - t
+    assert isinstance(err, engine.MemberFailed) and err.member == "quits", err
+    assert isinstance(err.cause, engine.NotReady) and err.cause.returncode == 3
+    assert "after it was ready" in str(err) and "(exit 3)" in str(err)
+    assert 1 <= took < 4.5, took
+    assert health(slow.url) == 0
+    _no_children()
+
+
 def test_a_hanging_member_fails_at_the_ready_timeout_and_stops_the_ready_ones(
     adapter: GroupAdapter, fake: Callable[..., engine.LaunchPlan]
 ) -> None:
@@ -320,6 +338,46 @@ def test_a_cancelled_start_stops_every_member(
     entered, cancelled = adapter.cancel_after(group_of(ok, stuck), 0.5)
     assert cancelled and not entered
     assert health(ok.url) == 0
+
+
+def _enter_trio(group: GroupPlan) -> None:
+    async def main() -> None:
+        async with engine.open_group(group):
+            pass
+
+    trio.run(main)
+
+
+def _enter_asyncio(group: GroupPlan) -> None:
+    async def main() -> None:
+        async with aio.open_group(group):
+            pass
+
+    asyncio.run(main())
+
+
+def _enter_blocking(group: GroupPlan) -> None:
+    with engine.run_group(group):
+        pass
+
+
+@pytest.mark.parametrize(
+    "enter", [_enter_trio, _enter_asyncio, _enter_blocking], ids=lambda f: f.__name__[7:]
+)
+def test_ctrl_c_during_a_groups_load_is_a_plain_keyboard_interrupt(
+    enter: Callable[[GroupPlan], None], fake: Callable[..., engine.LaunchPlan]
+) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    group = group_of(fake("a", "hang"), fake("b", "hang"))
+    main = threading.main_thread().ident or 0
+    timer = threading.Timer(0.5, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(BaseException) as caught:  # its exact type is the point
+            enter(group)
+    finally:
+        timer.cancel()
+    assert type(caught.value) is KeyboardInterrupt, repr(caught.value)
 
 
 @pytest.mark.executor

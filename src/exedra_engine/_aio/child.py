@@ -8,7 +8,7 @@ import os
 import subprocess
 
 from exedra_engine._shell.launch import child
-from exedra_engine._shell.launch.tree import ProcessTree
+from exedra_engine._shell.launch.tree import ProcessTree, collect
 
 
 class Child:
@@ -32,7 +32,7 @@ class Child:
             self._poll()
 
     def _check(self) -> None:
-        code = self.popen.poll()
+        code = collect(self.popen, self.tree)
         if code is None:
             return
         self.release()

@@ -13,7 +13,7 @@ primitives (`_aio.loop`), the exit on a pidfd (`_aio.child`), the log pipe read 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Unpack
 
@@ -22,61 +22,51 @@ from returns.result import Failure, Result, Success
 from exedra_engine._aio.child import Child
 from exedra_engine._aio.instance import Instance
 from exedra_engine._aio.logs import Logs, Pump
-from exedra_engine._aio.loop import LOOP, finish
+from exedra_engine._aio.loop import LOOP
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.launch import start
 from exedra_engine._shell.launch.child import ExitReason
 from exedra_engine._shell.launch.loop import News
 from exedra_engine._shell.launch.options import LaunchOptions, Options
-from exedra_engine.errors import EngineError, NotReady
+from exedra_engine._shell.launch.tree import Started
+from exedra_engine.errors import EngineError
 
 __all__ = ["ExitReason", "Instance", "Logs", "launch", "open_instance"]
 
-_OWNED: set[asyncio.Task[None]] = set()
-"""The supervising tasks, held here so that the loop's weak references are not the only ones."""
-
 
 async def _start(plan: LaunchPlan, opts: LaunchOptions[Logs]) -> Instance:
-    """Start `plan`'s executor, wait until it is ready, and leave it to its supervising
-    task; raise `NotReady` (the child is dead by then) or the caller's cancellation (the
+    """The start sequence (`start.sequence`): the instance once ready, left to its supervising
+    task; raises `NotReady` (the child is dead by then) or the caller's cancellation (the
     child is killed first)."""
-    ready: list[Instance] = []
-
-    async def attempt(p: LaunchPlan) -> NotReady | None:
-        inst, failed = await _attempt(p, opts)
-        ready.append(inst)
-        return failed
-
-    await start.with_port_retries(plan, attempt, opts)
-    return ready[-1]
+    return await start.sequence(plan, opts, _Starter(opts))
 
 
-async def _attempt(plan: LaunchPlan, opts: LaunchOptions[Logs]) -> tuple[Instance, NotReady | None]:
-    prepared = start.prepare(plan, opts.executors)
-    loop = asyncio.get_running_loop()
-    news = News(LOOP)
-    # The fork must not be abandoned half-way by a cancellation: the child would be nobody's.
-    try:
-        (popen, out, tree), cancelled = await finish(asyncio.to_thread(opts.spawn, prepared.spec))
-    except OSError as e:
-        raise start.cannot_start(plan, e) from None
-    pump = Pump(loop, out, opts.logs, prepared.secrets, news.output)
-    inst = Instance(
-        plan,
-        prepared.resolved,
-        Child(popen, tree, loop),
-        pump,
-        stop_timeout=opts.stop_timeout,
-        on_exit=news.set,
-        executors=opts.executors,
-    )
-    task = loop.create_task(inst.supervise(), name=f"exedra-engine executor {inst.pid}")
-    _OWNED.add(task)
-    task.add_done_callback(_OWNED.discard)
-    if cancelled:
-        await inst.kill()
-        raise asyncio.CancelledError
-    return inst, await start.become_ready(inst, news, opts, LOOP)
+class _Starter:
+    """asyncio's instances for the start sequence (`start.Starter`)."""
+
+    loop = LOOP
+
+    def __init__(self, opts: LaunchOptions[Logs]) -> None:
+        self._opts = opts
+
+    def instance(
+        self, prepared: start.Prepared, started: Started, news: News
+    ) -> tuple[Instance, Sequence[start.Task]]:
+        opts, loop = self._opts, asyncio.get_running_loop()
+        popen, out, tree = started
+        inst = Instance(
+            prepared.plan,
+            prepared.resolved,
+            Child(popen, tree, loop),
+            Pump(loop, out, opts.logs, prepared.secrets, news.output),
+            stop_timeout=opts.stop_timeout,
+            on_exit=news.set,
+            executors=opts.executors,
+        )
+        return inst, (inst.supervise,)
+
+    def ready(self, inst: Instance) -> None:
+        pass  # `_start` returns it
 
 
 async def launch(

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, TypeVar
 
 T = TypeVar("T")
+
+_OWNED: set[asyncio.Task[object]] = set()
+"""The tasks that own instances, held here so that the loop's weak references are not the
+only ones."""
 
 
 async def finish(aw: Awaitable[T]) -> tuple[T, bool]:
@@ -88,6 +92,34 @@ class AioLoop:
         sink.write(data)
         await sink.drain()
         return True
+
+    async def spawn(self, fork: Callable[[], T]) -> T:
+        result, cancelled = await finish(asyncio.to_thread(fork))
+        if cancelled:
+            # Asked again, as trio would deliver it at the next checkpoint: the caller sees
+            # it once the child is its instance's. Counted once (asyncio.timeout compares).
+            task = asyncio.current_task()
+            assert task is not None
+            task.uncancel()
+            task.cancel()
+        return result
+
+    async def run_owned(
+        self, tasks: Sequence[Callable[[], Awaitable[object]]], body: Callable[[], Awaitable[T]]
+    ) -> T:
+        loop = asyncio.get_running_loop()
+        for fn in tasks:
+            task = loop.create_task(_run(fn), name="exedra-engine executor")
+            _OWNED.add(task)
+            task.add_done_callback(_OWNED.discard)
+        return await body()
+
+    async def shielded(self, aw: Awaitable[T]) -> T:
+        return await uncancellable(aw)
+
+
+async def _run(fn: Callable[[], Awaitable[object]]) -> object:
+    return await fn()
 
 
 LOOP: Final = AioLoop()

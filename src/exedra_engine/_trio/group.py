@@ -20,6 +20,7 @@ import trio
 from exedra_engine._core.group.start import Group, MemberOptions, Starting
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._shell.group_logs import member_logs
+from exedra_engine._trio.groups import ungrouped
 from exedra_engine._trio.launcher import Instance, Logs, open_instance
 
 __all__ = ["Group", "GroupLogs", "open_group"]
@@ -46,8 +47,9 @@ async def open_group(
     all_ready, leave = trio.Event(), trio.Event()
     raised: BaseException | None = None
     # The body's exception is carried out of the nursery and raised as itself: raised inside
-    # it, trio would wrap it in an ExceptionGroup the caller did not ask for.
-    async with trio.open_nursery() as nursery:
+    # it, trio would wrap it in an ExceptionGroup the caller did not ask for; so is a Ctrl-C
+    # during the load (`ungrouped`), a plain KeyboardInterrupt as in a single launch.
+    async with ungrouped(), trio.open_nursery() as nursery:
         for name, plan in start.members:
             opened = open_instance(plan, cast("Logs", sinks[name]), **options)
             nursery.start_soon(

@@ -1,7 +1,8 @@
 """One running executor, owned by the launch that started it (`exedra_engine._trio.launcher`).
 
-Its lifecycle, stop, kill and reaping are `exedra_engine._shell.launch.instance`'s; this
-module adds trio's waiting for the leader's exit, its shielding, and ``deliver_cancel``.
+Its lifecycle, stop, kill and reaping are `exedra_engine._shell.launch.instance`'s (shielded
+by `TrioLoop.shielded`); this module adds trio's supervision: the wait for the leader's exit
+on a pidfd, and ``deliver_cancel`` when the owning nursery is cancelled.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ import trio
 from exedra_engine._core.launch import stop as policy
 from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine._shell.launch.child import ExitReason
 from exedra_engine._shell.launch.instance import InstanceState, Settings
 from exedra_engine._trio import spawn
 from exedra_engine._trio.logs import LogPump
 from exedra_engine._trio.loop import LOOP
-from exedra_engine.constants import STOP_TIMEOUT
 
 DeliverCancel = Callable[["Instance"], Awaitable[object]]
 """Stops a running instance whose owning nursery is cancelled (trio's ``deliver_cancel``):
@@ -50,28 +49,7 @@ class Instance(InstanceState[spawn.Child, LogPump]):
         super().__init__(plan, resolved, process, pump, **kw)
         self._deliver_cancel = deliver_cancel
 
-    async def stop(self, timeout: float = STOP_TIMEOUT, *, drain: float = 0.0) -> ExitReason:
-        """One SIGTERM to the process group, SIGKILL if it is still running after `timeout`
-        seconds. Idempotent, safe after the process died, and it completes even while the
-        caller's scope is being cancelled. With `drain`, first wait up to that many seconds
-        until the executor works on no request (llama-server's ``/slots``), so a busy
-        executor is stopped without cutting answers off."""
-        with trio.CancelScope(shield=True):
-            await self.stop_sequence(timeout, drain=drain)
-            await self.wait()
-        assert self.exit_reason is not None
-        return self.exit_reason
-
-    async def kill(self) -> ExitReason:
-        """SIGKILL to the process group now, and wait for its end (a launch that failed or
-        was cancelled: no grace, the executor never served anyone)."""
-        with trio.CancelScope(shield=True):
-            await self.kill_sequence()
-            await self.wait()
-        assert self.exit_reason is not None
-        return self.exit_reason
-
-    async def watch(self) -> None:
+    async def supervise(self) -> None:
         """Own the process until it exits (run by the launch, once, in its nursery); when
         cancelled under a running child, stop it by `deliver_cancel`."""
         try:
@@ -87,10 +65,10 @@ class Instance(InstanceState[spawn.Child, LogPump]):
                     n.cancel_scope.cancel()
             raise
         finally:
-            with trio.CancelScope(shield=True):
-                await self.reap()
             code = self._process.returncode
             assert code is not None
+            with trio.CancelScope(shield=True):
+                await self.reap(code)
             self.record_exit(code)
 
     async def _deliver_then_kill(self) -> None:

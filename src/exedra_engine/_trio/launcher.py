@@ -20,7 +20,8 @@ What a launch decides lives once, outside this module, for every adapter: the ch
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Unpack
 
@@ -32,12 +33,13 @@ from exedra_engine._shell.launch import start
 from exedra_engine._shell.launch.child import ExitReason
 from exedra_engine._shell.launch.loop import News
 from exedra_engine._shell.launch.options import LaunchOptions, Options, PortsReader
+from exedra_engine._shell.launch.tree import Started
 from exedra_engine._trio import spawn
 from exedra_engine._trio.groups import ungrouped
 from exedra_engine._trio.instance import DeliverCancel, Instance, graceful
 from exedra_engine._trio.logs import LogPump, Logs
 from exedra_engine._trio.loop import LOOP
-from exedra_engine.errors import EngineError, NotReady
+from exedra_engine.errors import EngineError
 
 __all__ = [
     "DeliverCancel",
@@ -104,52 +106,44 @@ async def _supervise(
     *,
     task_status: trio.TaskStatus[Instance] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Start, wait for readiness, report the instance with ``started()``, then own the
-    process until it exits. A failure before ``started()`` is raised, so ``start()``
-    raises it; a lost scanned port is re-planned (`start.with_port_retries`)."""
-
-    async def attempt(p: LaunchPlan) -> NotReady | None:
-        return await _attempt(p, opts, deliver_cancel, task_status)
-
-    await start.with_port_retries(plan, attempt, opts)
+    """The start sequence (`start.sequence`) in this task: the instance is reported with
+    ``started()`` once ready, and this task owns the process until it exits. A failure
+    before ``started()`` is raised, so ``start()`` raises it."""
+    await start.sequence(plan, opts, _Starter(opts, deliver_cancel, task_status))
 
 
-async def _attempt(
-    plan: LaunchPlan,
-    opts: LaunchOptions[Logs],
-    deliver_cancel: DeliverCancel,
-    task_status: trio.TaskStatus[Instance],
-) -> NotReady | None:
-    """One start. None once the process has run and exited after ``started()``; the
-    readiness failure when it never got there (the child is dead by then)."""
-    prepared = start.prepare(plan, opts.executors)
-    news = News(LOOP)
-    pump = LogPump(opts.logs, prepared.secrets, news.output)
-    try:
-        process = await spawn.start(prepared.spec, opts.spawn)
-    except OSError as e:
-        raise start.cannot_start(plan, e) from None
-    inst = Instance(
-        plan,
-        prepared.resolved,
-        process,
-        pump,
-        stop_timeout=opts.stop_timeout,
-        deliver_cancel=deliver_cancel,
-        on_exit=news.set,
-        executors=opts.executors,
-    )
-    failed: NotReady | None = None
-    # The body's failures are kept and raised after the nursery: raised inside it, trio
-    # would wrap them in an ExceptionGroup the caller did not ask for.
-    async with trio.open_nursery() as tasks:
-        tasks.start_soon(inst.watch)
-        tasks.start_soon(pump.pump, process.stdout)
-        tasks.start_soon(pump.write)
-        failed = await start.become_ready(inst, news, opts, LOOP)
-        if failed is None:
-            task_status.started(inst)
-    return failed
+class _Starter:
+    """trio's instances for the start sequence (`start.Starter`)."""
+
+    loop = LOOP
+
+    def __init__(
+        self,
+        opts: LaunchOptions[Logs],
+        deliver_cancel: DeliverCancel,
+        task_status: trio.TaskStatus[Instance],
+    ) -> None:
+        self._opts, self._deliver_cancel, self._task_status = opts, deliver_cancel, task_status
+
+    def instance(
+        self, prepared: start.Prepared, started: Started, news: News
+    ) -> tuple[Instance, Sequence[start.Task]]:
+        opts, process = self._opts, spawn.child(started)
+        pump = LogPump(opts.logs, prepared.secrets, news.output)
+        inst = Instance(
+            prepared.plan,
+            prepared.resolved,
+            process,
+            pump,
+            stop_timeout=opts.stop_timeout,
+            deliver_cancel=self._deliver_cancel,
+            on_exit=news.set,
+            executors=opts.executors,
+        )
+        return inst, (inst.supervise, functools.partial(pump.pump, process.stdout), pump.write)
+
+    def ready(self, inst: Instance) -> None:
+        self._task_status.started(inst)
 
 
 @asynccontextmanager

@@ -1,9 +1,10 @@
 """trio's primitives for the launch sequence of `exedra_engine._shell.launch` (`TrioLoop`):
-its clock, sleep, deadlines, events, sockets, worker threads and streams."""
+its clock, sleep, deadlines, events, sockets, worker threads, streams, the fork on a thread
+it does not abandon, a nursery for an instance's own tasks, and a shielded scope."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, TypeVar
 
 import trio
@@ -41,6 +42,25 @@ class TrioLoop:
             return False
         await sink.send_all(data)
         return True
+
+    async def spawn(self, fork: Callable[[], T]) -> T:
+        # Not abandoned on cancellation (run_sync's default): the cancellation is raised at
+        # the next checkpoint, when the child already belongs to its instance.
+        return await trio.to_thread.run_sync(fork)
+
+    async def run_owned(
+        self, tasks: Sequence[Callable[[], Awaitable[object]]], body: Callable[[], Awaitable[T]]
+    ) -> T:
+        async with trio.open_nursery() as nursery:
+            for task in tasks:
+                nursery.start_soon(task)
+            result = await body()
+        return result
+
+    async def shielded(self, aw: Awaitable[T]) -> T:
+        with trio.CancelScope(shield=True):
+            result = await aw
+        return result
 
 
 LOOP: Final = TrioLoop()

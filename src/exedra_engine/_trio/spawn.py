@@ -1,6 +1,7 @@
-"""Starting an executor from trio: the fork runs on the spawner thread of
-`exedra_engine._shell.launch.child` (why: there), reached through a trio worker thread so
-that the event loop never blocks; the exit is awaited on a pidfd, not on a polling tick."""
+"""A started executor as trio holds it: the fork ran on the spawner thread of
+`exedra_engine._shell.launch.child` (why: there), reached through a trio worker thread
+(`TrioLoop.spawn`) so that the event loop never blocks; the exit is awaited on a pidfd, not
+on a polling tick."""
 
 from __future__ import annotations
 
@@ -10,10 +11,8 @@ import subprocess
 
 import trio
 
-from exedra_engine._core.launch.child import ChildSpec
-from exedra_engine._shell.launch import child
-from exedra_engine._shell.launch.options import Spawn
-from exedra_engine._shell.launch.tree import ProcessTree
+from exedra_engine._shell.launch.child import open_pidfd
+from exedra_engine._shell.launch.tree import ProcessTree, Started, collect
 
 
 class Child:
@@ -27,7 +26,7 @@ class Child:
         self.pid = popen.pid
         self.stdout = stdout
         self.tree = tree
-        self._pidfd = child.open_pidfd(popen.pid)
+        self._pidfd = open_pidfd(popen.pid)
 
     @property
     def returncode(self) -> int | None:
@@ -35,22 +34,21 @@ class Child:
         return self._popen.returncode
 
     async def wait(self) -> int:
-        """Wait for the exit and reap the child."""
-        while self._popen.returncode is None:
+        """Wait for the exit and reap the child (after the last walk of its tree that its
+        pid allows: `tree.collect`)."""
+        while (code := collect(self._popen, self.tree)) is None:
             if self._pidfd is not None:
                 await trio.lowlevel.wait_readable(self._pidfd)
-                self._popen.wait()
-            elif self._popen.poll() is None:
+            else:
                 await trio.sleep(0.005)
         if self._pidfd is not None:
             fd, self._pidfd = self._pidfd, None
             with contextlib.suppress(OSError):
                 os.close(fd)
-        return self._popen.returncode
+        return code
 
 
-async def start(spec: ChildSpec, spawn: Spawn) -> Child:
-    """Start `spec` with `spawn` (in its own session, stdout and stderr on one pipe, as the
-    root of a process tree); raises OSError."""
-    popen, read, tree = await trio.to_thread.run_sync(spawn, spec)
+def child(started: Started) -> Child:
+    """The child `Spawn` started, its output pipe a trio stream."""
+    popen, read, tree = started
     return Child(popen, trio.lowlevel.FdStream(read), tree)

@@ -2,9 +2,11 @@
 
 A group starts all or nothing: every member starts at once; the first member whose start
 fails is the one reported (`MemberFailed` names it), and the others are stopped, those still
-starting killed, before the error is raised. Each adapter keeps only the concurrency itself
-(a nursery, tasks); the bookkeeping of who is ready and who failed first is `Starting`, and
-what a caller holds is a `Group`: each member's instance by id, in member order.
+starting killed, before the error is raised. Ready means ready: a member that exits after
+its own readiness while another still loads fails the start as well. Each adapter keeps
+only the concurrency itself (a nursery, tasks); the bookkeeping of who is ready and who
+failed first is `Starting`, and what a caller holds is a `Group`: each member's instance by
+id, in member order.
 """
 
 from __future__ import annotations
@@ -15,11 +17,40 @@ from typing import Any, Generic, Protocol, TypedDict, TypeVar
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine.errors import EngineError, MemberFailed, PlanError
+from exedra_engine.errors import EngineError, ExitedUnexplained, MemberFailed, PlanError
 
 I = TypeVar("I")  # noqa: E741 - an instance of whichever adapter
 J = TypeVar("J")
 I_co = TypeVar("I_co", covariant=True)
+
+
+class MemberExit(Protocol):
+    """How a member's process ended (an adapter's `ExitReason`)."""
+
+    @property
+    def returncode(self) -> int: ...
+
+    @property
+    def requested(self) -> bool: ...
+
+    def describe(self) -> str: ...
+
+
+class Watched(Protocol):
+    """What the group asks of a member's instance while the others still load."""
+
+    @property
+    def plan(self) -> LaunchPlan: ...
+
+    @property
+    def log_tail(self) -> tuple[str, ...]: ...
+
+    def when_exited(self, fn: Callable[[MemberExit], object]) -> None:
+        """Call `fn` with the leader's exit once it has exited (at once if it has)."""
+        ...
+
+
+W = TypeVar("W", bound=Watched)
 
 
 class Opened(Protocol[I_co]):
@@ -87,19 +118,34 @@ def members(plan: GroupPlan) -> tuple[tuple[str, LaunchPlan], ...]:
     return tuple((share.id, p) for share, p in plan.members)
 
 
-class Starting(Generic[I]):
+def exited_early(inst: Watched, reason: MemberExit) -> EngineError:
+    """The error of a member that exited (`reason`) after its own readiness, before every
+    member was ready."""
+    name = inst.plan.command.rsplit("/", 1)[-1]
+    return ExitedUnexplained(
+        f"{name} exited ({reason.describe()}) after it was ready, while other members were "
+        "still loading",
+        returncode=reason.returncode,
+        log=inst.log_tail,
+    )
+
+
+class Starting(Generic[W]):
     """A group's start as it goes: the members ready so far, and the first that failed."""
 
     def __init__(self, plan: GroupPlan) -> None:
         self._plan = plan
         self.members = members(plan)
-        self._ready: dict[str, I] = {}
+        self._ready: dict[str, W] = {}
         self._failed: MemberFailed | None = None
+        self._complete = False
 
-    def ready(self, member: str, inst: I) -> bool:
-        """Record `member` as ready; whether the whole group now is."""
+    def ready(self, member: str, inst: W) -> bool:
+        """Record `member` as ready; whether the whole group now is (then a member's exit
+        is no longer the start's failure)."""
         self._ready[member] = inst
-        return self._failed is None and len(self._ready) == len(self.members)
+        self._complete = self._failed is None and len(self._ready) == len(self.members)
+        return self._complete
 
     def failed(self, member: str, error: EngineError) -> bool:
         """Record `member`'s failure; whether it is the first (the caller then stops the
@@ -115,14 +161,14 @@ class Starting(Generic[I]):
         """The first member's failure; None while none failed."""
         return self._failed
 
-    def group(self) -> Group[I]:
+    def group(self) -> Group[W]:
         """The running group (every member ready)."""
         return Group(self._plan, self._ready)
 
     async def hold(
         self,
         name: str,
-        opened: Opened[I],
+        opened: Opened[W],
         leave: Callable[[], Awaitable[object]],
         *,
         all_ready: Callable[[], object],
@@ -130,12 +176,21 @@ class Starting(Generic[I]):
     ) -> None:
         """One member's task: enter its `opened` block (its adapter's `open_instance`), call
         `all_ready` if it is the last to be ready, hold the block until `leave` returns (the
-        block's exit stops the member); a start that fails calls `first_failure` if it is
-        the first (the adapter then stops the rest)."""
+        block's exit stops the member); a start that fails, or a ready member that exits
+        before all are ready, calls `first_failure` if it is the first (the adapter then
+        stops the rest)."""
+
+        def exited(reason: MemberExit) -> None:
+            # A stop or a kill (the group's own teardown, a cancelled start) is not a failure.
+            early = not self._complete and not reason.requested
+            if early and self.failed(name, exited_early(inst, reason)):
+                first_failure()
+
         try:
             async with opened as inst:
                 if self.ready(name, inst):
                     all_ready()
+                inst.when_exited(exited)
                 await leave()
         except EngineError as e:
             if self.failed(name, e):

@@ -1,24 +1,25 @@
 """What every adapter's `Instance` shows and decides the same way: its endpoint, its plan,
-its lifecycle (`lifecycle.Lifecycle`), its exit, the last log lines, which signals may
-still go to its process tree, and the order of a stop, a kill and the reaping of the tree.
-An adapter adds only the waiting for the leader's exit, and its own shielding from
-cancellation (`stop`, `kill`)."""
+the last log lines, and the order of a stop, a kill and the reaping of the tree, shielded
+from the caller's cancellation by the adapter's own primitive (`Loop.shielded`). Its state
+(phase, exit, the signals sent, whether a stop was asked for) is its lifecycle's
+(`_core.launch.lifecycle.Lifecycle`), which it asks and never second-guesses. An adapter
+adds only `supervise`, its way of owning the process until the leader exits."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import ClassVar, Final, Generic, Protocol, TypedDict, TypeVar
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.launch import stop as policy
 from exedra_engine._core.launch.actual import Actual
+from exedra_engine._core.launch.lifecycle import Lifecycle, Phase
 from exedra_engine._core.launch.readiness import busy_slots, prefix_of
 from exedra_engine._core.plan.endpoint import Resolved
 from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
 from exedra_engine._shell import notice
 from exedra_engine._shell.launch.child import ExitReason
-from exedra_engine._shell.launch.lifecycle import Lifecycle, Phase
 from exedra_engine._shell.launch.loop import Event, Loop
 from exedra_engine._shell.launch.probe import get_json
 from exedra_engine._shell.launch.stopping import run_stop, set_within, tree_gone
@@ -104,8 +105,9 @@ class InstanceState(Generic[P, Ln]):
         self._on_exit = on_exit
         self._loop = loop = self.loop
         self._life = Lifecycle()
-        self._sent: frozenset[str] = frozenset()
-        self._exit: ExitReason | None = None
+        self._exit_calls: list[Callable[[ExitReason], object]] = []
+        self._reason: ExitReason | None = None
+        """The lifecycle's exit as a value, made once (a view: nothing decides from it)."""
         self._gone = loop.event()
         self._ready_connections = 0
         self._actual: Actual | None = None
@@ -157,7 +159,7 @@ class InstanceState(Generic[P, Ln]):
     @property
     def exit_reason(self) -> ExitReason | None:
         """How the process ended; None while it runs."""
-        return self._exit
+        return self._reason
 
     @property
     def log_tail(self) -> tuple[str, ...]:
@@ -170,8 +172,9 @@ class InstanceState(Generic[P, Ln]):
         return self._lines.dropped
 
     def has_exited(self) -> bool:
-        """Whether the process has ended (and its tree is gone)."""
-        return self._exit is not None
+        """Whether the process has ended (and its tree is gone): its lifecycle's phase is
+        `Phase.EXITED`."""
+        return self._life.has_exited()
 
     def polled(self, connections: int) -> None:
         """The readiness wait is over, having opened `connections` connections."""
@@ -193,17 +196,49 @@ class InstanceState(Generic[P, Ln]):
         """Return when the process has exited (and its tree is gone)."""
         await self._gone.wait()
 
-    async def kill(self) -> ExitReason:
-        """SIGKILL to the process tree now, and wait for its end (each adapter shields it
-        from cancellation its own way)."""
+    def when_exited(self, fn: Callable[[ExitReason], object]) -> None:
+        """Call `fn` with the leader's exit once it has exited (at once if it has), before
+        its tree is reaped: what a group needs to know of a member that dies while the
+        others load."""
+        code = self._life.returncode
+        if code is None:
+            self._exit_calls.append(fn)
+        else:
+            fn(self._reason or ExitReason(returncode=code, requested=self._life.requested))
+
+    async def supervise(self) -> None:
+        """Own the process until its leader exits and its tree is gone (one task per
+        instance, run by the launch); when cancelled under a running child, stop it first.
+        Each adapter waits for the exit its own way."""
         raise NotImplementedError
+
+    async def stop(self, timeout: float = STOP_TIMEOUT, *, drain: float = 0.0) -> ExitReason:
+        """One SIGTERM to the process group, SIGKILL if it is still running after `timeout`
+        seconds. Idempotent, safe after the process died, and it completes even while the
+        caller is being cancelled (the cancellation is seen after). With `drain`, first wait
+        up to that many seconds until the executor works on no request (llama-server's
+        ``/slots``), so a busy executor is stopped without cutting answers off."""
+        return await self._loop.shielded(self._ended(self.stop_sequence(timeout, drain=drain)))
+
+    async def kill(self) -> ExitReason:
+        """SIGKILL to the process group now, and wait for its end (a launch that failed or
+        was cancelled: no grace, the executor never served anyone); completes under a
+        cancelled caller as `stop` does."""
+        return await self._loop.shielded(self._ended(self.kill_sequence()))
+
+    async def _ended(self, sequence: Awaitable[None]) -> ExitReason:
+        await sequence
+        await self.wait()
+        reason = self.exit_reason
+        assert reason is not None
+        return reason
 
     def send_signal(self, name: str) -> None:
         """Send signal `name` (``SIGTERM``) to the process group and every process of the
-        tree that left it; a second SIGTERM is not sent (llama-server takes it as "exit 1
-        now")."""
-        if self._exit is None and policy.should_send(name, self._sent):
-            self._sent |= {name}
+        tree that left it, if the lifecycle allows it (`Lifecycle.may_signal`): never once
+        the instance has exited, and never a second SIGTERM (llama-server takes it as "exit
+        1 now")."""
+        if self._life.may_signal(name):
             self.tree.signal(name)
 
     async def output_ended_within(self, seconds: float) -> bool:
@@ -230,7 +265,7 @@ class InstanceState(Generic[P, Ln]):
             await gone_within(settle)
         if not self.has_exited():
             self._life.stop_requested()
-            steps = policy.stop_steps(timeout, sent=self._sent)
+            steps = policy.stop_steps(timeout, sent=self._life.sent)
             await run_stop(steps, self.send_signal, gone_within)
 
     async def kill_sequence(self) -> None:
@@ -253,35 +288,40 @@ class InstanceState(Generic[P, Ln]):
 
         await run_stop(policy.stop_steps(self.stop_timeout), self.send_signal, never)
 
-    async def reap(self) -> None:
-        """Once the leader has exited: wait until no process of its tree is left, by the
+    async def reap(self, returncode: int) -> None:
+        """Once the leader has exited (with `returncode`, told to `when_exited`'s callers
+        first): wait until no process of its tree is left, by the
         same policy as the leader, SIGKILL included (a process stuck in D state is given up
         after `policy.GROUP_KILL_WAIT`); then let the output drain, at most `PIPE_DRAIN` (a
         process that escaped the tree may hold the pipe for ever). The caller shields this
         from its own cancellation, then records the exit (`record_exit`)."""
+        life = self._life
+        life.leader_exited(returncode)
+        calls, self._exit_calls = self._exit_calls, []
+        for fn in calls:
+            fn(ExitReason(returncode=returncode, requested=life.requested))
         tree, loop = self.tree, self._loop
         if tree.alive():
             steps = policy.stop_steps(
-                self.stop_timeout, sent=self._sent, kill_wait=policy.GROUP_KILL_WAIT
+                self.stop_timeout, sent=self._life.sent, kill_wait=policy.GROUP_KILL_WAIT
             )
 
             async def tree_gone_within(seconds: float) -> bool:
                 return await loop.within(seconds, tree_gone(tree, loop)) is not None
 
-            # The leader is gone, so the tree is signalled directly (send_signal only signals
-            # a running instance).
-            await run_stop(steps, tree.signal, tree_gone_within)
+            await run_stop(steps, self.send_signal, tree_gone_within)
         tree.release()
         await self.output_ended_within(PIPE_DRAIN)
         self._lines.stop_reading()
 
     def record_exit(self, returncode: int) -> ExitReason:
         """The leader exited with `returncode` and its tree is gone: the instance's end."""
-        self._life.exited()
-        self._exit = ExitReason(returncode=returncode, requested=self._life.requested)
+        life = self._life
+        life.exited(returncode)
+        self._reason = ExitReason(returncode=returncode, requested=life.requested)
         self._gone.set()
         self._on_exit()
-        return self._exit
+        return self._reason
 
     async def wait_idle(self, polled: Callable[[int | None], None] = lambda busy: None) -> None:
         """Return once the executor works on no request (llama-server's ``/slots``), or
@@ -323,7 +363,8 @@ class InstanceState(Generic[P, Ln]):
         notice.say(_drained(seen, done is not None, loop.now() - start, seconds))
 
     def __repr__(self) -> str:
-        state = "running" if self._exit is None else self._exit.describe()
+        reason = self.exit_reason
+        state = "running" if reason is None else reason.describe()
         return f"<Instance pid={self.pid} {self.endpoint.url} {state}>"
 
 

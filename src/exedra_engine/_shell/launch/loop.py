@@ -1,5 +1,7 @@
 """What an adapter hands the launch sequence: its primitives (`Loop`: a clock, a sleep, a
-deadline, an event, a connection, a worker thread, a write to its kind of stream), and the
+deadline, an event, a connection, a worker thread, a write to its kind of stream, a fork
+that is never abandoned, tasks that own an instance, a shielded step: trio's
+``_subprocess_platform`` idea, a few documented stubs under one sequence), and the
 two things built on them once for every adapter: `News`, what the readiness poll waits on,
 and `write_logs`, the one writer of an executor's lines to the caller's sink."""
 
@@ -7,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from exedra_engine._shell.group_logs import MemberLogs
@@ -68,6 +70,26 @@ class Loop(Protocol):
     async def write_stream(self, sink: object, data: bytes) -> bool:
         """Write `data` to `sink` if it is the adapter's own kind of stream (a trio
         ``SendStream``, an asyncio ``StreamWriter``); False if it is not one."""
+        ...
+
+    async def spawn(self, fork: Callable[[], T]) -> T:
+        """`fork()` (it starts a child) on a worker thread, awaited to its end: a
+        cancellation meanwhile is delivered at the caller's next wait, once the child is
+        someone's (never abandoned half-way)."""
+        ...
+
+    async def run_owned(
+        self, tasks: Sequence[Callable[[], Awaitable[object]]], body: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Start `tasks`, which own an instance for its whole life (its supervision, its log
+        pump), and run `body` meanwhile (the wait for readiness); body's result. trio runs
+        them in a nursery of the calling task, so this returns once they have ended too;
+        asyncio leaves them running as tasks of the loop."""
+        ...
+
+    async def shielded(self, aw: Awaitable[T]) -> T:
+        """`aw`'s result, awaited to its end even if the caller is cancelled meanwhile; the
+        cancellation is seen after (a stop, a kill, a reap must not be cut short)."""
         ...
 
 

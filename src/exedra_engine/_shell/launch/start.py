@@ -1,15 +1,17 @@
-"""One start sequence for every adapter (httpx's ``BaseClient`` idea: the logic here, the
-transport in the adapter): the checks before a start and the child's set-up (`prepare`),
-one start's wait and verdict (`become_ready`), and the port re-planning around the starts
-(`with_port_retries`). An adapter only spawns, owns the process while it runs, and hands
-its primitives (`loop.Loop`)."""
+"""One start sequence for every adapter (trio's ``_subprocess_platform`` idea: the order
+written once, the platform a few primitives): the checks before a start and the child's
+set-up (`prepare`), one start's wait and verdict (`become_ready`), one start in its order
+(`attempt`: prepare, fork, the instance and the tasks that own it, the wait for
+readiness), and the port re-planning around the starts (`with_port_retries`, `sequence`).
+An adapter hands its primitives (`loop.Loop`) and its kind of instance (`Starter`)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
-from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
@@ -25,7 +27,13 @@ from exedra_engine._shell.launch.instance import InstanceState
 from exedra_engine._shell.launch.loop import Loop, News
 from exedra_engine._shell.launch.options import LaunchOptions
 from exedra_engine._shell.launch.ready import await_ready
+from exedra_engine._shell.launch.tree import Started
 from exedra_engine.errors import AddressUnavailable, LaunchError, NotReady
+
+I = TypeVar("I", bound=InstanceState[Any, Any])  # noqa: E741 - an adapter's Instance
+
+Task = Callable[[], Awaitable[object]]
+"""A task that owns an instance (its supervision, its log pump)."""
 
 PORT_RETRIES = 3
 """How many times a scanned port lost to another process is re-planned."""
@@ -111,3 +119,64 @@ async def with_port_retries(
     failed = await attempt(plan)
     if failed is not None:
         raise failed
+
+
+class Starter(Protocol[I]):
+    """What one launch needs of its adapter besides its `Loop`: its kind of instance over a
+    started child, and how a ready one is reported."""
+
+    @property
+    def loop(self) -> Loop:
+        """The adapter's primitives."""
+        ...
+
+    def instance(
+        self, prepared: Prepared, started: Started, news: News
+    ) -> tuple[I, Sequence[Task]]:
+        """The adapter's instance over the `started` child (its exit and output telling
+        `news`), and the tasks that own it for its life."""
+        ...
+
+    def ready(self, inst: I) -> None:
+        """`inst` is ready: tell whoever waits for the start (trio's ``task_status``)."""
+        ...
+
+
+async def attempt(
+    plan: LaunchPlan, opts: LaunchOptions[Any], starter: Starter[I]
+) -> tuple[I, NotReady | None]:
+    """One start, in the order every adapter follows: `prepare`, the fork (never abandoned
+    half-way: `Loop.spawn`), the instance and its own tasks, the wait for readiness
+    (`become_ready`) while they run (`Loop.run_owned`), the instance reported ready. The
+    instance, and None once it was ready (on trio, once it has also run and exited), or
+    why it never was (it is dead by then)."""
+    prepared = prepare(plan, opts.executors)
+    loop = starter.loop
+    news = News(loop)
+    try:
+        started = await loop.spawn(functools.partial(opts.spawn, prepared.spec))
+    except OSError as e:
+        raise cannot_start(plan, e) from None
+    inst, tasks = starter.instance(prepared, started, news)
+
+    async def wait() -> NotReady | None:
+        failed = await become_ready(inst, news, opts, loop)
+        if failed is None:
+            starter.ready(inst)
+        return failed
+
+    return inst, await loop.run_owned(tasks, wait)
+
+
+async def sequence(plan: LaunchPlan, opts: LaunchOptions[Any], starter: Starter[I]) -> I:
+    """The start sequence: `attempt`, on the next free port when a scanned port was lost
+    (`with_port_retries`); the last instance, or the last failure raised."""
+    last: list[I] = []
+
+    async def one(p: LaunchPlan) -> NotReady | None:
+        inst, failed = await attempt(p, opts, starter)
+        last.append(inst)
+        return failed
+
+    await with_port_retries(plan, one, opts)
+    return last[-1]

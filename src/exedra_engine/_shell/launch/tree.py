@@ -4,40 +4,46 @@
 An executor runs in its own session and process group, so ``killpg`` reaches what it forks.
 A helper that calls ``setsid`` (``setsid sleep 120 &``; servers that daemonise a helper do
 this) leaves the group and the session, holds the log pipe open, and used to survive every
-stop. Two things find it again:
+stop. Every executor's environment carries a marker, ``EXEDRA_ENGINE_INSTANCE``, unique per
+launch, which its descendants inherit. A walk of /proc (parent links) from the leader while
+it is not reaped, from its group, from every process seen in an earlier walk (pid and start
+time), and from every process younger than the leader that carries the marker, gives the
+whole tree, also once the leader has exited and its orphans went to init.
 
-- This process is a child subreaper (``PR_SET_CHILD_SUBREAPER``) while any executor runs: an
-  orphan of the executor's tree is re-parented to us, not to init, so it stays a descendant
-  of this process and is reaped by us (never left a zombie).
-- Every executor's environment carries a marker, ``EXEDRA_ENGINE_INSTANCE``, unique per
-  launch, which its descendants inherit. A walk of /proc (parent links) from the leader, from
-  the group, from every process seen in an earlier walk, and from each of our direct children
-  that carries the marker, gives the whole tree, also once the leader has exited.
+Why no child subreaper (``PR_SET_CHILD_SUBREAPER``, which this module once held while an
+executor ran): it is process-wide, so every orphan of the embedding application's own
+children came to us too, and stayed a zombie for the application's life (50 ``sh -c 'sleep
+0.05 &'`` in a group's block left 50). Reaping them is not possible safely: the kernel does
+not say whether a zombie child was adopted or forked by the application itself, which still
+waits for it (``waitpid`` on a `subprocess.Popen` then says 0). Without the flag an orphan of
+the tree goes to init (or the nearest subreaper above), which reaps it; the marker finds it
+as well as the parent link did, and nothing of the application's is ever adopted or reaped
+here. Only tree processes that are our own children are reaped (by pid, ``waitpid(pid,
+WNOHANG)``, never ``waitpid(-1)``): this process is init in a container, or a subreaper the
+application set itself.
+
+No signal goes to a pid that may be another process's: the leader's pid and its group's id
+are used only while the leader is not reaped (until then neither can be reused). The
+leader's exit is collected (`collect`) after one last walk from both, and from then on each
+process of the tree is signalled through a pidfd, once its start time shows it is still the
+process a walk saw.
 
 Why not a cgroup: a cgroup holds every descendant for certain, but creating one needs a
 writable, delegated cgroup v2 subtree, which a library cannot count on (containers, CI
 runners, SSH sessions without a systemd user slice; this project's own build host has a
-read-only v1 hierarchy). The subreaper needs no privilege on any Linux since 3.4.
-
-The subreaper is process-wide: while an executor runs, an orphan of any other child of this
-process comes to us too. Only the processes attributed to an executor are ever reaped here
-(by pid, ``waitpid(pid, WNOHANG)``, never ``waitpid(-1)``, which would steal the exit of a
-caller's own `subprocess.Popen`), and the flag is cleared again when the last executor's tree
-is gone. A helper that both scrubs its environment and escapes before any walk saw it is not
-found: the log pipe's drain is bounded for that case (`PIPE_DRAIN`), so it can hold nothing
-up.
+read-only v1 hierarchy). A helper that both scrubs its environment and escapes before any
+walk saw it is not found: the log pipe's drain is bounded for that case (`PIPE_DRAIN`), so it
+can hold nothing up.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import secrets
 import signal
 import subprocess
-import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final, NamedTuple, Protocol
 
 from exedra_engine._core.launch.child import ChildSpec
@@ -49,8 +55,6 @@ MARKER: Final = "EXEDRA_ENGINE_INSTANCE"
 PIPE_DRAIN: Final = 1.0
 """How long the output pipe may stay open once the tree is gone (a process that escaped
 both the walk and the marker could hold it for ever)."""
-
-_PR_SET_CHILD_SUBREAPER: Final = 36
 
 
 class ProcessTree(Protocol):
@@ -71,37 +75,14 @@ class ProcessTree(Protocol):
         cannot tell. Scans /proc: call it off the event loop."""
         ...
 
-    def release(self) -> None:
-        """The tree is done with (gone, or given up on): drop its hold on the subreaper."""
+    def leader_exited(self) -> None:
+        """The leader has exited and is not reaped yet: the last walk that may start from
+        its pid and its group (what it finds is remembered)."""
         ...
 
-
-class _Subreaper:
-    """``PR_SET_CHILD_SUBREAPER`` held while at least one executor's tree is live."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holders = 0
-
-    def acquire(self) -> None:
-        with self._lock:
-            if self._holders == 0:
-                _set_subreaper(1)
-            self._holders += 1
-
     def release(self) -> None:
-        with self._lock:
-            self._holders -= 1
-            if self._holders == 0:
-                _set_subreaper(0)
-
-
-def _set_subreaper(on: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, on, 0, 0, 0)
-
-
-SUBREAPER: Final = _Subreaper()
+        """The tree is done with (gone, or given up on): forget what the walks saw."""
+        ...
 
 
 class Stat(NamedTuple):
@@ -169,40 +150,95 @@ def _marked(pid: int, marker: bytes) -> bool:
         return False
 
 
-class LocalTree:
-    """`ProcessTree` on this host's /proc, for the executor whose leader is `leader`."""
+def start_of(pid: int) -> int | None:
+    """Process `pid`'s start time (`Stat.start`); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = parse_stat(pid, f.read())
+    except OSError:
+        return None
+    return None if stat is None else stat.start
 
-    def __init__(self, leader: int, marker: str) -> None:
+
+def send(pid: int, start: int, sig: int) -> None:
+    """Signal `sig` to `pid` if it is still the process that started at `start`: through a
+    pidfd, which names that one process, so a pid reused after the check is not reached."""
+    try:
+        fd: int | None = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):
+        fd = None  # a kernel before 5.3: the start time alone
+    try:
+        if start_of(pid) != start:
+            return
+        if fd is None:
+            os.kill(pid, sig)
+        else:
+            signal.pidfd_send_signal(fd, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+class LocalTree:
+    """`ProcessTree` on this host's /proc, for the executor whose leader is `leader`;
+    `reaped` says whether the leader's exit has been collected (its pid free for reuse)."""
+
+    def __init__(
+        self, leader: int, marker: str, *, reaped: Callable[[], bool] = lambda: False
+    ) -> None:
         self.leader = leader
         self._marker = f"{MARKER}={marker}".encode()
+        self._reaped = reaped
+        self._born = 0 if reaped() else start_of(leader) or 0
+        """The leader's start time: a process of its tree cannot be older."""
         self._seen: dict[int, int] = {}
         """Processes of the tree seen by an earlier walk: pid to start time."""
-        self._released = False
+        self._unmarked: set[tuple[int, int]] = set()
+        """Processes (pid, start time) whose environment was read and holds no marker."""
+
+    def _is_marked(self, pid: int, start: int) -> bool:
+        if (pid, start) in self._unmarked:
+            return False
+        if _marked(pid, self._marker):
+            return True
+        self._unmarked.add((pid, start))
+        return False
 
     def members(self) -> dict[int, Stat]:
-        """The tree's processes now, the leader excluded (remembered for later walks)."""
+        """The tree's processes now, the leader excluded while it is not reaped (remembered
+        for later walks)."""
         stats = read_stats()
-        me = os.getpid()
-        roots = {self.leader}
-        roots.update(p for p, s in stats.items() if s.pgrp == self.leader)
+        leader, reaped = self.leader, self._reaped()
+        roots: set[int] = set()
+        if not reaped:  # its pid and group id are ours until the reap, and only until then
+            roots.add(leader)
+            roots.update(p for p, s in stats.items() if s.pgrp == leader)
         roots.update(p for p, t in self._seen.items() if p in stats and stats[p].start == t)
         roots.update(
             p
             for p, s in stats.items()
-            if s.ppid == me and p not in roots and _marked(p, self._marker)
+            if p not in roots and s.start >= self._born and self._is_marked(p, s.start)
         )
-        found = {p: stats[p] for p in descendants(roots, stats) if p != self.leader}
+        found = {p: stats[p] for p in descendants(roots, stats) if reaped or p != leader}
         self._seen.update((p, s.start) for p, s in found.items())
         return found
 
+    def leader_exited(self) -> None:
+        self.members()
+
     def signal(self, name: str) -> None:
         sig = signal.Signals[name]
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.leader, sig)
+        reaped = self._reaped()
+        if not reaped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.leader, sig)
         for pid, s in self.members().items():
-            if s.pgrp != self.leader:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, sig)
+            if reaped or s.pgrp != self.leader:
+                send(pid, s.start, sig)
 
     def alive(self) -> bool:
         me = os.getpid()
@@ -211,15 +247,19 @@ class LocalTree:
             if s.state != "Z":
                 left = True
             elif s.ppid == me:
-                # An orphan of the tree, re-parented to us (the subreaper): ours to reap. A
-                # zombie of any other parent is that parent's, and holds nothing.
+                # A process of the tree that is our own child (this process is init, or a
+                # subreaper by the application's choice): ours to reap. A zombie of any other
+                # parent is that parent's, and holds nothing.
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)
         return left
 
     def peak_rss(self) -> int | None:
         total, seen = 0, False
-        for pid in {self.leader, *self.members()}:
+        pids = set(self.members())
+        if not self._reaped():
+            pids.add(self.leader)
+        for pid in pids:
             try:
                 with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
                     for line in f:
@@ -232,9 +272,23 @@ class LocalTree:
         return total if seen else None
 
     def release(self) -> None:
-        if not self._released:
-            self._released = True
-            SUBREAPER.release()
+        self._seen.clear()
+        self._unmarked.clear()
+
+
+def collect(popen: subprocess.Popen[bytes], tree: ProcessTree) -> int | None:
+    """The leader's exit status once it has exited, collected (reaped) after the last walk
+    its pid allows (`ProcessTree.leader_exited`); None while it runs. Never blocks."""
+    if popen.returncode is not None:
+        return popen.returncode
+    try:
+        exited = os.waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # collected by someone else: Popen says what it can
+        return popen.poll()
+    if exited is None:
+        return None
+    tree.leader_exited()
+    return popen.poll()
 
 
 Started = tuple[subprocess.Popen[bytes], int, ProcessTree]
@@ -242,17 +296,11 @@ Started = tuple[subprocess.Popen[bytes], int, ProcessTree]
 
 
 def start(spec: ChildSpec) -> Started:
-    """Start `spec` (`child.spawn`) as the root of a tree: marked, with the subreaper held
-    until `LocalTree.release`. The process, the read end of its output pipe, its tree.
-    Blocks for the fork; raises `OSError`."""
+    """Start `spec` (`child.spawn`) as the root of a tree, marked. The process, the read end
+    of its output pipe, its tree. Blocks for the fork; raises `OSError`."""
     spec, marker = marked(spec)
-    SUBREAPER.acquire()
-    try:
-        popen, read = child.spawn(spec)
-    except BaseException:
-        SUBREAPER.release()
-        raise
-    return popen, read, LocalTree(popen.pid, marker)
+    popen, read = child.spawn(spec)
+    return popen, read, LocalTree(popen.pid, marker, reaped=lambda: popen.returncode is not None)
 
 
 def marked(spec: ChildSpec) -> tuple[ChildSpec, str]:

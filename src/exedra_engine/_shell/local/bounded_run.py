@@ -3,7 +3,7 @@ end: in time, in output, and in what it leaves behind.
 
 A probe of a binary is a launch in small, and gets the launch's handling of processes that
 escape (`exedra_engine._shell.launch.tree`): the binary runs in a session of its own, marked,
-with this process a child subreaper and the kernel's parent-death signal set; when it has
+with the kernel's parent-death signal set; when it has
 answered, exceeded its time or flooded its output, every process of its tree (its group,
 and any helper that called ``setsid``: ``setsid sleep 197 &`` in a wrapper) is killed and
 reaped. Its pipes are read until end-of-file, or for `PIPE_DRAIN` once the binary itself
@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
-import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -71,7 +70,6 @@ def ask_binary(
     if prefix and not os.access(spec.argv[0], os.X_OK):
         # setpriv would run and report the failed exec itself: say it as Popen would.
         return Ran(b"", b"", f"{argv[0]} cannot be run: {_access_problem(argv[0])}")
-    tree.SUBREAPER.acquire()
     try:
         proc = subprocess.Popen(
             [*prefix, *spec.argv],
@@ -83,13 +81,9 @@ def ask_binary(
             preexec_fn=preexec,  # noqa: PLW1509  (only when setpriv is missing, as launch)
         )
     except (OSError, ValueError) as e:
-        tree.SUBREAPER.release()
         why = e.strerror if isinstance(e, OSError) else None
         return Ran(b"", b"", f"{argv[0]} cannot be run: {why or e}")
-    except BaseException:
-        tree.SUBREAPER.release()
-        raise
-    procs = tree.LocalTree(proc.pid, marker)
+    procs = tree.LocalTree(proc.pid, marker, reaped=lambda: proc.returncode is not None)
     try:
         return _read(proc, what, timeout=timeout, max_output=max_output, slow=slow)
     finally:
@@ -148,19 +142,18 @@ def _exited(pid: int) -> bool:
 def _end(proc: subprocess.Popen[bytes], procs: LocalTree) -> None:
     """Kill and reap every process of the tree, the binary first; close its pipes."""
     try:
-        # The leader is not reaped yet (`_exited` leaves it): its group id is still its own.
+        # The leader is not reaped yet (`_exited` leaves it): its group id is still its own,
+        # and this walk remembers every helper for the walks after the reap.
         procs.signal("SIGKILL")
         # Unkillable (a stuck NFS read) after REAP: it holds nothing of ours but its pid.
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=REAP)
-        # The leader is reaped: what is left is signalled by pid (each seen alive just now,
-        # matched by start time), never by the group id it no longer holds.
+        # The leader is reaped: what is left is signalled through pidfds (each process seen
+        # by a walk, matched by start time, or marked), never by the group id it no longer
+        # holds.
         until = time.monotonic() + REAP
         while procs.alive() and time.monotonic() < until:
-            for pid, s in procs.members().items():
-                if s.state != "Z":
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGKILL)
+            procs.signal("SIGKILL")
             time.sleep(0.01)
     finally:
         procs.release()

@@ -1,5 +1,9 @@
-"""An instance's lifecycle as one state machine (h11's ``_state.py`` idea): a `Phase` enum,
-the `TRANSITIONS` table, and `Lifecycle`, changed only through its own methods. Pure."""
+"""An instance's lifecycle as one state machine (h11's ``_state.py`` rule: everything that
+decides an instance's state lives here): a `Phase` enum, the `TRANSITIONS` table, and
+`Lifecycle`, changed only through its own methods. It holds the phase, when it became
+ready, whether a stop was asked for, the signals already sent and the exit status; an
+instance asks it (`has_exited`, `may_signal`) and never decides from a field of its own.
+Pure."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import Final
 
+from exedra_engine._core.launch import stop as policy
 from exedra_engine._core.struct import FrozenDict
 
 
@@ -52,12 +57,15 @@ TRANSITIONS: Final[Mapping[tuple[Phase, Happening], Phase]] = FrozenDict(
 
 
 class Lifecycle:
-    """One instance's phase, and when it became ready."""
+    """One instance's state: its phase, when it became ready, whether its exit was asked
+    for, the signals sent to its tree, and its exit status."""
 
     def __init__(self) -> None:
         self._phase = Phase.STARTING
         self._ready_at: float | None = None
         self._requested = False
+        self._sent: frozenset[str] = frozenset()
+        self._returncode: int | None = None
 
     @property
     def phase(self) -> Phase:
@@ -72,6 +80,21 @@ class Lifecycle:
     def requested(self) -> bool:
         """Whether a stop was asked for before the exit."""
         return self._requested
+
+    @property
+    def sent(self) -> frozenset[str]:
+        """The signals sent to the tree so far (by name)."""
+        return self._sent
+
+    @property
+    def returncode(self) -> int | None:
+        """The leader's exit status (minus the signal number) once the leader has exited
+        (its tree may still be reaped); None before."""
+        return self._returncode
+
+    def has_exited(self) -> bool:
+        """Whether the leader has exited and the tree is gone (`Phase.EXITED`)."""
+        return self._phase is Phase.EXITED
 
     def _move(self, happening: Happening) -> Phase:
         nxt = TRANSITIONS.get((self._phase, happening))
@@ -91,6 +114,21 @@ class Lifecycle:
             self._requested = True
         self._move(Happening.STOP)
 
-    def exited(self) -> None:
-        """The leader exited and the tree is gone."""
+    def may_signal(self, name: str) -> bool:
+        """Whether signal `name` may go to the tree now, recorded as sent if so: never once
+        it has exited, and never a second SIGTERM (`policy.should_send`)."""
+        if self._phase is Phase.EXITED or not policy.should_send(name, self._sent):
+            return False
+        self._sent |= {name}
+        return True
+
+    def leader_exited(self, returncode: int) -> None:
+        """The leader exited with `returncode`; its tree is still being reaped (the phase
+        stays until it is gone)."""
+        if self._phase is not Phase.EXITED:
+            self._returncode = returncode
+
+    def exited(self, returncode: int) -> None:
+        """The leader exited with `returncode` and the tree is gone."""
         self._move(Happening.EXIT)
+        self._returncode = returncode
