@@ -21,7 +21,8 @@ guard and the CLI's error echo alike (`exedra_engine._core.secrets`).
 - **Key shapes** (`PREFIXED_SHAPES`, anywhere in a value; `WHOLE_SHAPES`, only as a whole
   value, since a model path may hold a commit hash): OpenAI-style ``sk-``, AWS ``AKIA``/
   ``ASIA`` ids and 40-character secrets, JWTs, GitHub ``ghp_``/``github_pat_``, Hugging
-  Face ``hf_``, Slack ``xox?-``, GitLab ``glpat-``, long base64 and hex runs.
+  Face ``hf_``, Slack ``xox?-``, GitLab ``glpat-``, the credential of an HTTP ``Bearer``
+  or ``Basic`` header, long base64 and hex runs.
 - **Log lines** (`LOG_PATTERNS`): what an executor prints about a key it was handed without
   printing the key (llama-server's ``api_keys: ****tuff``, its last 4 characters).
 
@@ -110,6 +111,10 @@ of 64 KiB of letters costs one pass, not one per letter."""
 URL_QUERY: Final = re.compile(r"(?P<sep>[?&;])(?P<name>[A-Za-z0-9_.-]{1,64})=(?P<value>[^&;#\s]+)")
 """One ``name=value`` of a query string."""
 
+_NOT_A_WORD = r"(?![A-Z]?[a-z]+(?![A-Za-z0-9._~+/=-]))"
+"""Not a word of letters alone (``Bearer authentication``, ``Basic Usage``): prose, not a
+credential."""
+
 PREFIXED_SHAPES: Final = (
     ("OpenAI-style key", r"sk-[A-Za-z0-9_-]{12,}"),
     ("AWS access key id", r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
@@ -119,6 +124,10 @@ PREFIXED_SHAPES: Final = (
     ("Hugging Face token", r"hf_[A-Za-z0-9]{20,}"),
     ("Slack token", r"xox[abeoprs]-[A-Za-z0-9-]{10,}"),
     ("GitLab token", r"glpat-[A-Za-z0-9_-]{16,}"),
+    # An HTTP credential after its scheme (``Authorization: Bearer T``, ``Basic dXNlcjpw``):
+    # the token only, 8 characters or more and not a lower-case word ("Bearer authentication").
+    ("Bearer token", rf"(?<=[Bb]earer ){_NOT_A_WORD}[A-Za-z0-9._~+/-]{{8,}}=*"),
+    ("Basic credentials", rf"(?<=[Bb]asic ){_NOT_A_WORD}[A-Za-z0-9+/]{{8,}}={{0,2}}"),
 )
 """Key shapes found anywhere in a value or a line: their prefixes make a mistake unlikely."""
 

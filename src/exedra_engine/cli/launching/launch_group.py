@@ -24,7 +24,7 @@ from exedra_engine._trio.group import open_group
 from exedra_engine._trio.launcher import Instance
 from exedra_engine.cli.launching.signal_scope import signal_phase
 from exedra_engine.cli.launching.signals import Signals, interrupted_exit
-from exedra_engine.errors import LaunchError, MemberFailed
+from exedra_engine.errors import EmitRefused, LaunchError, MemberFailed
 
 
 def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
@@ -44,9 +44,14 @@ def _launch_router(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> in
     a private directory for the life of the command, ready when ``/models`` answers."""
     from exedra_engine._core.emit.group.router import router_plan, router_preset
     from exedra_engine.cli.launching.launch_run import run_launch
+    from exedra_engine.cli.planning.emit_group import print_refused
     from exedra_engine.cli.render import PROG, shown
 
-    preset = router_preset(group, executors=a.executors)
+    try:
+        preset = router_preset(group, executors=a.executors)
+    except EmitRefused as refused:
+        print_refused(refused)
+        return 2
     for line in preset.dropped:
         print(f"{PROG}: note: dropped {shown(line)}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="exedra-router-") as d:
