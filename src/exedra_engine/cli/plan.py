@@ -26,6 +26,7 @@ from exedra_engine.cli.render import (
     MEMORY_WORDS,
     PROG,
     finding_line,
+    findings_heading,
     findings_summary,
     print_json,
     print_plan,
@@ -230,7 +231,7 @@ def findings_verdict(a: argparse.Namespace, e: Explained) -> int:
                 print(f"{PROG}: {f.severity}: {shown(f.message)} [{f.code}]", file=sys.stderr)
         if layers:
             print(
-                f"{PROG}: warning: {findings_summary(layers)} in what this plan passes on, "
+                f"{PROG}: {findings_heading(layers)} in what this plan passes on, "
                 "judged by the bundled flag table; plan --explain lists them, judged by the "
                 "installed binary",
                 file=sys.stderr,
