@@ -185,6 +185,10 @@ def _print_explain(
             print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
     if note := cpu_note(e.plan, executors):  # under the flag's own line, before the findings
         print(f"\nnote: {note}")
+    from exedra_engine.cli.launching.launch_output import auth_note
+
+    if note := auth_note(e.plan, executors):
+        print(f"\nnote: the executor is {note}")
     if e.memory:
         print("\nmemory (what the executor is expected to use, and what the planner decided):")
         for line in e.memory:

@@ -33,7 +33,12 @@ from exedra_engine._core.memory.decide import MemoryDecision, decide_memory
 from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.endpoint import resolve_merged
-from exedra_engine._core.plan.engine_args import plan_layers, with_memory_args
+from exedra_engine._core.plan.engine_args import (
+    cors_findings,
+    local_cors,
+    plan_layers,
+    with_memory_args,
+)
 from exedra_engine._core.plan.layers import (
     Merged,
     Provenance,
@@ -140,7 +145,9 @@ def explain_launch(
     findings of its layers.
 
     `flags` is the table the layers are judged by (an installed binary's own, from its
-    help; default: the profile's bundled table); it judges, it does not change the plan.
+    help; default: the profile's bundled table); it judges, and changes the plan in one
+    way only: a flag the engine would add that it lacks is left out (the restriction of web
+    origins of a plan with no API key, `local_cors`), and a note says so.
     `config_files` are the override files `constraints.overrides` was merged from, with
     their lines, so findings name file and line; without them the merged overrides are
     judged as one unnamed file.
@@ -260,8 +267,11 @@ def _plan(
     # One merge: the memory plan reads it, and what it adds (settings no layer set) joins it.
     m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
     memory = _memory(profile, hw, m, facts)
-    if memory is not None and memory.engine_args:
-        m = with_memory_args(m, profile, layers, memory.engine_args, after=len(facts.engine_extra))
+    # Judged by the installed binary's table where it was read: a flag it lacks is not added.
+    table = (judge[0] if judge is not None else None) or profile.flags
+    joined = (*(memory.engine_args if memory is not None else ()), *local_cors(profile, m, table))
+    if joined:
+        m = with_memory_args(m, profile, layers, joined, after=len(facts.engine_extra))
     r = resolve_merged(profile, m.args, m.settings, m.env_map)
     scanned = constraints.port == 0 and r.port == engine_port
     if not scanned and r.port in ports_in_use:
@@ -284,6 +294,7 @@ def _plan(
     found = (
         _findings(profile, spec, constraints, *judge, executors=executors)
         + model_findings(profile, spec, m, model, facts.inventory)
+        + tuple(cors_findings(profile, m, judge[0]))
         if judge is not None
         else ()
     )
