@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,23 +67,15 @@ CARRIED = {
 }
 
 
+@pytest.mark.parametrize("output", [llama_swap_file, router_preset], ids=["llama-swap", "router"])
 @pytest.mark.parametrize("case", sorted(CARRIED))
-def test_llama_swap_refuses_every_secret_a_single_emit_refuses(case: str) -> None:
+def test_a_group_output_refuses_every_secret_a_single_emit_refuses(
+    case: str, output: Callable[[GroupPlan], object]
+) -> None:
     kw, secret, where = CARRIED[case]
     group = _group(_plan("open", port=18100), _plan("leaky", port=18101, **kw))
     with pytest.raises(EmitError) as e:
-        llama_swap_file(group)
-    said = str(e.value)
-    assert "member leaky" in said and where in said
-    assert secret not in said
-
-
-@pytest.mark.parametrize("case", sorted(CARRIED))
-def test_the_router_preset_refuses_every_secret_a_single_emit_refuses(case: str) -> None:
-    kw, secret, where = CARRIED[case]
-    group = _group(_plan("open", port=18100), _plan("leaky", port=18101, **kw))
-    with pytest.raises(EmitError) as e:
-        router_preset(group)
+        output(group)
     said = str(e.value)
     assert "member leaky" in said and where in said
     assert secret not in said
