@@ -147,7 +147,9 @@ def refuse_carried(
     --emit`` refuses it (`carried_secrets`; the router's own key, its flags and variable,
     stays out of the file); else every member's secrets, which the preset's text must not
     hold anywhere (the router's key inside a value among them: `text_problems`)."""
-    moved = profile.key_flags | key_vars(profile)
+    # The router's key only: a token flag (``--hf-token``) is a secret the file would carry.
+    moved = frozenset(f for f in (profile.key_flag, profile.key_file_flag) if f)
+    moved |= key_vars(profile)
     problems: list[str] = []
     keys: list[str] = []
     for m in members:
