@@ -24,7 +24,7 @@ from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine._core.targets import Target
 from exedra_engine.errors import ConfigError, EmitError, PlanError
 from exedra_engine.testing import write_tiny_llama
-from tests.conftest import cli
+from tests.conftest import FAKE, Run, cli
 
 K = "sk-live-abcdef1234567890"
 R = "Xk9pQ2mZ7vB4nL8wR3tY"  # a key of no known shape
@@ -221,3 +221,20 @@ def test_a_group_file_leaking_a_token_exits_2_with_one_line_per_problem(
     assert r.code == 2 and r.out == ""
     assert HF not in r.err and R not in r.err and "Traceback" not in r.err
     assert all(line.startswith("exedra-engine: error: member ") for line in r.err.splitlines())
+
+
+def test_launch_router_of_a_keyed_and_an_open_member_starts_nothing(
+    tmp_path: Path, run: Run
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "llama-server").symlink_to(FAKE)
+    m = tmp_path / "m.gguf"
+    group = _group_file(
+        tmp_path, f"{{id: open, model: {m}}}", f"{{id: secret, model: {m}, api_key_env: SK}}"
+    )
+    env = {"EXEDRA_EXECUTORS_BIN": str(bin_dir), "SK": R}
+    r = run("launch", "--group", str(group), "--router", "--no-config", env=env)
+    assert r.code == 2 and R not in r.err + r.out
+    assert r.err.startswith("exedra-engine: error: some llama members have an API key (secret)")
+    assert "router " not in r.out  # nothing was started
