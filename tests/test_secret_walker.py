@@ -123,6 +123,14 @@ def test_an_http_credential_is_a_plan_secret_and_only_its_token_is_hidden(
     assert Hider(plan_secrets((), (f"X={value}",))).value(value) == value.replace(token, REDACTED)
 
 
+def test_a_log_line_quoting_an_http_credential_keeps_the_scheme_and_hides_the_token() -> None:
+    line = b"proxy: Authorization: Bearer Tr0ub4dor-and-3; Bearer authentication is on"
+    assert TextRedactor(()).bytes(line) == (
+        b"proxy: Authorization: Bearer <redacted>; Bearer authentication is on"
+    )
+    assert TextRedactor(()).text("Basic dXNlcjpwYXNzd29yZA==") == "Basic <redacted>"
+
+
 def test_a_long_key_is_hidden_inside_every_longer_value() -> None:
     hide = Hider([K])
     assert hide.token(f"m-{K}") == f"m-{REDACTED}"
