@@ -147,18 +147,30 @@ KEY_SHAPES = {
         lambda k: any(c.isdigit() for c in k) and any(c.isalpha() for c in k)
     ),
     "base64": st.builds("{}=".format, _mixed(_ALNUM + "+/", 43)).filter(lambda k: k[0] != "/"),
+    # An HTTP credential of no shape of its own (``Tr0ub4dor-and-3``): a secret only where
+    # something marks it (a key flag, a secret name, ``Bearer`` before it).
+    "http-token": _mixed(_ALNUM + "-._~", 15).filter(lambda k: k[0] not in "-._~"),
 }
 """One generator per key shape the walker's table knows (`exedra_engine._core.secrets.table`)."""
 
 PREFIX_SHAPES = frozenset(
     {"openai", "aws-id", "jwt", "github", "github-pat", "huggingface", "slack"}
 )
-"""Shapes known by their prefix wherever they stand; the others are known as a whole value."""
+"""Shapes known by their prefix wherever they stand; the others are known as a whole value
+(``http-token``: only where a route marks it)."""
 
-key_shapes = st.sampled_from(sorted(KEY_SHAPES)).flatmap(
+SHAPED_ALONE = sorted(set(KEY_SHAPES) - {"http-token"})
+"""The shapes the table knows by themselves, wherever the key is typed."""
+
+key_shapes = st.sampled_from(SHAPED_ALONE).flatmap(
     lambda name: KEY_SHAPES[name].map(lambda k: (name, k))
 )
-"""(shape name, key): one real-looking key of any shape."""
+"""(shape name, key): one real-looking key of any shape the table knows by itself."""
+
+routed_key_shapes = st.sampled_from(sorted(KEY_SHAPES)).flatmap(
+    lambda name: KEY_SHAPES[name].map(lambda k: (name, k))
+)
+"""(shape name, key): `key_shapes`, and an HTTP token known only by what marks it."""
 
 
 def leaked(key: str, text: str) -> bool:

@@ -103,7 +103,8 @@ def test_ready_lines_give_model_endpoint_memory_curl_and_log() -> None:
     assert lines[0] == "ready     qwen at http://127.0.0.1:18080  (pid 42); Ctrl-C stops it"
     assert lines[1] == "memory    ctx 4096, estimated: host 1.0 GiB resident"
     assert lines[2].startswith("try       curl -s http://127.0.0.1:18080/v1/completions")
-    assert lines[3].startswith("log       /tmp/x.log  (--log-file")
+    assert lines[3].startswith("auth      unauthenticated: anyone who reaches its address")
+    assert lines[4].startswith("log       /tmp/x.log  (--log-file")
 
 
 def _finding(severity: str, token: str, suggestion: str = "") -> Finding:

@@ -35,6 +35,7 @@ from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.probe import probe
 from exedra_engine.cli import main
+from exedra_engine.testing import free_port
 from tests.conftest import FAKE
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "exedra_engine"
@@ -211,7 +212,7 @@ def test_probe_finds_it_on_path(tmp_path: Path) -> None:
 
 async def test_it_launches_and_stops() -> None:
     spec = ModelSpec(path="/m/flux.gguf", kind="sd")
-    c = Constraints(port_base=41000)
+    c = Constraints(port=free_port())  # its own: a fixed port may be another's ephemeral one
     plan = plan_launch(spec, _hw("sd", str(FAKE)), c, executors=WITH_SD).unwrap()
     with trio.fail_after(30):
         async with open_instance(plan, executors=WITH_SD) as inst:

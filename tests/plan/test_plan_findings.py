@@ -21,10 +21,12 @@ from exedra_engine import (
     explain_launch,
     plan_launch,
 )
+from exedra_engine._core.config.findings import Finding, Severity
 from exedra_engine._core.config.parse import located_config_from_yaml
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.flags import table_from_rows
 from exedra_engine._core.values import CPU
+from exedra_engine.cli.render import findings_heading
 from tests.conftest import FAKE, Run
 
 LLAMA = executor_profile(Kind.LLAMA)
@@ -179,9 +181,28 @@ def test_a_plain_plan_keeps_its_json_and_warns_on_stderr(engine_d: Path, run: Ru
     assert r.code == 0
     msgspec.json.decode(r.out, type=LaunchPlan)
     assert r.err == (
-        "exedra-engine: warning: 2 errors, 0 warnings in what this plan passes on, judged by "
+        "exedra-engine: warning: 2 errors in what this plan passes on, judged by "
         "the bundled flag table; plan --explain lists them, judged by the installed binary\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("severities", "heading"),
+    [
+        (("note",), "note: 1 note"),
+        (("note", "note"), "note: 2 notes"),
+        (("warning", "note"), "warning: 1 warning, 1 note"),
+        (("error", "error"), "warning: 2 errors"),
+    ],
+)
+def test_the_findings_line_counts_no_zero_and_is_a_note_when_only_notes(
+    severities: tuple[Severity, ...], heading: str
+) -> None:
+    findings = [
+        Finding(severity=s, code="c", path="caller args[0]", token="-x", message="m")
+        for s in severities
+    ]
+    assert findings_heading(findings) == heading
 
 
 def test_strict_refuses_a_plan_with_findings(engine_d: Path, tmp_path: Path, run: Run) -> None:

@@ -51,6 +51,20 @@ def test_a_key_inside_a_longer_value_is_hidden_in_every_plan_output(
     assert _shows(ran.out + ran.err, K, "abcdef123456") == []
 
 
+@pytest.mark.parametrize("surface", SURFACES)
+@pytest.mark.parametrize(
+    "header", ["Bearer Tr0ub4dor-and-3", "Basic dXNlcjpwYXNzd29yZA=="], ids=["bearer", "basic"]
+)
+def test_an_http_credential_of_no_key_shape_is_hidden_in_every_plan_output(
+    tiny_llama: Path, header: str, surface: list[str]
+) -> None:
+    ran = cli(*_plan(tiny_llama, "--env", f"UPSTREAM_HEADER={header}", *surface))
+    assert ran.code == 0, ran.err
+    token = header.split()[1]
+    assert _shows(ran.out + ran.err, token, token[:12]) == []
+    assert "UPSTREAM_HEADER" in ran.out
+
+
 @pytest.mark.parametrize("target", ["k8s", "systemd", "quadlet"])
 @pytest.mark.parametrize(
     "extra",

@@ -80,6 +80,9 @@ def test_real_flags_near_a_key_flag_are_not_secret(flag: str) -> None:
         "https://h/v1?api_key=abc&x=1",
         "0123456789abcdef0123456789abcdef",
         "q8Zr1T0pXvB2nLm4Ks9dWc7Hy3Ja6Ue5",
+        "Bearer Tr0ub4dor-and-3",
+        "Authorization: bearer abcdefgh1234",
+        "Basic dXNlcjpwYXNzd29yZA==",
     ],
 )
 def test_key_shapes_and_url_credentials_look_secret(value: str) -> None:
@@ -97,10 +100,35 @@ def test_key_shapes_and_url_credentials_look_secret(value: str) -> None:
         "http://127.0.0.1:8080/health",
         "gemma-3-270m-it-q4_k_m.gguf",
         "http://h/x?lang=en",
+        "Bearer authentication is required",
+        "Basic Usage",
+        "Bearer abc",
     ],
 )
 def test_paths_names_and_plain_urls_do_not_look_secret(value: str) -> None:
     assert not looks_secret(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "token"),
+    [
+        ("UPSTREAM_HEADER=Bearer Tr0ub4dor-and-3", "Tr0ub4dor-and-3"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+    ],
+)
+def test_an_http_credential_is_a_plan_secret_and_only_its_token_is_hidden(
+    value: str, token: str
+) -> None:
+    assert token in plan_secrets((), (f"X={value}",))
+    assert Hider(plan_secrets((), (f"X={value}",))).value(value) == value.replace(token, REDACTED)
+
+
+def test_a_log_line_quoting_an_http_credential_keeps_the_scheme_and_hides_the_token() -> None:
+    line = b"proxy: Authorization: Bearer Tr0ub4dor-and-3; Bearer authentication is on"
+    assert TextRedactor(()).bytes(line) == (
+        b"proxy: Authorization: Bearer <redacted>; Bearer authentication is on"
+    )
+    assert TextRedactor(()).text("Basic dXNlcjpwYXNzd29yZA==") == "Basic <redacted>"
 
 
 def test_a_long_key_is_hidden_inside_every_longer_value() -> None:

@@ -337,17 +337,13 @@ def run_emit(
     host_defaulted: bool = False,
 ) -> int:
     from exedra_engine._core.emit import emit_files
+    from exedra_engine._core.emit.checks import copies_problem
     from exedra_engine._core.secrets import secret_copies
 
     target = Target(a.emit)
     copies = secret_copies(plan.args, plan.env, executors=a.executors)
     if copies:
-        raise EmitError(
-            f"the plan gives a secret (an API key, a token, a URL's credentials, a key-shaped "
-            f"value) to {', '.join(copies)}, which the {target.value} output would have to "
-            "carry in the clear; remove it from the plan and give it to the unit from a secret "
-            "or key file (a Kubernetes Secret, systemd LoadCredential=, a Podman secret)"
-        )
+        raise EmitError(copies_problem(copies, target.value))
     opts = options_from(a)
     opts = msgspec.structs.replace(opts, real_paths=plan_real_paths(plan, opts.models_dir))
     try:
@@ -371,11 +367,12 @@ def run_emit(
     return hand_out(emitted, a)
 
 
-def hand_out(emitted: Emitted, a: argparse.Namespace) -> int:
-    """The files into ``--out`` DIR, or to stdout; then, with ``--explain``, where each field
+def hand_out(emitted: Emitted, a: argparse.Namespace, *, private: bool = False) -> int:
+    """The files into ``--out`` DIR (mode 0600 when `private`: a file that may hold what a
+    unit must not show, else 0644), or to stdout; then, with ``--explain``, where each field
     came from (on stderr when the files went to stdout). The exit status."""
     if a.out:
-        if (code := _write(a.out, emitted)) != 0:
+        if (code := _write(a.out, emitted, 0o600 if private else 0o644)) != 0:
             return code
     else:
         for text in emitted.files.values():
@@ -385,7 +382,7 @@ def hand_out(emitted: Emitted, a: argparse.Namespace) -> int:
     return 0
 
 
-def _write(out: str, emitted: Emitted) -> int:
+def _write(out: str, emitted: Emitted, mode: int) -> int:
     """Write the files into the directory `out`: 0, or the exit status of a refusal."""
     from exedra_engine._shell.local.files import write_inside
 
@@ -394,7 +391,7 @@ def _write(out: str, emitted: Emitted) -> int:
     for name, text in emitted.files.items():
         path = os.path.join(out, name)
         try:
-            write_inside(out, name, text.encode("utf-8"))  # never through a link
+            write_inside(out, name, text.encode("utf-8"), mode)  # never through a link
         except OSError as e:  # a disk full or a race with another writer
             return fail(PlanError(f"--out: cannot write {path}: {e.strerror or e}"), 1)
         print(f"wrote {shown(path)}")

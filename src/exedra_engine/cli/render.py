@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -296,6 +297,17 @@ def findings_summary(findings: Sequence[Finding]) -> str:
     warnings = len(findings) - errors - notes
     text = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
     return text + (f", {notes} note{'s' * (notes != 1)}" if notes else "")
+
+
+def findings_heading(findings: Sequence[Finding]) -> str:
+    """A line's severity and its count of `findings`, no zero counted: ``warning: 1 error,
+    2 warnings``, ``note: 1 note`` (only notes make a note line, not a warning that
+    announces no warning)."""
+    counts = Counter(f.severity for f in findings)
+    warnings = len(findings) - counts["error"] - counts["note"]
+    named = [(counts["error"], "error"), (warnings, "warning"), (counts["note"], "note")]
+    text = ", ".join(f"{n} {word}{'s' * (n != 1)}" for n, word in named if n)
+    return f"{'note' if counts['note'] == len(findings) else 'warning'}: {text}"
 
 
 class Report(NamedTuple):

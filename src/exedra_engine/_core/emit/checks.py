@@ -22,12 +22,22 @@ Pure: the caller reads the files.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+from exedra_engine._core.emit.keys import secret_env_problem, secret_flag_problem
 from exedra_engine._core.emit.ready import ready_problem
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.secrets import REDACTED, SHORT_KEY, looks_secret, plan_secrets
+from exedra_engine._core.plan.endpoint import env_dict
+from exedra_engine._core.secrets import (
+    REDACTED,
+    SHORT_KEY,
+    is_secret_name,
+    looks_secret,
+    plan_secrets,
+    secret_copies,
+)
+from exedra_engine._core.secrets.walk import secret_values
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import LaunchPlan
 
@@ -46,17 +56,8 @@ def check_files(
     p = executors.profile(plan.spec.kind)
     problems: list[str] = _plan_problems(p, plan)
     keys = {*secrets, plan.api_key, *plan_secrets(plan.args, plan.env, executors=executors)}
-    known = [_standing(k) for k in keys if k and k != REDACTED]
     for name, text in sorted(files.items()):
-        if REDACTED in text:
-            problems.append(f"{name}: carries the redaction marker {REDACTED}: a key stood there")
-        if any(k.search(text) for k in known):
-            problems.append(f"{name}: carries the API key in plain text")
-        if looks_secret(text):
-            problems.append(
-                f"{name}: carries a secret in plain text (a URL's credentials or a key-shaped "
-                "value): give it to the unit from a secret or key file instead"
-            )
+        problems += text_problems(name, text, keys)
     # Each target's checks sit beside its writer; loaded when used, as the writers are.
     from exedra_engine._core.emit.formats.k8s_check import check_k8s
     from exedra_engine._core.emit.formats.quadlet import check_quadlet
@@ -68,6 +69,64 @@ def check_files(
     for name, text in sorted(files.items()):
         problems += [f"{name}: {x}" for x in check(plan, text, p)]
     return problems
+
+
+def text_problems(name: str, text: str, keys: Iterable[str]) -> list[str]:
+    """What secret the file `name` holding `text` carries in the clear: the redaction marker
+    (a key stood there), one of `keys` (the plan's key and every secret it hands its
+    executor: `plan_secrets`), or a secret by its look (a URL's credentials, a key shape)."""
+    problems = []
+    known = [_standing(k) for k in keys if k and k != REDACTED]
+    if REDACTED in text:
+        problems.append(f"{name}: carries the redaction marker {REDACTED}: a key stood there")
+    if any(k.search(text) for k in known):
+        problems.append(f"{name}: carries the API key in plain text")
+    if looks_secret(text):
+        problems.append(
+            f"{name}: carries a secret in plain text (a URL's credentials or a key-shaped "
+            "value): give it to the unit from a secret or key file instead"
+        )
+    return problems
+
+
+def copies_problem(copies: Sequence[str], output: str) -> str:
+    """Why a plan that gives a secret to `copies` (`secret_copies`: flags and variables that
+    do not say they hold one) cannot be written as `output`."""
+    return (
+        f"the plan gives a secret (an API key, a token, a URL's credentials, a key-shaped "
+        f"value) to {', '.join(copies)}, which the {output} output would have to "
+        "carry in the clear; remove it from the plan and give it to the unit from a secret "
+        "or key file (a Kubernetes Secret, systemd LoadCredential=, a Podman secret)"
+    )
+
+
+def carried_secrets(
+    plan: LaunchPlan,
+    output: str,
+    *,
+    executors: Executors = BUILTIN,
+    moved: frozenset[str] = frozenset(),
+) -> list[str]:
+    """What secret `plan` hands its executor that `output`, a file that writes its argv and
+    env as they are (a llama-swap config, a router preset), would carry in the clear, as
+    ``plan --emit`` refuses it: a copy of a secret in a value (`copies_problem`), the value
+    of a secret flag or of a mistyped one (``--hf-token``, ``--api-kee``, ``--apikey=``) and
+    of a secret-named variable (``HF_TOKEN``). `moved` are the flags (canonical) and
+    variables the output keeps out of the file itself (a router's own key)."""
+    p = executors.profile(plan.spec.kind)
+    problems: list[str] = []
+    copies = secret_copies(plan.args, plan.env, executors=executors)
+    if copies:
+        problems.append(copies_problem(copies, output))
+    for i, _, inline in secret_values(plan.args, executors):
+        flag = inline or plan.args[i - 1]
+        known = p.flags.lookup(flag)
+        if (known[0].key if known is not None else flag) not in moved:
+            problems.append(secret_flag_problem(flag))
+    for name, value in env_dict(plan.env).items():
+        if value and is_secret_name(name) and name not in moved:
+            problems.append(secret_env_problem(name))
+    return list(dict.fromkeys(problems))
 
 
 def _plan_problems(p: ExecutorProfile, plan: LaunchPlan) -> list[str]:

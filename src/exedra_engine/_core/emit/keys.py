@@ -63,10 +63,7 @@ def without_keys(
     for it in items:
         if it.key is not None and it.key in p.key_flags:
             if it.key in p.secret_flags and it.key != p.key_flag:
-                raise EmitError(
-                    f"the plan passes {it.tokens[0]}, a secret the output would have to carry; "
-                    "remove it from the plan"
-                )
+                raise EmitError(secret_flag_problem(it.tokens[0]))
             keyed = True
             continue
         out.append(it)
@@ -92,9 +89,21 @@ def env_without_keys(p: ExecutorProfile, plan: LaunchPlan) -> tuple[tuple[str, s
         if name in keys:
             continue
         if is_secret_name(name) and value:
-            raise EmitError(
-                f"the plan's env sets {name}, a secret the output would have to carry; "
-                "remove it from the plan and give it to the target yourself"
-            )
+            raise EmitError(secret_env_problem(name))
         out.append((name, value))
     return tuple(out)
+
+
+def secret_flag_problem(flag: str) -> str:
+    """Why a plan that passes the secret flag `flag` (with its value) cannot be emitted."""
+    return (
+        f"the plan passes {flag}, a secret the output would have to carry; remove it from the plan"
+    )
+
+
+def secret_env_problem(name: str) -> str:
+    """Why a plan whose env sets the secret-named variable `name` cannot be emitted."""
+    return (
+        f"the plan's env sets {name}, a secret the output would have to carry; "
+        "remove it from the plan and give it to the target yourself"
+    )

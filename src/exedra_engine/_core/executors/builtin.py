@@ -92,6 +92,10 @@ LLAMA: Final = ExecutorProfile(
     key_env="LLAMA_API_KEY",
     key_file_flag="--api-key-file",
     secret_flags=frozenset({"--api-key", "--hf-token", "-hft"}),
+    # Its default is every origin, credentials allowed; "localhost" echoes an Origin only
+    # when it is this machine (--help: "reflect the Origin header only if it is localhost").
+    cors_flag="--cors-origins",
+    cors_local="localhost",
     ready_prefix_flag="--api-prefix",
     ready_prefix_env="LLAMA_ARG_API_PREFIX",
     # Checked with the binary: /slots is on by default (--no-slots turns it off) and needs

@@ -123,6 +123,11 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """The executor splits a key value at this character into several keys."""
     secret_flags: frozenset[str] = frozenset()
     """Flags whose value is a secret: redacted wherever argv is shown."""
+    cors_flag: str = ""
+    """The flag naming the web origins whose pages may call the executor ("": none)."""
+    cors_local: str = ""
+    """`cors_flag`'s value for pages of this machine only: what a plan with no API key
+    passes, unless a layer sets the flag itself."""
 
     ready_path: str = "/health"
     """Answers 200 only once the model is loaded."""

@@ -26,12 +26,15 @@ from typing import TYPE_CHECKING
 from exedra_engine._core.config.parse import _TYPE_NAMES, _Bad, _shape, _Walk, compose_document
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.group.member import id_problem
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, ModelSpec
 from exedra_engine.constants import MAX_GROUP_MEMBERS
 from exedra_engine.errors import ConfigError, UnsupportedKind
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import yaml
 
 _INT = "tag:yaml.org,2002:int"
@@ -99,6 +102,17 @@ def parse_group_file(text: str, source: str, *, executors: Executors = BUILTIN) 
         ) from None
 
 
+def checked_id(
+    node: yaml.Node, where: str, text: Callable[[yaml.Node | None, str, str], str]
+) -> str:
+    """The member's id, read by `text`, refused (with the file's line, never echoed) where
+    `id_problem` says it cannot name a member."""
+    value = text(node, where, "id")
+    if problem := id_problem(value):
+        raise _Bad(node, f"{where}: id", problem)
+    return value
+
+
 class _GroupWalk(_Walk):
     def __init__(self, executors: Executors) -> None:
         super().__init__()
@@ -151,7 +165,7 @@ class _GroupWalk(_Walk):
         where = f"members[{i}]"
         fields = self.mapping(node, where, lambda n, p, k: (n, p), "a field name")
         if "id" in fields:
-            where = f"{where} ({self.text(fields['id'][0], where, 'id')})"
+            where = f"{where} ({checked_id(fields['id'][0], where, self.text)})"
         for name, (n, _) in fields.items():
             if name not in FIELDS:
                 raise _Bad(n, where, f"unknown field {name!r} (expected {', '.join(FIELDS)})")
@@ -166,10 +180,12 @@ class _GroupWalk(_Walk):
         try:
             kind = self.executors.kind_of(kind)
         except UnsupportedKind:
+            # Not echoed, as --kind's value is not: a key pasted in the wrong field.
             raise _Bad(
                 get("kind"),
                 where,
-                f"kind: unknown kind {kind!r} (known: {', '.join(self.executors.kinds)})",
+                f"kind: unknown kind (the value given is not shown; known: "
+                f"{', '.join(self.executors.kinds)})",
             ) from None
         spec = ModelSpec(
             id=self.text(get("id"), where, "id"),

@@ -154,6 +154,23 @@ def with_memory(x: Member, st: Staged, want: int) -> Member:
     return replace(x, want=resident, floor=resident, why="file" if resident else "unknown")
 
 
+def id_problem(member_id: str) -> str:
+    """Why `member_id` cannot name a member ("" when it can), never echoing it: a unit's
+    name and description, a preset's section, every line of a plan and a log hold the id,
+    so it holds no control character or line break (a line would end inside it) and does
+    not end in a backslash (systemd would join the next line to it)."""
+    if not member_id:
+        return "the member has no id (ModelSpec.id names it)"
+    if not member_id.isprintable():
+        return (
+            "the id holds a control character, a line break or another unprintable "
+            "character (every unit, section and line that names the member holds it)"
+        )
+    if member_id.endswith("\\"):
+        return "the id ends in a backslash (systemd would join the next line to its unit's)"
+    return ""
+
+
 def _check_members(members: Sequence[GroupMember]) -> None:
     if not members:
         raise PlanError("a group needs at least one member")
@@ -161,8 +178,8 @@ def _check_members(members: Sequence[GroupMember]) -> None:
         raise PlanError(f"{len(members)} members, more than {MAX_GROUP_MEMBERS} in one group")
     seen: set[str] = set()
     for i, m in enumerate(members):
-        if not m.spec.id:
-            raise PlanError(f"members[{i}]: the member has no id (ModelSpec.id names it)")
+        if problem := id_problem(m.spec.id):
+            raise PlanError(f"members[{i}]: {problem}")
         if m.spec.id in seen:
             raise PlanError(f"members[{i}] ({m.spec.id}): the id is used by an earlier member")
         seen.add(m.spec.id)

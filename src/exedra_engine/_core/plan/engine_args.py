@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from exedra_engine._core.config.findings import Finding
+from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import Merged, env_items, join_unset
@@ -143,3 +145,53 @@ def with_memory_args(
 def _config_names(spec: ModelSpec) -> tuple[str, str]:
     """The names of the override layers of `spec`: its kind's section, its model's section."""
     return f"config engines.{spec.kind}", f"config models.{spec.id}"
+
+
+def local_cors(profile: ExecutorProfile, merged: Merged, table: FlagTable) -> tuple[str, ...]:
+    """The flags that keep web pages of other sites from calling an executor that has no
+    API key (``--cors-origins localhost``: llama-server allows every origin by default,
+    credentials included, so any page the user visits could call the local model): when the
+    merge sets no key (flag, key file or variable), no layer sets the flag or its variable
+    (a user's own value wins), and `table` (the installed binary's, else the bundled one)
+    knows the flag; else none."""
+    flag = profile.cors_flag
+    if not flag or table.lookup(flag) is None or _keyed(profile, merged):
+        return ()
+    known = profile.flags.lookup(flag)
+    names = known[0].env if known is not None else ()
+    if flag in merged.settings or any(n in merged.env_map for n in names):
+        return ()
+    return (flag, profile.cors_local)
+
+
+OPEN_CORS = "open-cors"
+"""The code of the note a plan carries when its executor, with no API key, stays open to
+every web page (`cors_findings`)."""
+
+
+def cors_findings(
+    profile: ExecutorProfile, merged: Merged, table: FlagTable | None
+) -> list[Finding]:
+    """The note of a plan whose executor has no API key and whose installed binary (`table`,
+    None when its help was not read) lacks `profile.cors_flag`: nothing is added, and every
+    web page the user visits may call it."""
+    flag = profile.cors_flag
+    if not flag or table is None or table.lookup(flag) is not None or _keyed(profile, merged):
+        return []
+    message = (
+        f"this {profile.binary} has no {flag}: with no API key, any web page the user visits "
+        "may call it (its default allows every origin); plan with an API key, or bind it "
+        "where no browser reaches"
+    )
+    return [Finding(severity="note", code=OPEN_CORS, path="engine", token=flag, message=message)]
+
+
+def _keyed(profile: ExecutorProfile, merged: Merged) -> bool:
+    keys = {profile.key_env} if profile.key_env else set()
+    for name in (profile.key_flag, profile.key_file_flag):
+        found = profile.flags.lookup(name) if name else None
+        if found is not None:
+            if found[0].key in merged.settings:
+                return True
+            keys.update(found[0].env)
+    return any(merged.env_map.get(k) for k in keys)

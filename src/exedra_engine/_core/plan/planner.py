@@ -33,7 +33,12 @@ from exedra_engine._core.memory.decide import MemoryDecision, decide_memory
 from exedra_engine._core.memory.settings import settings_of
 from exedra_engine._core.outcome import boundary
 from exedra_engine._core.plan.endpoint import resolve_merged
-from exedra_engine._core.plan.engine_args import plan_layers, with_memory_args
+from exedra_engine._core.plan.engine_args import (
+    cors_findings,
+    local_cors,
+    plan_layers,
+    with_memory_args,
+)
 from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import Merged, env_items, merge
@@ -108,7 +113,9 @@ def explain_plan(
     findings of its layers.
 
     `flags` is the table the layers are judged by (an installed binary's own, from its
-    help; default: the profile's bundled table); it judges, it does not change the plan.
+    help; default: the profile's bundled table); it judges, and changes the plan in one
+    way only: a flag the engine would add that it lacks is left out (the restriction of web
+    origins of a plan with no API key, `local_cors`), and a note says so.
     `config_files` are the override files `constraints.overrides` was merged from, with
     their lines, so findings name file and line; without them the merged overrides are
     judged as one unnamed file.
@@ -235,8 +242,11 @@ def finished(
     spec, constraints, profile, m = st.spec, st.constraints, st.profile, st.m
     model, ports_in_use = facts.model, facts.ports_in_use
     memory = decided(st, facts)
-    if memory is not None and memory.engine_args:
-        m = with_memory_args(m, profile, st.layers, memory.engine_args, after=st.engine_extra)
+    # Judged by the installed binary's table where it was read: a flag it lacks is not added.
+    table = (judge[0] if judge is not None else None) or profile.flags
+    joined = (*(memory.engine_args if memory is not None else ()), *local_cors(profile, m, table))
+    if joined:
+        m = with_memory_args(m, profile, st.layers, joined, after=st.engine_extra)
     reading = merge_reading(
         profile, m, resolve_merged(profile, m.args, m.settings, m.env_map), model
     )
@@ -263,6 +273,7 @@ def finished(
     found = (
         _findings(profile, spec, constraints, *judge, executors=executors)
         + model_findings(profile, spec, m, model, facts.inventory)
+        + tuple(cors_findings(profile, m, judge[0]))
         if judge is not None
         else ()
     )

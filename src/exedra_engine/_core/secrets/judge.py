@@ -12,6 +12,7 @@ from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.secrets.table import (
     FLAG_DISTANCE,
     FLAG_MIN_NAME,
+    HTTP_CREDENTIAL,
     NOT_SECRET_NAMES,
     NOT_SECRET_WORDS,
     PREFIXED,
@@ -102,10 +103,13 @@ def reads_as_secret(name: str, executors: Executors = BUILTIN) -> bool:
 
 
 def shaped_parts(value: str) -> Iterator[tuple[int, int]]:
-    """Where `value` holds a key by its shape (`table.PREFIXED_SHAPES` anywhere, and
-    `table.WHOLE_SHAPES` when it is the whole value), as (start, end)."""
+    """Where `value` holds a key by its shape (`table.PREFIXED_SHAPES` and the token of
+    `table.HTTP_CREDENTIAL` anywhere, `table.WHOLE_SHAPES` when it is the whole value), as
+    (start, end)."""
     for m in PREFIXED.finditer(value):
         yield m.span()
+    for m in HTTP_CREDENTIAL.finditer(value):
+        yield m.span("token")
     if len(value) >= 32 and any(p.fullmatch(value) for p in WHOLE) and looks_random(value):
         yield 0, len(value)
 

@@ -66,16 +66,17 @@ def open_append(
     return os.fdopen(fd, "ab")
 
 
-def write_inside(directory: str, name: str, data: bytes) -> None:
+def write_inside(directory: str, name: str, data: bytes, mode: int = 0o644) -> None:
     """Write `name` in `directory` and nowhere else: into a new file (``O_EXCL``, never a
     link followed), renamed over the old one, which is replaced, not written through (a
-    symbolic or hard link to a file outside is not touched). Mode 0644: units, no secrets."""
+    symbolic or hard link to a file outside is not touched). Mode 0644 by default (units,
+    no secrets); 0600 for a file that may hold what only its owner should read."""
     import tempfile
 
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o644)
+            os.fchmod(f.fileno(), mode)
             f.write(data)
         os.replace(tmp, os.path.join(directory, name))
     except BaseException:

@@ -25,7 +25,7 @@ from exedra_engine.cli.launch.launch_output import log_sink, not_runnable_here, 
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.plan import cpu_note, hide_findings
 from exedra_engine.cli.plan.request import add_plan_options, planned
-from exedra_engine.cli.render import PROG, fail, findings_summary
+from exedra_engine.cli.render import PROG, fail, findings_heading
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EngineError
 
@@ -149,7 +149,7 @@ def _judged(a: argparse.Namespace, findings: Sequence[Finding], origin: TableOri
         return fail(refused, 2, as_json=a.json)  # a usage error: nothing started
     if findings:
         print(
-            f"{PROG}: warning: {findings_summary(findings)} in what this plan passes on, "
+            f"{PROG}: {findings_heading(findings)} in what this plan passes on, "
             f"judged by {origin.describe()}; plan --explain lists them",
             file=sys.stderr,
         )

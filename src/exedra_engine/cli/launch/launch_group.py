@@ -30,7 +30,13 @@ from exedra_engine._trio.launcher import Instance
 from exedra_engine.cli.launch.launch_output import LogSink, log_sink, ready_lines
 from exedra_engine.cli.signal_scope import signal_phase
 from exedra_engine.cli.signals import Signals, interrupted_exit
-from exedra_engine.errors import ArgumentRefused, EngineError, LaunchError, MemberFailed
+from exedra_engine.errors import (
+    ArgumentRefused,
+    EmitRefused,
+    EngineError,
+    LaunchError,
+    MemberFailed,
+)
 
 
 def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
@@ -109,9 +115,14 @@ def _launch_router(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> in
     a private directory for the life of the command, ready when ``/models`` answers."""
     from exedra_engine._core.emit.group.router import router_plan, router_preset
     from exedra_engine.cli.launch.launch_run import run_launch
+    from exedra_engine.cli.plan.emit_group import print_refused
     from exedra_engine.cli.render import PROG, shown
 
-    preset = router_preset(group, executors=a.executors)
+    try:
+        preset = router_preset(group, executors=a.executors)
+    except EmitRefused as refused:
+        print_refused(refused)
+        return 2
     for line in preset.dropped:
         print(f"{PROG}: note: dropped {shown(line)}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="exedra-router-") as d:

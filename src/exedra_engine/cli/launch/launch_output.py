@@ -96,6 +96,29 @@ def curl_command(plan: LaunchPlan, url: str, executors: Executors) -> str:
     return " ".join(shlex.quote(w) for w in words) + auth + " " + shlex.join(args)
 
 
+def auth_note(plan: LaunchPlan, executors: Executors) -> str:
+    """What a plan's executor lets anyone do for want of an API key: "" when it has one,
+    or its executor takes none; else that it is unauthenticated, and which web pages may
+    call it (only this machine's where the plan passes ``--cors-origins localhost``)."""
+    p = executors.profile(plan.spec.kind)
+    keyed = plan.api_key or any(
+        t == f or t.startswith(f"{f}=")
+        for t in plan.args
+        for f in (p.key_flag, p.key_file_flag)
+        if f
+    )
+    if keyed or not p.has_api_key:
+        return ""
+    said = "unauthenticated: anyone who reaches its address may call it"
+    pair = (p.cors_flag, p.cors_local)
+    if p.cors_flag and any(plan.args[i : i + 2] == pair for i in range(len(plan.args))):
+        return (
+            f"{said}; web pages may call it only from this machine ({p.cors_flag} "
+            f"{p.cors_local}, which a layer's own {p.cors_flag} overrides)"
+        )
+    return f"{said}"
+
+
 def ready_lines(
     plan: LaunchPlan,
     *,
@@ -119,6 +142,8 @@ def ready_lines(
         lines.append(f"try       {curl}")
         if plan.api_key and not _SAFE_VAR.fullmatch(plan.key_env):
             lines.append("          (set API_KEY to the key this plan was given)")
+    if note := auth_note(plan, executors):
+        lines.append(f"auth      {note}")
     if sink.path:
         lines.append(f"log       {sink.path}  ({sink.why}; --verbose shows it here)")
     return lines

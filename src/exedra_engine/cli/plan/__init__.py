@@ -25,6 +25,7 @@ from exedra_engine.cli.render import (
     MEMORY_WORDS,
     PROG,
     finding_line,
+    findings_heading,
     findings_summary,
     print_json,
     print_plan,
@@ -198,6 +199,10 @@ def _print_explain(
             print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
     if note := cpu_note(e.plan, executors):  # under the flag's own line, before the findings
         print(f"\nnote: {note}")
+    from exedra_engine.cli.launch.launch_output import auth_note
+
+    if note := auth_note(e.plan, executors):
+        print(f"\nnote: the executor is {note}")
     if e.memory:
         print("\nmemory (what the executor is expected to use, and what the planner decided):")
         for line in e.memory:
@@ -244,7 +249,7 @@ def findings_verdict(a: argparse.Namespace, e: Explained) -> int:
                 print(f"{PROG}: {f.severity}: {shown(f.message)} [{f.code}]", file=sys.stderr)
         if layers:
             print(
-                f"{PROG}: warning: {findings_summary(layers)} in what this plan passes on, "
+                f"{PROG}: {findings_heading(layers)} in what this plan passes on, "
                 "judged by the bundled flag table; plan --explain lists them, judged by the "
                 "installed binary",
                 file=sys.stderr,

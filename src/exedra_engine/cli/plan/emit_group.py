@@ -31,27 +31,34 @@ def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Name
             "--check reads the files of one plan; a group's files are checked as emitted"
         )
     name = a.name or DEFAULT_NAME
-    if a.emit == "router":
-        # The command line in the file's head names where the file is written.
-        path = os.path.abspath(os.path.join(a.out or ".", f"{name}.ini"))
-        emitted = Emitted(files={f"{name}.ini": router_text(group, path, a)}, origins=())
-    elif a.emit == "llama-swap":
-        from exedra_engine._core.emit.group.llama_swap import dump, llama_swap_config
+    try:
+        if a.emit == "router":
+            # The command line in the file's head names where the file is written.
+            path = os.path.abspath(os.path.join(a.out or ".", f"{name}.ini"))
+            emitted = Emitted(files={f"{name}.ini": router_text(group, path, a)}, origins=())
+        elif a.emit == "llama-swap":
+            from exedra_engine._core.emit.group.llama_swap import llama_swap_file
 
-        config = llama_swap_config(group, start_budget=a.start_budget, executors=a.executors)
-        emitted = Emitted(files={f"{name}-llama-swap.yaml": dump(config)}, origins=())
-    else:
-        try:
+            text = llama_swap_file(group, start_budget=a.start_budget, executors=a.executors)
+            emitted = Emitted(files={f"{name}-llama-swap.yaml": text}, origins=())
+        else:
             emitted = emit_group_files(
                 group, Target(a.emit), options_from(a), hardware, executors=a.executors
             )
             if problems := unreachable_members(group, emitted.files, a):
                 raise EmitRefused(tuple(problems))
-        except EmitRefused as refused:
-            for problem in refused.problems:
-                print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
-            return 2
-    return hand_out(emitted, a)
+    except EmitRefused as refused:
+        print_refused(refused)
+        return 2
+    # A router preset or a llama-swap file is the whole command line of every member, read
+    # by one program, not a unit a system manager must read: private (0600) with --out.
+    return hand_out(emitted, a, private=a.emit in GROUP_ONLY)
+
+
+def print_refused(refused: EmitRefused) -> None:
+    """One error line per problem (what the emitter refused), on stderr."""
+    for problem in refused.problems:
+        print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
 
 
 def unreachable_members(

@@ -23,12 +23,14 @@ import re
 import shlex
 from typing import Any
 
+from exedra_engine._core.emit.checks import carried_secrets, text_problems
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._core.secrets import plan_secrets
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.values import LaunchPlan, base_url
-from exedra_engine.errors import EmitError
+from exedra_engine.errors import EmitError, EmitRefused
 
 SCHEMA_FIELDS = freeze(
     {
@@ -94,6 +96,8 @@ def _model(plan: LaunchPlan, executors: Executors) -> dict[str, Any]:
             f"member {member}: its plan has an API key, which the llama-swap file would hold "
             "in clear; plan it without a key (llama-swap's own apiKeys guard its proxy)"
         )
+    if problems := carried_secrets(plan, "llama-swap", executors=executors):
+        raise EmitRefused(tuple(f"member {member}: {p}" for p in problems))
     env = list(plan.env)
     for e in env:
         if not _ENV.fullmatch(e):
@@ -109,6 +113,24 @@ def _model(plan: LaunchPlan, executors: Executors) -> dict[str, Any]:
     if env:
         out["env"] = env
     return out
+
+
+def llama_swap_file(
+    group: GroupPlan, *, start_budget: float = 0, executors: Executors = BUILTIN
+) -> str:
+    """The configuration as `dump` writes it, refused (`EmitRefused`, naming the member)
+    where it would carry a secret in the clear: what ``plan --emit`` refuses in each
+    member's plan (`carried_secrets`), then the text read back for every member's secrets
+    and for any secret by its look (`text_problems`)."""
+    text = dump(llama_swap_config(group, start_budget=start_budget, executors=executors))
+    keys = [
+        k
+        for p in group.plans
+        for k in (p.api_key, *plan_secrets(p.args, p.env, executors=executors))
+    ]
+    if problems := text_problems("the llama-swap file", text, keys):
+        raise EmitRefused(tuple(problems))
+    return text
 
 
 def dump(config: dict[str, Any]) -> str:

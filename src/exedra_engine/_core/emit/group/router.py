@@ -26,17 +26,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from exedra_engine._core.emit.checks import carried_secrets, text_problems
+from exedra_engine._core.emit.keys import key_vars, plan_is_keyed
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.group.router_plan import plan_router
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.plan.reading import read_with
+from exedra_engine._core.secrets import plan_secrets
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine.errors import EmitError, PlanError
+from exedra_engine.errors import EmitError, EmitRefused, PlanError
 
 _CUT = (";", "#", "\n", "\r")
+GLOBAL_SECTION = "*"
+"""The preset section llama.cpp applies to every model (``common/preset.cpp``): no member's."""
 
 
 class RouterPreset(Value, frozen=True, kw_only=True):
@@ -80,6 +85,8 @@ def router_preset(group: GroupPlan, *, executors: Executors = BUILTIN) -> Router
         raise EmitError(
             "the group has no llama member: a llama.cpp router serves llama models only"
         )
+    shared_key(group, members, llama)
+    secrets = refuse_carried(group, members, llama, executors)
     lines = [
         f"; {llama.binary} {llama.router_preset_flag} (llama.cpp router mode), made by "
         "exedra-engine",
@@ -90,12 +97,70 @@ def router_preset(group: GroupPlan, *, executors: Executors = BUILTIN) -> Router
         keys, why = preset_section(group.plan_of(m), llama)
         dropped += [f"{m}: {w}" for w in why]
         lines += ["", f"[{m}]", *(f"{k} = {v}" for k, v in keys)]
+    text = "\n".join(lines) + "\n"
+    if problems := text_problems("the router preset", text, secrets):
+        raise EmitRefused(tuple(problems))
     return RouterPreset(
-        text="\n".join(lines) + "\n",
+        text=text,
         models_max=models_max(group, members),
         members=tuple(members),
         dropped=tuple(dropped),
     )
+
+
+def shared_key(group: GroupPlan, members: Sequence[str], profile: ExecutorProfile) -> str:
+    """The one API key every member of `members` has ("" when none has one), which the
+    router requires of every request: `EmitError` naming the members when some have a key
+    and others none, when their keys differ, or when a key is only in a file (a router
+    serves its members with its own key, so a member's key is never dropped silently)."""
+    plans = {m: group.plan_of(m) for m in members}
+    keyed = [m for m, p in plans.items() if plan_is_keyed(p, profile)]
+    if not keyed:
+        return ""
+    if open_ := [m for m in members if m not in keyed]:
+        raise EmitError(
+            f"some llama members have an API key ({', '.join(keyed)}) and some none "
+            f"({', '.join(open_)}): one router serves them all with one key or none, so it "
+            "would serve the keyed ones without theirs; give every llama member the same key "
+            "(api_key_env) or none"
+        )
+    if filed := [m for m, p in plans.items() if not p.api_key]:
+        raise EmitError(
+            f"member {', '.join(filed)}: its key is set by a file or a flag the router cannot "
+            "share; give every llama member the same key by its variable (api_key_env)"
+        )
+    keys: dict[str, list[str]] = {}
+    for m, p in plans.items():
+        keys.setdefault(p.api_key, []).append(m)
+    if len(keys) > 1:
+        held = " and ".join(f"({', '.join(ms)})" for ms in keys.values())
+        raise EmitError(
+            f"the llama members do not share one API key: {held} hold different keys, and "
+            "one router serves them all with one key; give every llama member the same key"
+        )
+    return next(iter(keys))
+
+
+def refuse_carried(
+    group: GroupPlan, members: Sequence[str], profile: ExecutorProfile, executors: Executors
+) -> list[str]:
+    """`EmitRefused` where a member's section would carry a secret in the clear, as ``plan
+    --emit`` refuses it (`carried_secrets`; the router's own key, its flags and variable,
+    stays out of the file); else every member's secrets, which the preset's text must not
+    hold anywhere (the router's key inside a value among them: `text_problems`)."""
+    # The router's key only: a token flag (``--hf-token``) is a secret the file would carry.
+    moved = frozenset(f for f in (profile.key_flag, profile.key_file_flag) if f)
+    moved |= key_vars(profile)
+    problems: list[str] = []
+    keys: list[str] = []
+    for m in members:
+        plan = group.plan_of(m)
+        found = carried_secrets(plan, "router preset", executors=executors, moved=moved)
+        problems += [f"member {m}: {p}" for p in found]
+        keys += [plan.api_key, *plan_secrets(plan.args, plan.env, executors=executors)]
+    if problems:
+        raise EmitRefused(tuple(problems))
+    return keys
 
 
 def preset_section(
@@ -104,10 +169,9 @@ def preset_section(
     """One member's section: its keys and values in the plan's order (the model first),
     and what was dropped as router-owned (`ExecutorProfile.router_owned`) or not
     expressible in a preset."""
-    flags, owned, model_flag = profile.flags, profile.router_owned, profile.model_flag
+    owned, model_flag = profile.router_owned, profile.model_flag
     member = plan.spec.id
-    if not member or any(c in member for c in "[]\n\r") or member != member.strip():
-        raise EmitError(f"member id {member!r} cannot name a preset section")
+    _check_section_name(member)
     out: dict[str, str] = {}
     dropped: list[str] = []
     model = plan.spec.path
@@ -121,13 +185,7 @@ def preset_section(
             model = it.values[0]
             continue
         _put(out, member, it.key, _value(member, it.key, it.values, it.negated))
-    for entry in plan.env:
-        name, _, value = entry.partition("=")
-        flag = flags.flag_for_env(name)
-        if flag is None or flag.key in owned or not name.startswith(profile.env_prefix):
-            dropped.append(f"{name} (not a preset key: set it in the router's environment)")
-            continue
-        _put(out, member, flag.key, _value(member, flag.key, (value,) if flag.nargs else (), False))
+    dropped += _env_keys(plan, profile, out)
     if not model.startswith("/"):
         raise EmitError(
             f"member {member}: model {model!r} is not an absolute path (the router would "
@@ -135,6 +193,38 @@ def preset_section(
         )
     _check_value(member, model_flag, model)
     return (("model", model), *out.items()), tuple(dropped)
+
+
+def _check_section_name(member: str) -> None:
+    if (
+        not member
+        or member == GLOBAL_SECTION
+        or any(c in member for c in "[]\n\r")
+        or member != member.strip()
+    ):
+        raise EmitError(
+            f"member id {member!r} cannot name a preset section (not empty, no '[', ']' or "
+            f"line break, no outer blanks, not {GLOBAL_SECTION!r}, llama.cpp's section for "
+            "every model)"
+        )
+
+
+def _env_keys(plan: LaunchPlan, profile: ExecutorProfile, out: dict[str, str]) -> list[str]:
+    """The member's env put into its section (`out`) where a preset key says the same;
+    what was dropped, and why."""
+    member, dropped = plan.spec.id, []
+    for entry in plan.env:
+        name, _, value = entry.partition("=")
+        flag = profile.flags.flag_for_env(name)
+        if name in key_vars(profile):
+            continue  # the router's own key (`shared_key`): in its environment, not the file
+        owned = flag is None or flag.key in profile.router_owned
+        if owned or not name.startswith(profile.env_prefix):
+            dropped.append(f"{name} (not a preset key: set it in the router's environment)")
+            continue
+        assert flag is not None  # `owned` above
+        _put(out, member, flag.key, _value(member, flag.key, (value,) if flag.nargs else (), False))
+    return dropped
 
 
 def _items(plan: LaunchPlan, profile: ExecutorProfile) -> tuple[Item, ...]:

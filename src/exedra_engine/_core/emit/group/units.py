@@ -30,7 +30,7 @@ import msgspec
 
 from exedra_engine._core.emit import Emitted, emit_files
 from exedra_engine._core.emit.checks import check_files
-from exedra_engine._core.emit.formats.ini import Section, read_ini, write_ini
+from exedra_engine._core.emit.formats.ini import Section, plain, read_ini, write_ini
 from exedra_engine._core.emit.names import derived_name
 from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.executors.builtin import BUILTIN
@@ -60,11 +60,12 @@ def emit_group_files(
     """The files that run every member of `group` on `target`, tied together as the module
     says; raises `EmitError` as `emit` does, naming the member."""
     name = options.name or DEFAULT_NAME
+    names = member_names(group, name)
     files: dict[str, str] = {}
     origins: list[Origin] = []
     services: list[str] = []
     for share, plan in group.members:
-        own = _member_options(options, member_name(name, share.id))
+        own = _member_options(options, names[share.id])
         try:
             e = emit_files(plan, target, own, hardware, executors=executors)
         except EmitRefused as refused:
@@ -81,6 +82,23 @@ def emit_group_files(
     if target in (Target.SYSTEMD, Target.QUADLET):
         files[f"{name}.target"] = _target(name, group, services)
     return Emitted(files=dict(sorted(files.items())), origins=tuple(origins))
+
+
+def member_names(group: GroupPlan, name: str) -> dict[str, str]:
+    """Each member's unit or object name (`member_name`) by id; `EmitError` naming both
+    members where two ids derive one name (``A`` and ``a-c917e1``), which would write one
+    member's files over the other's."""
+    out: dict[str, str] = {}
+    by_name: dict[str, str] = {}
+    for member in group.ids:
+        derived = member_name(name, member)
+        if derived in by_name:
+            raise EmitError(
+                f"members {by_name[derived]!r} and {member!r} would both be named {derived!r}: "
+                "give one of them another id"
+            )
+        by_name[derived], out[member] = member, derived
+    return out
 
 
 def _member_options(options: EmitOptions, name: str) -> EmitOptions:
@@ -182,7 +200,7 @@ def _edit_ini(text: str, edits: dict[str, list[tuple[str, str]]]) -> str:
 
 def _target(name: str, group: GroupPlan, services: list[str]) -> str:
     unit = [
-        ("Description", f"exedra-engine group {name}: {', '.join(group.ids)}"),
+        ("Description", plain(f"exedra-engine group {name}: {', '.join(group.ids)}")),
         ("Wants", " ".join(services)),
     ]
     header = [
