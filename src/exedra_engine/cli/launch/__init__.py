@@ -37,7 +37,8 @@ def add_parser(sub: Subparsers) -> None:
         "--group",
         metavar="FILE",
         help="launch every member of a group file at once (planned as plan --group plans "
-        "them), all or nothing; one ready line per member, Ctrl-C stops them all",
+        "them), all or nothing; one ready line per member, Ctrl-C stops them all (a group "
+        "plan saved with plan --group --json is launched as saved, planned no more)",
     )
     s.add_argument(
         "--router",

@@ -29,11 +29,15 @@ from exedra_engine.errors import LaunchError, MemberFailed
 
 def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
     """``launch --group FILE`` (``--router``: as one llama.cpp router): plan the group as
-    ``plan --group`` does, then run it."""
+    ``plan --group`` does, then run it; a group plan saved with ``plan --group --json`` is
+    run as saved (reviewed, then deployed: nothing is probed or planned again)."""
     from exedra_engine._shell.group_plan import explain_group_request
     from exedra_engine.cli.plan.plan_group import group_request
+    from exedra_engine.cli.plan.saved_plan import saved_group
 
-    group = explain_group_request(group_request(a), explain=False).plan
+    group = saved_group(a.group)
+    if group is None:
+        group = explain_group_request(group_request(a), explain=False).plan
     if a.router:
         return _launch_router(group, a, sigs)
     return run_group_launch(group, a, sigs)

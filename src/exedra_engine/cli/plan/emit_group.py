@@ -14,22 +14,17 @@ from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import Hardware
 from exedra_engine.cli.render import PROG, shown
-from exedra_engine.errors import EmitError, EmitRefused
-
-GROUP_ONLY = ("router", "llama-swap")
-"""Emit targets for a group only: one executor per member has nothing to route or swap."""
+from exedra_engine.errors import EmitRefused, EngineError
 
 
 def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Namespace) -> int:
-    """Emit `group` for ``a.emit``; the exit status."""
+    """Emit `group` for ``a.emit`` (``--check``: check the files instead); the exit status.
+    What the plan could not size is a warning, or with ``--strict`` a refusal (exit 2)."""
     from exedra_engine._core.emit import Emitted
     from exedra_engine._core.emit.group.units import DEFAULT_NAME, emit_group_files
-    from exedra_engine.cli.emit import hand_out, options_from
+    from exedra_engine.cli.emit_out import hand_out, options_from
 
-    if a.check:
-        raise EmitError(
-            "--check reads the files of one plan; a group's files are checked as emitted"
-        )
+    _say_unsized(group, a)
     name = a.name or DEFAULT_NAME
     if a.emit == "router":
         # The command line in the file's head names where the file is written.
@@ -38,20 +33,46 @@ def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Name
     elif a.emit == "llama-swap":
         from exedra_engine._core.emit.group.llama_swap import dump, llama_swap_config
 
+        file = f"{name}-llama-swap.yaml"
         config = llama_swap_config(group, start_budget=a.start_budget, executors=a.executors)
-        emitted = Emitted(files={f"{name}-llama-swap.yaml": dump(config)}, origins=())
+        path = os.path.abspath(os.path.join(a.out or ".", file))
+        emitted = Emitted(files={file: dump(config, path)}, origins=())
     else:
         try:
             emitted = emit_group_files(
                 group, Target(a.emit), options_from(a), hardware, executors=a.executors
             )
-            if problems := unreachable_members(group, emitted.files, a):
+            if not a.check and (problems := unreachable_members(group, emitted.files, a)):
                 raise EmitRefused(tuple(problems))
         except EmitRefused as refused:
             for problem in refused.problems:
                 print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
             return 2
+    if a.check:
+        from exedra_engine.cli.plan.check_group import check_group
+
+        return check_group(group, emitted, a)
     return hand_out(emitted, a)
+
+
+def _say_unsized(group: GroupPlan, a: argparse.Namespace) -> None:
+    """A warning per member the plan could not size; with ``--strict`` a refusal (exit 2),
+    as ``plan --strict`` refuses a plan with findings."""
+    from exedra_engine._core.emit.group.unsized import unsized_members
+
+    unsized = unsized_members(group)
+    if not unsized:
+        return
+    lost = (
+        "counts as nothing in the memory plan"
+        if a.emit in ("router", "llama-swap")
+        else "gets no memory limit"
+    )
+    lines = [f"member {member} {lost}: {why}" for member, why in unsized]
+    if getattr(a, "strict", False):
+        raise EngineError(f"--strict: the group plan could not size every member; {lines[0]}")
+    for line in lines:
+        print(f"{PROG}: warning: {shown(line)}", file=sys.stderr)
 
 
 def unreachable_members(

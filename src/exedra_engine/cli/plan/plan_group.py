@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from exedra_engine._core.config.findings import failing
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.cpus import cpu_set_text
@@ -21,7 +22,14 @@ from exedra_engine._shell.group_plan import GroupRequest, explain_group_request,
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.plan.request import recorded_table, shared_constraints
-from exedra_engine.cli.render import finding_line, print_json, print_plan, shown, shown_plan
+from exedra_engine.cli.render import (
+    finding_line,
+    findings_summary,
+    print_json,
+    print_plan,
+    shown,
+    shown_plan,
+)
 from exedra_engine.errors import EngineError
 
 _PER_MEMBER = (
@@ -35,7 +43,6 @@ _PER_MEMBER = (
     ("threads", "--threads"),
     ("executor", "--executor"),
     ("measure", "--measure"),
-    ("strict", "--strict"),
 )
 """Options a group file sets per member (or that a group plan does not do): refused."""
 
@@ -64,12 +71,19 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
         # As plan --emit does: a container's executor binds every address unless told.
         a.host = "0.0.0.0"
     req = group_request(a)
+    judged = a.explain or a.strict  # as plan judges one plan: by the executors' own tables
+    flags = _flag_tables(req, a.hardware) if judged else None
     if a.emit:
         from exedra_engine.cli.plan.emit_group import run_group_emit
 
-        return run_group_emit(explain_group_request(req, explain=False).plan, req.hardware, a)
-    e = explain_group_request(req, flags=_flag_tables(req, a.hardware) if a.explain else None)
+        e = explain_group_request(req, flags=flags, explain=a.strict)
+        if a.strict:
+            group_verdict(a, [hide(m, a.show_secrets, a.executors) for m in e.members])
+        return run_group_emit(e.plan, req.hardware, a)
+    e = explain_group_request(req, flags=flags)
     members = [hide(m, a.show_secrets, a.executors) for m in e.members]
+    if a.strict and not a.explain:
+        group_verdict(a, members)  # refused before anything is printed, as plan --strict
     plans = [shown_plan(m.plan, a.show_secrets, m.sources, executors=a.executors) for m in members]
     group = msgspec.structs.replace(e.plan, plans=tuple(plans))
     if a.json:
@@ -86,8 +100,22 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
             )
         else:
             print_json(group)
-        return 0
+        return group_verdict(a, members)
     _print_group(e, group, members)
+    return group_verdict(a, members)
+
+
+def group_verdict(a: argparse.Namespace, members: list[Explained]) -> int:
+    """Exit 0; with ``--strict``, `EngineError` (exit 2) naming the first member whose
+    layers have findings other than notes, as ``plan --strict`` refuses one plan."""
+    if not a.strict:
+        return 0
+    for m in members:
+        if refused := failing(m.findings):
+            raise EngineError(
+                f"--strict: member {m.plan.spec.id} has findings ({findings_summary(refused)}); "
+                f"first: {finding_line(refused[0])}"
+            )
     return 0
 
 

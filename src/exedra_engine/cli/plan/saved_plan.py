@@ -1,0 +1,95 @@
+"""Saved plans read back: ``plan --json`` (one `LaunchPlan`) and ``plan --group --json`` (a
+`GroupPlan`), for ``emit PLAN.json`` and ``launch --group PLAN.json``, so that what CI
+reviewed is what is deployed: nothing is probed or planned again.
+
+The two are told apart by the group's ``plans`` field; each is then decoded strictly by its
+own type (`msgspec`'s decoder of `LaunchPlan` or `GroupPlan`), so an edited file with a
+misspelt field is an error naming the file and the field, never a field dropped."""
+
+from __future__ import annotations
+
+import msgspec
+
+from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._core.values import LaunchPlan
+from exedra_engine.errors import PlanError
+
+LIMIT = 1 << 22
+"""Bytes a saved plan may hold: a group of many members stays far below."""
+
+
+def _read(path: str) -> bytes:
+    from exedra_engine._shell.local.files import read_regular
+
+    try:
+        data = read_regular(path, LIMIT)  # a FIFO named like the plan would hang the command
+    except OSError as e:
+        raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > LIMIT:
+        raise PlanError(f"{path}: larger than {LIMIT} bytes: not a saved plan")
+    return data
+
+
+def _is_group(data: bytes) -> bool:
+    """Whether `data` is a JSON object with a ``plans`` field (a saved group plan)."""
+    try:
+        head = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(head, dict) and "plans" in head
+
+
+def _decoded(path: str, data: bytes, kind: type[LaunchPlan] | type[GroupPlan]) -> object:
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as e:
+        what, sep, at = str(e).rpartition(" - at ")
+        raise PlanError(f"{path}: {at.strip('`')}: {what}" if sep else f"{path}: {e}") from None
+    except msgspec.DecodeError as e:
+        raise PlanError(f"{path}: not JSON ({e})") from None
+
+
+def load_saved(path: str) -> LaunchPlan | GroupPlan:
+    """The plan saved in `path` (``plan --json`` or ``plan --group --json``), decoded
+    strictly; the `PlanError` names the file and the field."""
+    data = _read(path)
+    if _is_group(data):
+        group = _decoded(path, data, GroupPlan)
+        assert isinstance(group, GroupPlan)
+        return _checked_group(path, group)
+    plan = _decoded(path, data, LaunchPlan)
+    assert isinstance(plan, LaunchPlan)
+    return plan
+
+
+def saved_group(path: str) -> GroupPlan | None:
+    """The group plan saved in `path` (``plan --group --json``), or None when the file is
+    no saved group plan (a group file, which the group planner reads and reports on)."""
+    try:
+        data = _read(path)
+    except PlanError:
+        return None  # the group file's reader says why it cannot be read
+    if not _is_group(data):
+        return None
+    group = _decoded(path, data, GroupPlan)
+    assert isinstance(group, GroupPlan)
+    return _checked_group(path, group)
+
+
+def _checked_group(path: str, group: GroupPlan) -> GroupPlan:
+    """`group`, refused when its parts do not belong together (an edit that dropped a
+    member's plan or share): one plan and one share per member, ids unique and the same."""
+    if len(group.plans) != len(group.shares):
+        raise PlanError(
+            f"{path}: {len(group.plans)} plans but {len(group.shares)} shares: a saved group "
+            "plan has one of each per member"
+        )
+    if len(set(group.ids)) != len(group.ids):
+        raise PlanError(f"{path}: shares: member ids repeat ({', '.join(group.ids)})")
+    for i, (share, plan) in enumerate(zip(group.shares, group.plans, strict=True)):
+        if plan.spec.id != share.id:
+            raise PlanError(
+                f"{path}: plans[{i}]: its model id {plan.spec.id!r} is not its share's "
+                f"{share.id!r}: the plans and shares are in member order"
+            )
+    return group
