@@ -13,6 +13,7 @@ import sys
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import Hardware
+from exedra_engine.cli.plan.check_group import check_group, unreachable_members
 from exedra_engine.cli.render import PROG, shown
 from exedra_engine.errors import EmitRefused, EngineError
 
@@ -49,8 +50,6 @@ def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Name
                 print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
             return 2
     if a.check:
-        from exedra_engine.cli.plan.check_group import check_group
-
         return check_group(group, emitted, a)
     return hand_out(emitted, a)
 
@@ -73,25 +72,6 @@ def _say_unsized(group: GroupPlan, a: argparse.Namespace) -> None:
         raise EngineError(f"--strict: the group plan could not size every member; {lines[0]}")
     for line in lines:
         print(f"{PROG}: warning: {shown(line)}", file=sys.stderr)
-
-
-def unreachable_members(
-    group: GroupPlan, files: dict[str, str], a: argparse.Namespace
-) -> list[str]:
-    """What each member's systemd unit or Quadlet container cannot reach on this host (its
-    executor, waiter and models: `exedra_engine._shell.local.path_modes.unreachable`, as ``plan
-    --emit`` judges a single plan's), naming the member."""
-    from exedra_engine._core.emit.group.units import DEFAULT_NAME, member_name
-    from exedra_engine._shell.local.path_modes import unreachable
-
-    target = Target(a.emit)
-    name = a.name or DEFAULT_NAME
-    out: list[str] = []
-    for share, plan in zip(group.shares, group.plans, strict=True):
-        stem = member_name(name, share.id)
-        own = {f: text for f, text in files.items() if f.rpartition(".")[0] == stem}
-        out += [f"member {share.id}: {p}" for p in unreachable(plan, target, own, a.executors)]
-    return out
 
 
 def router_text(group: GroupPlan, path: str, a: argparse.Namespace) -> str:
