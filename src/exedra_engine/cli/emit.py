@@ -107,17 +107,17 @@ def add_parser(sub: Subparsers) -> None:
         "as saved: nothing is probed or planned again)",
     )
     s.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse (exit 2, nothing written) files that say less than the plan: a member "
-        "the plan could not size gets no memory limit (a warning without --strict)",
-    )
-    s.add_argument(
         "--hardware",
         metavar="FILE",
         help="the hardware file the plan was made for (names the GPU resource)",
     )
     s.add_argument("--explain", action="store_true", help="say where each field came from")
+    s.add_argument(
+        "--strict",
+        action="store_true",
+        help="a group plan: refuse (exit 2, nothing written) a member the plan could not "
+        "size, whose files would get no memory limit (a warning without --strict)",
+    )
     add_emit_options(s, target_flag="--target")
     s.set_defaults(func=emit_command)
 
