@@ -71,7 +71,9 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
         # As plan --emit does: a container's executor binds every address unless told.
         a.host = "0.0.0.0"
     req = group_request(a)
-    judged = a.explain or a.strict  # as plan judges one plan: by the executors' own tables
+    # Judged as plan judges one plan: by the executors' own tables (what the emit prints
+    # does not show findings: only --strict asks for them there).
+    judged = a.strict or (a.explain and not a.emit)
     flags = _flag_tables(req, a.hardware) if judged else None
     if a.emit:
         from exedra_engine.cli.plan.emit_group import run_group_emit

@@ -2,9 +2,10 @@
 `GroupPlan`), for ``emit PLAN.json`` and ``launch --group PLAN.json``, so that what CI
 reviewed is what is deployed: nothing is probed or planned again.
 
-The two are told apart by the group's ``plans`` field; each is then decoded strictly by its
-own type (`msgspec`'s decoder of `LaunchPlan` or `GroupPlan`), so an edited file with a
-misspelt field is an error naming the file and the field, never a field dropped."""
+The two are told apart by the group's own fields (``plans``, ``shares``); each is then
+decoded strictly by its own type (`msgspec`'s decoder of `LaunchPlan` or `GroupPlan`), so an
+edited file with a misspelt field is an error naming the file and the field, never a field
+dropped."""
 
 from __future__ import annotations
 
@@ -31,12 +32,17 @@ def _read(path: str) -> bytes:
 
 
 def _is_group(data: bytes) -> bool:
-    """Whether `data` is a JSON object with a ``plans`` field (a saved group plan)."""
+    """Whether `data` is a JSON object with a field of `GroupPlan` that `LaunchPlan` lacks
+    (``plans``, ``shares``...): read from the two types, so it follows them."""
     try:
         head = msgspec.json.decode(data)
     except msgspec.DecodeError:
         return False
-    return isinstance(head, dict) and "plans" in head
+    if not isinstance(head, dict):
+        return False
+    group = {f.encode_name for f in msgspec.structs.fields(GroupPlan)}
+    single = {f.encode_name for f in msgspec.structs.fields(LaunchPlan)}
+    return bool(head.keys() & (group - single))
 
 
 def _decoded(path: str, data: bytes, kind: type[LaunchPlan] | type[GroupPlan]) -> object:
