@@ -293,3 +293,31 @@ def test_launch_group_runs_a_saved_plan_as_saved(tmp_path: Path) -> None:
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
+
+
+def test_a_saved_keyed_group_reads_its_key_again_from_its_variable(
+    tmp_path: Path, hardware: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exedra_engine.cli.plan.saved_plan import keyed_again, saved_group
+    from exedra_engine.errors import PlanError
+
+    monkeypatch.setenv("GROUP_KEY", "k-saved-group-0123456789")
+    saved = _saved(tmp_path, _group_file(tmp_path), hardware, "--api-key-env", "GROUP_KEY")
+    assert "k-saved-group-0123456789" not in saved.read_text()  # never saved
+    group = saved_group(str(saved))
+    assert group is not None
+    chat = keyed_again(group, str(saved), {"GROUP_KEY": "k-later-9876543210"}).plan_of("chat")
+    assert chat.api_key == "k-later-9876543210"
+    assert "<redacted>" not in " ".join([*chat.args, *chat.env])
+    assert "k-later-9876543210" in " ".join([*chat.args, *chat.env])
+    with pytest.raises(PlanError, match=r"member chat: its API key was redacted .* set GROUP_KEY"):
+        keyed_again(group, str(saved), {})
+
+
+def test_launching_a_saved_group_plan_refuses_options_that_would_plan_again(
+    tmp_path: Path, hardware: str
+) -> None:
+    saved = _saved(tmp_path, _group_file(tmp_path), hardware)
+    r = cli("launch", "--group", str(saved), "--arg=--temp", "--arg=0.5", "--host", "::1")
+    assert r.code == 2 and r.out == ""
+    assert "--host, --arg do not go with a saved group plan" in r.err

@@ -38,6 +38,11 @@ def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
     group = saved_group(a.group)
     if group is None:
         group = explain_group_request(group_request(a), explain=False).plan
+    else:
+        from exedra_engine.cli.plan.saved_plan import keyed_again, refuse_replanning
+
+        refuse_replanning(a, a.group)
+        group = keyed_again(group, a.group, os.environ)
     if a.router:
         return _launch_router(group, a, sigs)
     return run_group_launch(group, a, sigs)

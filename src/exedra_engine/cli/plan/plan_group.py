@@ -89,22 +89,28 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
     plans = [shown_plan(m.plan, a.show_secrets, m.sources, executors=a.executors) for m in members]
     group = msgspec.structs.replace(e.plan, plans=tuple(plans))
     if a.json:
-        if a.explain:
-            print_json(
-                {
-                    "group": group,
-                    "shares": e.shares,
-                    "members": [
-                        {"id": p.spec.id, "findings": m.findings, "memory": m.memory}
-                        for p, m in zip(plans, members, strict=True)
-                    ],
-                }
-            )
-        else:
-            print_json(group)
-        return group_verdict(a, members)
-    _print_group(e, group, members)
+        _print_json(a, e, group, members)
+    else:
+        _print_group(e, group, members)
     return group_verdict(a, members)
+
+
+def _print_json(
+    a: argparse.Namespace, e: GroupExplained, group: GroupPlan, members: list[Explained]
+) -> None:
+    if not a.explain:
+        print_json(group)
+        return
+    print_json(
+        {
+            "group": group,
+            "shares": e.shares,
+            "members": [
+                {"id": p.spec.id, "findings": m.findings, "memory": m.memory}
+                for p, m in zip(group.plans, members, strict=True)
+            ],
+        }
+    )
 
 
 def group_verdict(a: argparse.Namespace, members: list[Explained]) -> int:

@@ -9,11 +9,15 @@ dropped."""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Mapping
+
 import msgspec
 
 from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._core.secrets import REDACTED
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine.errors import PlanError
+from exedra_engine.errors import EngineError, PlanError
 
 LIMIT = 1 << 22
 """Bytes a saved plan may hold: a group of many members stays far below."""
@@ -99,3 +103,62 @@ def _checked_group(path: str, group: GroupPlan) -> GroupPlan:
                 f"{share.id!r}: the plans and shares are in member order"
             )
     return group
+
+
+_PLANNING = (
+    ("config", "--config"),
+    ("host", "--host"),
+    ("port_base", "--port-base"),
+    ("no_gpu", "--no-gpu"),
+    ("ui", "--ui"),
+    ("api_key_env", "--api-key-env"),
+    ("arg", "--arg"),
+    ("env", "--env"),
+    ("hardware", "--hardware"),
+)
+"""Options that shape a plan: a saved group plan was planned already, so they are refused
+with one rather than ignored."""
+
+
+def refuse_replanning(a: argparse.Namespace, path: str) -> None:
+    """`EngineError` (exit 2) naming the options given that would plan again."""
+    unset: tuple[object, ...] = (None, False, [], "", 0)
+    given = [flag for dest, flag in _PLANNING if getattr(a, dest, None) not in unset]
+    if given:
+        raise EngineError(
+            f"{', '.join(given)} do{'es' * (len(given) == 1)} not go with a saved group plan "
+            f"({path}): it is launched as saved; plan the group file again with them "
+            "(plan --group FILE ... --json)"
+        )
+
+
+def keyed_again(group: GroupPlan, path: str, environ: Mapping[str, str]) -> GroupPlan:
+    """`group` with each member's API key read again from the variable its plan names
+    (`LaunchPlan.key_env`): a saved plan holds the redaction marker where the key stood,
+    never the key. `PlanError` naming the member and the variable when it is unset."""
+    plans: list[LaunchPlan] = []
+    for plan in group.plans:
+        words = (plan.api_key, *plan.args, *plan.env)
+        if not any(REDACTED in w for w in words):
+            plans.append(plan)
+            continue
+        key = environ.get(plan.key_env, "") if plan.key_env else ""
+        if not key:
+            where = (
+                f"set {plan.key_env}, which its plan reads it from"
+                if plan.key_env
+                else "its plan names no variable to read it from: plan with --api-key-env VAR"
+            )
+            raise PlanError(
+                f"{path}: member {plan.spec.id}: its API key was redacted when the plan was "
+                f"saved, and launch reads it again: {where}"
+            )
+        plans.append(
+            msgspec.structs.replace(
+                plan,
+                api_key=plan.api_key.replace(REDACTED, key),
+                args=tuple(w.replace(REDACTED, key) for w in plan.args),
+                env=tuple(w.replace(REDACTED, key) for w in plan.env),
+            )
+        )
+    return msgspec.structs.replace(group, plans=tuple(plans))
