@@ -436,10 +436,7 @@ def test_an_executor_for_a_group_comes_from_the_file_or_from_executor(
 
 @pytest.mark.parametrize(
     ("option", "said"),
-    [
-        (("--strict",), "--strict does not go with --group: plan --group --explain lists"),
-        (("--measure",), "--measure measures one model's plan on this machine"),
-    ],
+    [(("--measure",), "--measure measures one model's plan on this machine")],
 )
 def test_what_a_group_does_instead_is_said_when_an_option_does_not_go_with_it(
     run: Run, tmp_path: Path, option: tuple[str, ...], said: str

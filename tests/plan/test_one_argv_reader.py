@@ -129,7 +129,7 @@ def test_shaping_returns_its_decisions_as_data() -> None:
     from exedra_engine._core.emit import EmitOptions, Target, emit_files
     from exedra_engine._core.emit.ready import READ_BACK
     from exedra_engine._core.emit.shape import shape
-    from exedra_engine.cli.emit import print_origins
+    from exedra_engine.cli.emit_out import print_origins
 
     con = Constraints(
         host="0.0.0.0",

@@ -9,10 +9,9 @@ lists what is wrong with them; exit 1 when anything is.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -20,22 +19,27 @@ from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine.cli import options
+from exedra_engine.cli.emit_out import (
+    GROUP_ONLY,
+    checked,
+    hand_out,
+    k8s_schema_problems,
+    options_from,
+    read_back,
+)
 from exedra_engine.cli.parser import Subparsers
-from exedra_engine.cli.render import PROG, fail, shown
+from exedra_engine.cli.render import PROG, shown
 from exedra_engine.constants import STOP_TIMEOUT
-from exedra_engine.errors import EmitError, EmitRefused, PlanError
+from exedra_engine.errors import EmitError, EmitRefused, EngineError
 
 if TYPE_CHECKING:
-    from exedra_engine._core.emit import EmitOptions, Emitted, Origin
+    from exedra_engine._core.emit import Emitted, Origin
     from exedra_engine._core.plan.provenance import Source
 
 # The emitter (its validators included) loads when an emit option is given or a plan is
 # emitted: `add_emit_options` builds every `plan`'s parser, and a plain plan emits nothing.
 
 T = TypeVar("T")
-
-K8S_VERSION = "1.35"
-"""The Kubernetes version `--check` validates against (with kubernetes-validate, if installed)."""
 
 
 def _checked(
@@ -92,22 +96,44 @@ def _service_name(value: str, what: str) -> str:
 
 def add_parser(sub: Subparsers) -> None:
     s = sub.add_parser(
-        "emit", help="render a saved plan (plan --json) for Kubernetes, systemd or Quadlet"
+        "emit",
+        help="render a saved plan (plan --json, plan --group --json) for Kubernetes, systemd "
+        "or Quadlet (a group's also for llama.cpp's router or llama-swap)",
     )
-    s.add_argument("plan", metavar="PLAN.json", help="a plan saved with plan --json")
+    s.add_argument(
+        "plan",
+        metavar="PLAN.json",
+        help="a plan saved with plan --json, or a group's with plan --group --json (emitted "
+        "as saved: nothing is probed or planned again)",
+    )
     s.add_argument(
         "--hardware",
         metavar="FILE",
         help="the hardware file the plan was made for (names the GPU resource)",
     )
     s.add_argument("--explain", action="store_true", help="say where each field came from")
+    s.add_argument(
+        "--strict",
+        action="store_true",
+        help="a group plan: refuse (exit 2, nothing written) a member the plan could not "
+        "size, whose files would get no memory limit (a warning without --strict)",
+    )
     add_emit_options(s, target_flag="--target")
     s.set_defaults(func=emit_command)
 
 
 def emit_command(a: argparse.Namespace) -> int:
+    from exedra_engine.cli.plan.saved_plan import load_saved
+
     hw = read_hardware(a.hardware, executors=a.executors) if a.hardware else None
-    return run_emit(load_plan(a.plan), hw, a)
+    saved = load_saved(a.plan)
+    if isinstance(saved, LaunchPlan):
+        if a.emit in GROUP_ONLY:
+            raise EngineError(f"--target {a.emit} serves several models: give a saved group plan")
+        return run_emit(saved, hw, a)
+    from exedra_engine.cli.plan.emit_group import run_group_emit
+
+    return run_group_emit(saved, hw, a)
 
 
 def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
@@ -115,18 +141,18 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g.add_argument(
         target_flag,
         dest="emit",
-        # router and llama-swap: a group's (plan --group FILE --emit ...), plan/emit_group.py
-        choices=[t.value for t in Target]
-        + (["router", "llama-swap"] if target_flag == "--emit" else []),
+        # router and llama-swap: a group's (plan --group FILE --emit ..., emit GROUP.json)
+        choices=[t.value for t in Target] + list(GROUP_ONLY),
         required=target_flag == "--target",
-        help="render the plan for Kubernetes, systemd or Podman Quadlet (with --group also "
-        "router: llama.cpp's models preset, and llama-swap)",
+        help="render the plan for Kubernetes, systemd or Podman Quadlet (a group plan also "
+        "for router: llama.cpp's models preset, and llama-swap)",
     )
     g.add_argument("--out", metavar="DIR", help="write the files into DIR (default: stdout)")
     g.add_argument(
         "--check",
         action="store_true",
-        help="check the files (in --out DIR if given, else the ones emitted) against the plan",
+        help="check the files (in --out DIR if given, else the ones emitted) against the plan "
+        "(a group's: every member's)",
     )
     text = str
     g.add_argument(
@@ -262,32 +288,6 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     )
 
 
-def options_from(a: argparse.Namespace) -> EmitOptions:
-    from exedra_engine._core.emit import EmitOptions
-
-    return EmitOptions(
-        name=a.name,
-        image=a.image,
-        image_command=a.image_command,
-        secret=a.secret,
-        key_file=a.key_file,
-        storage=Storage(a.storage),
-        claim=a.claim,
-        models_image=a.models_image,
-        models_dir=a.models_dir,
-        namespace=a.namespace,
-        uid=a.uid,
-        gpu_groups=tuple(a.gpu_groups),
-        stop_timeout=a.stop_timeout,
-        start_budget=a.start_budget,
-        gpu_resource=a.gpu_resource,
-        gpu_count=a.gpu_count,
-        waiter=a.waiter or installed_waiter(),
-        publish_address=a.publish_address,
-        selinux=Selinux(a.selinux),
-    )
-
-
 def plan_real_paths(plan: LaunchPlan, models_dir: str = "") -> tuple[tuple[str, str], ...]:
     """Where each absolute path of the plan (and `models_dir`) resolves here, for those that
     are links (`exedra_engine._shell.local.files.real_paths`): the emitter judges a directory by
@@ -300,19 +300,6 @@ def plan_real_paths(plan: LaunchPlan, models_dir: str = "") -> tuple[tuple[str, 
     if models_dir:
         words.append(models_dir)
     return resolved(w.partition("=")[2] if w.startswith("-") else w for w in words)
-
-
-def installed_waiter() -> str:
-    """The real path of the exedra-engine command the unit's readiness hook runs: the one on
-    PATH (this installation's), else the conventional /usr/bin/exedra-engine."""
-    import shutil  # with its zlib, bz2 and lzma: ~1.5 ms a plain plan does not spend
-
-    found = shutil.which("exedra-engine")
-    if found:
-        return os.path.realpath(found)
-    from exedra_engine._core.emit import EmitOptions
-
-    return EmitOptions().waiter
 
 
 def host_default() -> Origin:
@@ -367,75 +354,15 @@ def run_emit(
     return hand_out(emitted, a)
 
 
-def hand_out(emitted: Emitted, a: argparse.Namespace, *, private: bool = False) -> int:
-    """The files into ``--out`` DIR (mode 0600 when `private`: a file that may hold what a
-    unit must not show, else 0644), or to stdout; then, with ``--explain``, where each field
-    came from (on stderr when the files went to stdout). The exit status."""
-    if a.out:
-        if (code := _write(a.out, emitted, 0o600 if private else 0o644)) != 0:
-            return code
-    else:
-        for text in emitted.files.values():
-            sys.stdout.write(text)
-    if a.explain and emitted.origins:
-        print_origins(emitted, sys.stdout if a.out else sys.stderr)
-    return 0
-
-
-def _write(out: str, emitted: Emitted, mode: int) -> int:
-    """Write the files into the directory `out`: 0, or the exit status of a refusal."""
-    from exedra_engine._shell.local.files import write_inside
-
-    if (refused := options.out_dir(out, list(emitted.files))) is not None:
-        return fail(refused)
-    for name, text in emitted.files.items():
-        path = os.path.join(out, name)
-        try:
-            write_inside(out, name, text.encode("utf-8"), mode)  # never through a link
-        except OSError as e:  # a disk full or a race with another writer
-            return fail(PlanError(f"--out: cannot write {path}: {e.strerror or e}"), 1)
-        print(f"wrote {shown(path)}")
-    return 0
-
-
-def print_origins(emitted: Emitted, out: TextIO) -> None:
-    print("\nwhere each emitted field came from:", file=out)
-    for o in emitted.origins:
-        said = o.why or (f"set by the {o.layer} layer" if o.layer else "")
-        why = f"  ({said})" if said else ""
-        print(f"  {o.field:<38} {shown(o.value):<40} {o.source}{shown(why)}", file=out)
-
-
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
     from exedra_engine._core.emit.checks import check_files
-    from exedra_engine._shell.local.files import read_regular
 
-    files = emitted.files
-    drift: list[str] = []
-    if a.out:
-        files = {}
-        for name, text in emitted.files.items():
-            path = os.path.join(a.out, name)
-            try:
-                files[name] = read_regular(path, 1 << 22).decode("utf-8")
-            except OSError as e:
-                raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
-            except UnicodeDecodeError as e:
-                raise PlanError(f"{path}: cannot read: {e}") from None
-            if files[name] != text:
-                drift.append(name)
+    files, drift = read_back(a.out, emitted.files) if a.out else (emitted.files, [])
     problems = check_files(plan, target, files, executors=a.executors)
     problems += _unreachable(plan, target, files, a)
     if target is Target.K8S:
-        problems += _schema(files)
-    for name in drift:
-        print(f"note: {shown(name)} differs from what the plan emits (edited by hand?)")
-    for p in problems:
-        print(f"{PROG}: check: {shown(p)}", file=sys.stderr)
-    if not problems:
-        verb = "matches" if len(files) == 1 else "match"
-        print(f"ok: {', '.join(shown(n) for n in files)} {verb} the plan ({target.value})")
-    return 1 if problems else 0
+        problems += k8s_schema_problems(files)
+    return checked(files, drift, problems, target.value)
 
 
 def _refuse_unreachable(
@@ -453,45 +380,3 @@ def _unreachable(
     from exedra_engine._shell.local.path_modes import unreachable
 
     return unreachable(plan, target, files, a.executors)
-
-
-def _schema(files: dict[str, str]) -> list[str]:
-    try:
-        import kubernetes_validate  # type: ignore[import-untyped,import-not-found,unused-ignore]
-        import yaml
-    except ImportError:
-        print("note: kubernetes-validate is not installed: semantic checks only", file=sys.stderr)
-        return []
-    out = []
-    for name, text in files.items():
-        try:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
-        except yaml.YAMLError:
-            continue  # the semantic checks said so already
-        for d in docs:
-            try:
-                kubernetes_validate.validate(d, K8S_VERSION, strict=True)
-            except Exception as e:
-                out.append(f"{name}: {d.get('kind', '?')} fails the {K8S_VERSION} schema: {e}")
-    return out
-
-
-def load_plan(path: str) -> LaunchPlan:
-    """A saved plan (``plan --json``), decoded strictly; the `PlanError` names the file and
-    field."""
-    from exedra_engine._shell.local.files import read_regular
-
-    limit = 1 << 22
-    try:
-        data = read_regular(path, limit)  # a FIFO named like the plan would hang the command
-    except OSError as e:
-        raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
-    if len(data) > limit:
-        raise PlanError(f"{path}: larger than {limit} bytes: not a saved plan")
-    try:
-        return msgspec.json.decode(data, type=LaunchPlan)
-    except msgspec.ValidationError as e:
-        what, sep, at = str(e).rpartition(" - at ")
-        raise PlanError(f"{path}: {at.strip('`')}: {what}" if sep else f"{path}: {e}") from None
-    except msgspec.DecodeError as e:
-        raise PlanError(f"{path}: not JSON ({e})") from None

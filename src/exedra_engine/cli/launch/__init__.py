@@ -39,7 +39,8 @@ def add_parser(sub: Subparsers) -> None:
         help="launch every member of a group file at once (planned as plan --group plans "
         "them, each checked as launch checks its one plan: nothing starts if one is refused), "
         "all or nothing; each member's ready lines and log as launch's (its log lines "
-        "prefixed with its id where they are shown), Ctrl-C stops them all",
+        "prefixed with its id where they are shown), Ctrl-C stops them all (a group plan "
+        "saved with plan --group --json is launched as saved, planned no more)",
     )
     s.add_argument(
         "--router",

@@ -42,11 +42,23 @@ from exedra_engine.errors import (
 def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
     """``launch --group FILE`` (``--router``: as one llama.cpp router): plan the group as
     ``plan --group`` does, check every member as ``launch`` checks its one plan (nothing is
-    started when one fails: exit 2, the member named), then run it."""
+    started when one fails: exit 2, the member named), then run it. A group plan saved with
+    ``plan --group --json`` is run as saved (reviewed, then deployed: nothing is probed or
+    planned again)."""
     from exedra_engine._shell.group_plan import explain_group_request
     from exedra_engine.cli.plan.plan_group import group_request, member_tables
+    from exedra_engine.cli.plan.saved_plan import saved_group
     from exedra_engine.cli.render import PROG
 
+    saved = saved_group(a.group)
+    if saved is not None:
+        from exedra_engine.cli.plan.saved_plan import keyed_again, refuse_replanning
+
+        refuse_replanning(a, a.group)
+        group = keyed_again(saved, a.group, os.environ)
+        if a.router:
+            return _launch_router(group, a, sigs)
+        return run_group_launch(group, a, sigs)
     req = group_request(a, launching=True)
     if a.hardware:
         print(

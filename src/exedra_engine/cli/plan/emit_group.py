@@ -13,23 +13,19 @@ import sys
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.targets import Target
 from exedra_engine._core.values import Hardware
+from exedra_engine.cli.plan.check_group import check_group, unreachable_members
 from exedra_engine.cli.render import PROG, shown
-from exedra_engine.errors import EmitError, EmitRefused
-
-GROUP_ONLY = ("router", "llama-swap")
-"""Emit targets for a group only: one executor per member has nothing to route or swap."""
+from exedra_engine.errors import EmitRefused, EngineError
 
 
 def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Namespace) -> int:
-    """Emit `group` for ``a.emit``; the exit status."""
+    """Emit `group` for ``a.emit`` (``--check``: check the files instead); the exit status.
+    What the plan could not size is a warning, or with ``--strict`` a refusal (exit 2)."""
     from exedra_engine._core.emit import Emitted
     from exedra_engine._core.emit.group.units import DEFAULT_NAME, emit_group_files
-    from exedra_engine.cli.emit import hand_out, options_from
+    from exedra_engine.cli.emit_out import GROUP_ONLY, hand_out, options_from
 
-    if a.check:
-        raise EmitError(
-            "--check reads the files of one plan; a group's files are checked as emitted"
-        )
+    _say_unsized(group, a)
     name = a.name or DEFAULT_NAME
     try:
         if a.emit == "router":
@@ -39,17 +35,23 @@ def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Name
         elif a.emit == "llama-swap":
             from exedra_engine._core.emit.group.llama_swap import llama_swap_file
 
-            text = llama_swap_file(group, start_budget=a.start_budget, executors=a.executors)
-            emitted = Emitted(files={f"{name}-llama-swap.yaml": text}, origins=())
+            file = f"{name}-llama-swap.yaml"
+            path = os.path.abspath(os.path.join(a.out or ".", file))
+            text = llama_swap_file(
+                group, start_budget=a.start_budget, executors=a.executors, path=path
+            )
+            emitted = Emitted(files={file: text}, origins=())
         else:
             emitted = emit_group_files(
                 group, Target(a.emit), options_from(a), hardware, executors=a.executors
             )
-            if problems := unreachable_members(group, emitted.files, a):
+            if not a.check and (problems := unreachable_members(group, emitted.files, a)):
                 raise EmitRefused(tuple(problems))
     except EmitRefused as refused:
         print_refused(refused)
         return 2
+    if a.check:
+        return check_group(group, emitted, a)
     # A router preset or a llama-swap file is the whole command line of every member, read
     # by one program, not a unit a system manager must read: private (0600) with --out.
     return hand_out(emitted, a, private=a.emit in GROUP_ONLY)
@@ -61,23 +63,24 @@ def print_refused(refused: EmitRefused) -> None:
         print(f"{PROG}: error: {shown(problem)}", file=sys.stderr)
 
 
-def unreachable_members(
-    group: GroupPlan, files: dict[str, str], a: argparse.Namespace
-) -> list[str]:
-    """What each member's systemd unit or Quadlet container cannot reach on this host (its
-    executor, waiter and models: `exedra_engine._shell.local.path_modes.unreachable`, as ``plan
-    --emit`` judges a single plan's), naming the member."""
-    from exedra_engine._core.emit.group.units import DEFAULT_NAME, member_name
-    from exedra_engine._shell.local.path_modes import unreachable
+def _say_unsized(group: GroupPlan, a: argparse.Namespace) -> None:
+    """A warning per member the plan could not size; with ``--strict`` a refusal (exit 2),
+    as ``plan --strict`` refuses a plan with findings."""
+    from exedra_engine._core.emit.group.unsized import unsized_members
 
-    target = Target(a.emit)
-    name = a.name or DEFAULT_NAME
-    out: list[str] = []
-    for share, plan in group.members:
-        stem = member_name(name, share.id)
-        own = {f: text for f, text in files.items() if f.rpartition(".")[0] == stem}
-        out += [f"member {share.id}: {p}" for p in unreachable(plan, target, own, a.executors)]
-    return out
+    unsized = unsized_members(group)
+    if not unsized:
+        return
+    lost = (
+        "counts as nothing in the memory plan"
+        if a.emit in ("router", "llama-swap")
+        else "gets no memory limit"
+    )
+    lines = [f"member {member} {lost}: {why}" for member, why in unsized]
+    if getattr(a, "strict", False):
+        raise EngineError(f"--strict: the group plan could not size every member; {lines[0]}")
+    for line in lines:
+        print(f"{PROG}: warning: {shown(line)}", file=sys.stderr)
 
 
 def router_text(group: GroupPlan, path: str, a: argparse.Namespace) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from exedra_engine._core.config.findings import TableOrigin, bundled_origin
+from exedra_engine._core.config.findings import TableOrigin, bundled_origin, failing
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.cpus import cpu_set_text
@@ -29,7 +29,14 @@ from exedra_engine._shell.group_plan import (
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.plan.request import recorded_table, shared_constraints
-from exedra_engine.cli.render import finding_line, print_json, print_plan, shown, shown_plan
+from exedra_engine.cli.render import (
+    finding_line,
+    findings_summary,
+    print_json,
+    print_plan,
+    shown,
+    shown_plan,
+)
 from exedra_engine.errors import EngineError, PlanError
 
 _PER_MEMBER = (
@@ -50,11 +57,6 @@ _NOT_FOR_GROUPS = (
         "--measure measures one model's plan on this machine; a group is planned from "
         "each member's estimate (measure a model with probe --json --measure MODEL and "
         "plan the group with --hardware FILE)",
-    ),
-    (
-        "strict",
-        "--strict does not go with --group: plan --group --explain lists each member's "
-        "findings, and launch --group refuses what the installed executors refuse",
     ),
 )
 """Options a group plan does not do, each with what does the job instead."""
@@ -87,30 +89,59 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
         # As plan --emit does: a container's executor binds every address unless told.
         a.host = "0.0.0.0"
     req = group_request(a)
+    # Judged as plan judges one plan: by the executors' own tables (what the emit prints
+    # does not show findings: only --strict asks for them there).
+    judged = a.strict or (a.explain and not a.emit)
+    flags = _flag_tables(req, a.hardware) if judged else None
     if a.emit:
         from exedra_engine.cli.plan.emit_group import run_group_emit
 
-        return run_group_emit(explain_group_request(req, explain=False).plan, req.hardware, a)
-    e = explain_group_request(req, flags=_flag_tables(req, a.hardware) if a.explain else None)
+        e = explain_group_request(req, flags=flags, explain=a.strict)
+        if a.strict:
+            group_verdict(a, [hide(m, a.show_secrets, a.executors) for m in e.members])
+        return run_group_emit(e.plan, req.hardware, a)
+    e = explain_group_request(req, flags=flags)
     members = [hide(m, a.show_secrets, a.executors) for m in e.members]
+    if a.strict and not a.explain:
+        group_verdict(a, members)  # refused before anything is printed, as plan --strict
     plans = [shown_plan(m.plan, a.show_secrets, m.sources, executors=a.executors) for m in members]
     group = msgspec.structs.replace(e.plan, plans=tuple(plans))
     if a.json:
-        if a.explain:
-            print_json(
-                {
-                    "group": group,
-                    "shares": e.shares,
-                    "members": [
-                        {"id": p.spec.id, "findings": m.findings, "memory": m.memory}
-                        for p, m in zip(plans, members, strict=True)
-                    ],
-                }
-            )
-        else:
-            print_json(group)
+        _print_json(a, e, group, members)
+    else:
+        _print_group(e, group, members)
+    return group_verdict(a, members)
+
+
+def _print_json(
+    a: argparse.Namespace, e: GroupExplained, group: GroupPlan, members: list[Explained]
+) -> None:
+    if not a.explain:
+        print_json(group)
+        return
+    print_json(
+        {
+            "group": group,
+            "shares": e.shares,
+            "members": [
+                {"id": p.spec.id, "findings": m.findings, "memory": m.memory}
+                for p, m in zip(group.plans, members, strict=True)
+            ],
+        }
+    )
+
+
+def group_verdict(a: argparse.Namespace, members: list[Explained]) -> int:
+    """Exit 0; with ``--strict``, `EngineError` (exit 2) naming the first member whose
+    layers have findings other than notes, as ``plan --strict`` refuses one plan."""
+    if not a.strict:
         return 0
-    _print_group(e, group, members)
+    for m in members:
+        if refused := failing(m.findings):
+            raise EngineError(
+                f"--strict: member {m.plan.spec.id} has findings ({findings_summary(refused)}); "
+                f"first: {finding_line(refused[0])}"
+            )
     return 0
 
 

@@ -14,6 +14,10 @@ The fields written, and only these, are those of llama-swap's published schema
 routes to: the member's own address, since the port is the plan's, not llama-swap's
 ``${PORT}``), ``checkEndpoint`` (the ready path), ``env`` (``NAME=value`` strings) and
 ``name``; per group ``members`` (required), ``swap``, ``exclusive`` and ``persistent``.
+
+llama-swap routes OpenAI's paths to the model a request names, audio included
+(``/v1/audio/transcriptions``); whisper-server answers only ``/inference`` unless told, so
+an executor that transcribes and has the flag (`AUDIO_ROUTE`) is told to serve that path.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ SCHEMA_FIELDS = freeze(
 _ENV = re.compile(r"[A-Z_][A-Z0-9_]*=.*")
 """llama-swap's pattern for one ``env`` entry."""
 _MIN_HEALTH = 15
+AUDIO_ROUTE = ("--inference-path", "/v1/audio/transcriptions")
+"""What a transcribing executor is given so that llama-swap's audio route reaches it
+(whisper-server's flag; its default is ``/inference``)."""
 
 
 def fitting_groups(group: GroupPlan) -> list[list[str]]:
@@ -106,7 +113,7 @@ def _model(plan: LaunchPlan, executors: Executors) -> dict[str, Any]:
             )
     out: dict[str, Any] = {
         "name": member,
-        "cmd": shlex.join([plan.command, *plan.args]),
+        "cmd": shlex.join([plan.command, *plan.args, *_audio_route(plan, executors)]),
         "proxy": base_url(plan.host, plan.port),
         "checkEndpoint": plan.ready,
     }
@@ -116,13 +123,13 @@ def _model(plan: LaunchPlan, executors: Executors) -> dict[str, Any]:
 
 
 def llama_swap_file(
-    group: GroupPlan, *, start_budget: float = 0, executors: Executors = BUILTIN
+    group: GroupPlan, *, start_budget: float = 0, executors: Executors = BUILTIN, path: str = ""
 ) -> str:
     """The configuration as `dump` writes it, refused (`EmitRefused`, naming the member)
     where it would carry a secret in the clear: what ``plan --emit`` refuses in each
     member's plan (`carried_secrets`), then the text read back for every member's secrets
     and for any secret by its look (`text_problems`)."""
-    text = dump(llama_swap_config(group, start_budget=start_budget, executors=executors))
+    text = dump(llama_swap_config(group, start_budget=start_budget, executors=executors), path)
     keys = [
         k
         for p in group.plans
@@ -133,12 +140,29 @@ def llama_swap_file(
     return text
 
 
-def dump(config: dict[str, Any]) -> str:
-    """The configuration as YAML, with a header saying where it came from."""
+def _audio_route(plan: LaunchPlan, executors: Executors) -> tuple[str, ...]:
+    """`AUDIO_ROUTE` for a member whose executor transcribes and knows the flag, unless its
+    plan sets the path itself; else nothing."""
+    p = executors.profile(plan.spec.kind)
+    flag = AUDIO_ROUTE[0]
+    if "asr" not in p.capabilities or p.flags.lookup(flag) is None:
+        return ()
+    if any(a == flag or a.startswith(f"{flag}=") for a in plan.args):
+        return ()
+    return AUDIO_ROUTE
+
+
+def dump(config: dict[str, Any], path: str = "") -> str:
+    """The configuration as YAML, with a header saying where it came from and, given the
+    `path` it is written to, how to run llama-swap on it."""
     import yaml
 
+    run = ""
+    if path:
+        run = f"# run: llama-swap --config {shlex.quote(path)} --listen 127.0.0.1:8080\n"
     header = (
         "# llama-swap configuration, emitted by exedra-engine from a group plan.\n"
+        f"{run}"
         "# groups: members that fit the memory budget together (swap: false); asking for a\n"
         "# member of another group unloads this one (exclusive: true).\n"
     )

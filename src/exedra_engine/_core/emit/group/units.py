@@ -15,9 +15,10 @@ the members together. Pure and host-blind, like `emit`.
 - **Kubernetes**: a Deployment and a Service per member, not one Pod: a Pod is scheduled,
   restarted and resized as one, so one member's crash loop or upgrade would restart the
   others, and one Pod must fit one node whole. The memory request is the member's planned
-  peak (the single emitter's; the share when the plan has no memory plan), the memory limit
-  its share, or the single plan's limit when that is higher (never below the planned peak
-  plus margin); the CPU request and limit are its threads.
+  peak (the single emitter's, else the resident peak the group planner estimated; the share
+  only when neither is known), the memory limit its share, or the single plan's limit when
+  that is higher (never below the planned peak plus margin); the CPU request and limit are
+  its threads, and this host's CPU ids are dropped from its argv (`cluster`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import msgspec
 from exedra_engine._core.emit import Emitted, emit_files
 from exedra_engine._core.emit.checks import check_files
 from exedra_engine._core.emit.formats.ini import Section, plain, read_ini, write_ini
+from exedra_engine._core.emit.group.cluster import deployed_plan, memory_request, share_cpus
 from exedra_engine._core.emit.names import derived_name
 from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.executors.builtin import BUILTIN
@@ -64,7 +66,8 @@ def emit_group_files(
     files: dict[str, str] = {}
     origins: list[Origin] = []
     services: list[str] = []
-    for share, plan in group.members:
+    for share, planned in group.members:
+        plan = deployed_plan(planned, target, executors)
         own = _member_options(options, names[share.id])
         try:
             e = emit_files(plan, target, own, hardware, executors=executors)
@@ -227,10 +230,10 @@ def _k8s_share(text: str, plan: LaunchPlan, share: MemberShare, origins: list[Or
                 # The scheduler reserves what the member's plan needs (its peak, the single
                 # emitter's request); the share is how far it may grow (the limit).
                 mib = math.ceil(share.memory / MIB)
-                req.setdefault("memory", f"{mib}Mi")
+                req.setdefault("memory", f"{math.ceil(memory_request(plan, share) / MIB)}Mi")
                 lim["memory"] = f"{max(mib, _mi(lim.get('memory')))}Mi"
-            if share.threads:
-                req["cpu"] = lim["cpu"] = str(share.threads)
+            if cpus := share_cpus(share):
+                req["cpu"] = lim["cpu"] = str(cpus)
             for kind, values in (("requests", req), ("limits", lim)):
                 origins += [
                     Origin(
