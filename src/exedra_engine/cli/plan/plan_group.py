@@ -16,11 +16,13 @@ from exedra_engine._core.group.planner import GroupExplained
 from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.provenance import Source
 from exedra_engine._shell.config_check import located_configs
 from exedra_engine._shell.group_plan import GroupRequest, explain_group_request, read_group
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.plan.request import recorded_table, shared_constraints
+from exedra_engine.cli.plan.sources import shown_sources, source_lines
 from exedra_engine.cli.render import finding_line, print_json, print_plan, shown, shown_plan
 from exedra_engine.errors import EngineError
 
@@ -79,7 +81,12 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
                     "group": group,
                     "shares": e.shares,
                     "members": [
-                        {"id": p.spec.id, "findings": m.findings, "memory": m.memory}
+                        {
+                            "id": p.spec.id,
+                            "sources": shown_sources(m, a.show_secrets, a.executors),
+                            "findings": m.findings,
+                            "memory": m.memory,
+                        }
                         for p, m in zip(plans, members, strict=True)
                     ],
                 }
@@ -87,7 +94,10 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
         else:
             print_json(group)
         return 0
-    _print_group(e, group, members)
+    sources = (
+        [shown_sources(m, a.show_secrets, a.executors) for m in members] if a.explain else []
+    )
+    _print_group(e, group, members, sources, a.executors)
     return 0
 
 
@@ -131,21 +141,33 @@ def _flag_tables(req: GroupRequest, hardware_file: str | None) -> dict[str, Flag
     return out
 
 
-def _print_group(e: GroupExplained, group: GroupPlan, members: list[Explained]) -> None:
+def _print_group(
+    e: GroupExplained,
+    group: GroupPlan,
+    members: list[Explained],
+    sources: list[list[Source]],
+    executors: Executors,
+) -> None:
+    """Each member's plan, share and findings, then the group's budget and notes. With
+    `sources` (``--explain``) each member's memory arithmetic and where each part of its plan
+    came from (as ``plan --explain`` shows them), and each share's arithmetic at the end."""
     g = e.plan
     for i, (plan, share) in enumerate(zip(group.plans, g.shares, strict=True)):
         if i:
             print()
         print(f"member    {shown(share.id)}")
-        print_plan(plan)
+        print_plan(plan, executors)
         print("share     " + _share_text(share))
-        if e.shares:  # --explain: the memory arithmetic, the findings of its layers
+        if sources:
             for line in e.members[i].memory:
                 print(f"          {shown(line)}")
-            found = members[i].findings
-            print("findings  " + (finding_line(found[0]) if found else "none"))
-            for f in found[1:]:
-                print(f"          {finding_line(f)}")
+        found = members[i].findings
+        print("findings  " + (finding_line(found[0]) if found else "none"))
+        for f in found[1:]:
+            print(f"          {finding_line(f)}")
+        if sources:
+            heading, *lines = source_lines(sources[i], indent=" " * 12)
+            print(f"          {heading}", *lines, sep="\n")
     print()
     budget = f"{size_text(g.budget)} of host memory shared" if g.budget else "memory not shared"
     print(f"group     {len(g.shares)} members, {budget}")
@@ -153,7 +175,7 @@ def _print_group(e: GroupExplained, group: GroupPlan, members: list[Explained]) 
         print(f"          GPU {j}: {size_text(b)} shared")
     for note in g.notes:
         print(f"note      {shown(note)}")
-    if e.shares:
+    if sources and e.shares:
         print("\nshares, and why:")
         for line in e.shares:
             print(f"  {shown(line)}")
