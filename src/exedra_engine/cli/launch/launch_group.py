@@ -11,9 +11,8 @@ one line naming it (`MemberFailed`); a signal while they serve stops them all in
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
+from collections.abc import Mapping, Sequence
 from typing import IO
 
 import trio
@@ -35,37 +34,22 @@ def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
 
     group = explain_group_request(group_request(a), explain=False).plan
     if a.router:
-        return _launch_router(group, a, sigs)
+        from exedra_engine.cli.launch.launch_router import launch_router
+
+        return launch_router(group, a, sigs, run_group_launch)
     return run_group_launch(group, a, sigs)
 
 
-def _launch_router(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> int:
-    """The group's llama members as one llama-server in router mode: its preset written to
-    a private directory for the life of the command, ready when ``/models`` answers."""
-    from exedra_engine._core.emit.group.router import router_plan, router_preset
-    from exedra_engine.cli.launch.launch_run import run_launch
-    from exedra_engine.cli.render import PROG, shown
-
-    preset = router_preset(group, executors=a.executors)
-    for line in preset.dropped:
-        print(f"{PROG}: note: dropped {shown(line)}", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="exedra-router-") as d:
-        path = os.path.join(d, "router.ini")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(preset.text)
-        plan = router_plan(group, path, preset, executors=a.executors)
-        print(
-            f"router    {', '.join(map(shown, preset.members))}: each loads on its first "
-            f"request, at most {preset.models_max} at once (--models-max)",
-            flush=True,
-        )
-        return run_launch(plan, a, sigs)
-
-
-def run_group_launch(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> int:
-    """Launch every member of `group`, print one line each once all are ready, and stop
-    them all on a signal or when one exits. Exit status: 0 when all were stopped cleanly,
+def run_group_launch(
+    group: GroupPlan,
+    a: argparse.Namespace,
+    sigs: Signals,
+    *,
+    tries: Mapping[str, Sequence[str]] | None = None,
+) -> int:
+    """Launch every member of `group`, print one line each once all are ready (and under a
+    member named in `tries`, its curl commands), and stop them all on a signal or when one
+    exits. Exit status: 0 when all were stopped cleanly,
     1 when a member could not start or ended on its own, 128+N for signal N before all
     were ready (nothing is left running)."""
     sigs.raising = False
@@ -82,14 +66,18 @@ def run_group_launch(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> 
 
             return fail(e)
     try:
-        return trio.run(_main, group, a, sigs, log_file)
+        return trio.run(_main, group, a, sigs, log_file, tries or {})
     finally:
         if log_file is not None:
             log_file.close()
 
 
 async def _main(
-    group: GroupPlan, a: argparse.Namespace, sigs: Signals, log_file: IO[bytes] | None
+    group: GroupPlan,
+    a: argparse.Namespace,
+    sigs: Signals,
+    log_file: IO[bytes] | None,
+    tries: Mapping[str, Sequence[str]],
 ) -> int:
     from exedra_engine.cli.render import fail, shown
 
@@ -107,7 +95,7 @@ async def _main(
                     stop_timeout=a.stop_timeout,
                     executors=a.executors,
                 ) as running:
-                    _print_ready(running, a.json)
+                    _print_ready(running, a.json, tries)
                     ended.append(await _first_exit(running))
             except MemberFailed as e:
                 failed = e
@@ -126,15 +114,21 @@ async def _main(
     return 0 if clean else 1
 
 
-def _print_ready(running: Group[Instance], as_json: bool) -> None:
+def _print_ready(
+    running: Group[Instance], as_json: bool, tries: Mapping[str, Sequence[str]]
+) -> None:
     from exedra_engine.cli.render import json_text, shown
 
+    width = max(len(shown(name)) for name in running)  # the URLs in one column
     for name, inst in running.items():
         if as_json:
             body = {"id": name, "url": inst.endpoint.url, "pid": inst.pid}
             sys.stdout.write(json_text(body, indent=False) + "\n")
         else:
-            print(f"ready     {shown(name)}  {shown(inst.endpoint.url)}  (pid {inst.pid})")
+            url = shown(inst.endpoint.url)
+            print(f"ready     {shown(name):<{width}}  {url}  (pid {inst.pid})")
+            for t in tries.get(name, ()):
+                print(f"try       {shown(t)}")
     if not as_json:
         print(f"all {len(running)} ready; Ctrl-C stops them")
     sys.stdout.flush()

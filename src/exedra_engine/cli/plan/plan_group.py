@@ -94,9 +94,7 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
         else:
             print_json(group)
         return 0
-    sources = (
-        [shown_sources(m, a.show_secrets, a.executors) for m in members] if a.explain else []
-    )
+    sources = [shown_sources(m, a.show_secrets, a.executors) for m in members] if a.explain else []
     _print_group(e, group, members, sources, a.executors)
     return 0
 
