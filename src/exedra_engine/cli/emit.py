@@ -110,6 +110,15 @@ def emit_command(a: argparse.Namespace) -> int:
     return run_emit(load_plan(a.plan), hw, a)
 
 
+_TARGET_HELP = {
+    "--emit": "render the plan for Kubernetes, systemd or Podman Quadlet (with --group also "
+    "router: llama.cpp's models preset, and llama-swap: a llama-swap config)",
+    # emit has no --group: where the group-only targets are, said without naming one here.
+    "--target": "render the plan for Kubernetes, systemd or Podman Quadlet (a group's "
+    "llama.cpp router preset or llama-swap config: plan --group FILE --emit router|llama-swap)",
+}
+
+
 def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g = p.add_argument_group("emit")
     g.add_argument(
@@ -119,8 +128,7 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         choices=[t.value for t in Target]
         + (["router", "llama-swap"] if target_flag == "--emit" else []),
         required=target_flag == "--target",
-        help="render the plan for Kubernetes, systemd or Podman Quadlet (with --group also "
-        "router: llama.cpp's models preset, and llama-swap)",
+        help=_TARGET_HELP[target_flag],
     )
     g.add_argument("--out", metavar="DIR", help="write the files into DIR (default: stdout)")
     g.add_argument(
