@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
-from typing import IO
 
 import httpx
 import psutil
 import pytest
 
 from exedra_engine.testing import free_port
+from tests.adapters.uvicorn_app import ROOT, served
 
 pytestmark = [pytest.mark.executor, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _executors(pid: int) -> dict[str, psutil.Process]:
@@ -52,31 +47,9 @@ def test_fastapi_group_app_answers_from_both_members_and_leaves_nothing(
             [str(Path(llama_server).parent), str(Path(whisper_server).parent), os.environ["PATH"]]
         ),
     }
-    argv = ["--app-dir", "examples", "fastapi_group_app:app", "--host", "127.0.0.1"]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", *argv, "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stderr is not None
-    seen: list[str] = []
-    started = threading.Event()
-
-    def read(stream: IO[str]) -> None:
-        # Read all along: the executors' log lines go to the same pipe, which must not fill.
-        for line in stream:
-            seen.append(line)
-            if "Application startup complete" in line:
-                started.set()
-        started.set()
-
-    reader = threading.Thread(target=read, args=(server.stderr,))
-    reader.start()
-    try:
-        started.wait(300)
-        assert server.poll() is None, "uvicorn never started:\n" + "".join(seen[-20:])
+    with served("fastapi_group_app:app", env, port, lambda pid: _executors(pid).values()) as app:
+        assert app.started(300), "uvicorn never started:\n" + app.tail()
+        server = app.process
         executors = _executors(server.pid)
         assert sorted(executors) == ["llama-server", "whisper-server"], executors
         url = f"http://127.0.0.1:{port}"
@@ -88,8 +61,8 @@ def test_fastapi_group_app_answers_from_both_members_and_leaves_nothing(
         assert r.status_code == 200, r.text
         assert isinstance(r.json()["text"], str)
         assert httpx.post(url + "/transcribe", content=b"", timeout=30).status_code == 400
-        # Each member has its own CPUs and port; the chat model takes no request that does
-        # not come through the application.
+        # Each member has its own port; the chat model takes no request that does not
+        # come through the application.
         chat = executors["llama-server"].cmdline()
         asr = executors["whisper-server"].cmdline()
         ports = {a[a.index("--port") + 1] for a in (chat, asr)}
@@ -97,19 +70,10 @@ def test_fastapi_group_app_answers_from_both_members_and_leaves_nothing(
         chat_url = f"http://127.0.0.1:{chat[chat.index('--port') + 1]}"
         assert httpx.post(chat_url + "/v1/completions", json={}).status_code == 401
         server.send_signal(signal.SIGTERM)
-        server.wait(60)
-        reader.join()
-        assert server.returncode in (0, -signal.SIGTERM), "".join(seen[-20:])
-        assert any("Application shutdown complete" in line for line in seen)
+        assert app.ended(60) in (0, -signal.SIGTERM), app.tail()
+        assert any("Application shutdown complete" in line for line in app.seen)
         _, left = psutil.wait_procs(list(executors.values()), timeout=0.5)
         assert left == [], "an executor outlived the application"
         for p in executors.values():
             with pytest.raises(ProcessLookupError):
                 os.killpg(p.pid, 0)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-        for p in _executors(server.pid).values():
-            p.kill()
-        reader.join()

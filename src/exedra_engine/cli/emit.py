@@ -110,25 +110,17 @@ def emit_command(a: argparse.Namespace) -> int:
     return run_emit(load_plan(a.plan), hw, a)
 
 
-_TARGET_HELP = {
-    "--emit": "render the plan for Kubernetes, systemd or Podman Quadlet (with --group also "
-    "router: llama.cpp's models preset, and llama-swap: a llama-swap config)",
-    # emit has no --group: where the group-only targets are, said without naming one here.
-    "--target": "render the plan for Kubernetes, systemd or Podman Quadlet (a group's "
-    "llama.cpp router preset or llama-swap config: plan --group FILE --emit router|llama-swap)",
-}
-
-
 def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
     g = p.add_argument_group("emit")
     g.add_argument(
         target_flag,
         dest="emit",
-        # router and llama-swap: a group's (plan --group FILE --emit ...), plan/emit_group.py
+        # router and llama-swap: a group's (plan --group FILE --emit ...; plan sets its help)
         choices=[t.value for t in Target]
         + (["router", "llama-swap"] if target_flag == "--emit" else []),
         required=target_flag == "--target",
-        help=_TARGET_HELP[target_flag],
+        help="render the plan for Kubernetes, systemd or Podman Quadlet (a group's router or "
+        "llama-swap config: plan --group FILE --emit router|llama-swap)",
     )
     g.add_argument("--out", metavar="DIR", help="write the files into DIR (default: stdout)")
     g.add_argument(

@@ -68,6 +68,11 @@ def add_parser(sub: Subparsers) -> None:
     )
     add_emit_options(s, target_flag="--emit")
     emit_group = next(g for g in s._action_groups if g.title == "emit")
+    # plan's own --emit has the group-only targets too (emit has no --group: see its help)
+    next(x for x in emit_group._group_actions if x.dest == "emit").help = (
+        "render the plan for Kubernetes, systemd or Podman Quadlet (with --group also router: "
+        "llama.cpp's models preset, and llama-swap: a llama-swap config)"
+    )
     s.set_defaults(
         func=plan_command,
         emit_only=tuple(
