@@ -45,10 +45,11 @@ def launch_router(
     preset = router_preset(group, executors=a.executors)
     for line in preset.dropped:
         print(f"{PROG}: note: dropped {shown(line)}", file=sys.stderr)
-    print(f"router    serves {shown(served_text(preset))}")
+    said = sys.stderr if a.json else sys.stdout  # --json: stdout holds JSON lines only
+    print(f"router    serves {shown(served_text(preset))}", file=said)
     for text in beside_texts(group, preset, executors=a.executors):
-        print(f"beside    {shown(text)}")
-    sys.stdout.flush()
+        print(f"beside    {shown(text)}", file=said)
+    said.flush()
     with tempfile.TemporaryDirectory(prefix="exedra-router-") as d:
         path = os.path.join(d, "router.ini")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
