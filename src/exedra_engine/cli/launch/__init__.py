@@ -164,7 +164,7 @@ def _launch_group(a: argparse.Namespace) -> int:
     refuse_per_member(a)
     if a.drain and not a.router:
         raise EngineError(
-            "--drain does not go with --group yet: the members are stopped together, each "
+            "--drain does not go with --group: the members are stopped together, each "
             "within --stop-timeout"
         )
     with Signals().installed() as sigs:

@@ -41,6 +41,14 @@ _PER_MEMBER = (
 )
 """Options a group file sets per member (or that a group plan does not do): refused."""
 
+_NOT_A_FIELD = {
+    "--executor": "each kind's executor is the host's (probe, or --hardware FILE), for every "
+    "member",
+    "--measure": "llama-fit-params measures one plan; a group is planned by its estimates",
+    "--strict": "it judges one plan; plan --group lists each member's findings",
+}
+"""Why each refused option that is no group-file field is refused: the file cannot set it."""
+
 HideFindings = Callable[[Explained, bool, Executors], Explained]
 
 
@@ -50,12 +58,17 @@ def refuse_per_member(a: argparse.Namespace) -> None:
     given = [
         flag for dest, flag in _PER_MEMBER if getattr(a, dest, None) not in (None, 0, False, [], "")
     ]
-    if given:
-        raise EngineError(
-            f"{', '.join(given)} do{'es' * (len(given) == 1)} not go with --group: a group "
+    fields = [f for f in given if f not in _NOT_A_FIELD]
+    why = [f"{f} does not go with --group: {_NOT_A_FIELD[f]}" for f in given if f in _NOT_A_FIELD]
+    if fields:
+        why.insert(
+            0,
+            f"{', '.join(fields)} do{'es' * (len(fields) == 1)} not go with --group: a group "
             "file sets them per member (id, model, kind, ctx, threads, port, args, env, "
-            "capabilities, weight)"
+            "capabilities, weight)",
         )
+    if why:
+        raise EngineError("; ".join(why))
 
 
 def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
