@@ -161,3 +161,19 @@ def test_launch_router_starts_the_whisper_member_beside_it_and_its_try_lines_wor
     _, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
     assert "stopped   router" in err and "stopped   asr" in err
+
+
+@pytest.mark.executor
+def test_launch_router_json_keeps_stdout_to_json_lines(
+    tmp_path: Path, tiny_llama: Path, tiny_whisper: Path, llama_server: str, whisper_server: str
+) -> None:
+    group = _group_file(tmp_path, tiny_llama, tiny_whisper)
+    argv = ["launch", "--group", str(group), "--router", "--no-config", "--quiet", "--json"]
+    p = _start(argv, _env(llama_server))
+    assert p.stdout is not None
+    ready = [json.loads(p.stdout.readline()) for _ in range(2)]  # nothing else before them
+    assert [r["id"] for r in ready] == ["router", "asr"]
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and out == "", (out, err)
+    assert "router    serves chat, more" in err and "beside    asr (whisper-server)" in err
