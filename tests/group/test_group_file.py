@@ -167,6 +167,9 @@ def test_plan_group_explain_adds_where_each_part_came_from_and_the_arithmetic(
     assert plain.code == explained.code == 0, plain.err + explained.err
     assert "where each part came from" not in plain.out and "shares, and why" not in plain.out
     assert "Host (resident, estimated)" not in plain.out
+    # the whisper member's model has no GGUF header, as expected: not worded as a fault
+    assert "header not read" not in plain.out
+    assert "whisper-server's models are not GGUF files, as expected" in plain.out
     assert explained.out.count("where each part came from") == 3
     members = explained.out.split("member    ")[1:]
     for member, pinned in zip(members, ("--cpu-range 0-0", "--cpu-range 1-2", ""), strict=True):

@@ -224,8 +224,8 @@ def _no_header(plan: LaunchPlan, executors: Executors) -> str:
     profile = executors.profile(plan.spec.kind) if plan.spec.kind in executors else None
     if profile is not None and not profile.gguf:
         return (
-            f"no GGUF header to read: {shown(profile.binary)}'s models are not GGUF files "
-            "(nothing is wrong; its memory is estimated from the file's size)"
+            f"no header to read: {shown(profile.binary)}'s models are not GGUF files, as "
+            "expected (nothing is wrong)"
         )
     return "header not read (file absent or not GGUF)"
 
