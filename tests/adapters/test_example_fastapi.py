@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
-from typing import IO
 
 import httpx
 import psutil
 import pytest
 
 from exedra_engine.testing import free_port
+from tests.adapters.uvicorn_app import served
 
 pytestmark = [pytest.mark.executor, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _executors(pid: int) -> list[psutil.Process]:
@@ -47,42 +42,10 @@ def test_fastapi_app_answers_and_leaves_nothing(
         # probe() finds the executor on PATH, as it would on a user's machine.
         "PATH": f"{Path(llama_server).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--app-dir",
-            "examples",
-            "fastapi_app:app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        cwd=ROOT,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stderr is not None
-    seen: list[str] = []
-    started = threading.Event()
-
-    def read(stream: IO[str]) -> None:
-        # Read all along: the executor's log lines go to the same pipe, which must not fill.
-        for line in stream:
-            seen.append(line)
-            if "Application startup complete" in line:
-                started.set()
-        started.set()
-
-    reader = threading.Thread(target=read, args=(server.stderr,))
-    reader.start()
-    try:
+    with served("fastapi_app:app", env, port, _executors) as app:
         # uvicorn says so once the lifespan (the model's launch) is through.
-        started.wait(300)
-        assert server.poll() is None, "uvicorn never started:\n" + "".join(seen[-20:])
+        assert app.started(300), "uvicorn never started:\n" + app.tail()
+        server = app.process
         executors = _executors(server.pid)
         assert len(executors) == 1, executors
         r = httpx.post(
@@ -106,20 +69,11 @@ def test_fastapi_app_answers_and_leaves_nothing(
         url = f"http://127.0.0.1:{argv[argv.index('--port') + 1]}"
         assert httpx.post(url + "/v1/chat/completions", json={}).status_code == 401
         server.send_signal(stop_with)
-        server.wait(60)
-        reader.join()
         # uvicorn shuts down gracefully, then dies by the signal it got (as it should).
-        assert server.returncode in (0, -stop_with), "".join(seen[-20:])
-        assert any("Application shutdown complete" in line for line in seen)
+        assert app.ended(60) in (0, -stop_with), app.tail()
+        assert any("Application shutdown complete" in line for line in app.seen)
         _, left = psutil.wait_procs(executors, timeout=0.5)
         assert left == [], "the executor outlived the application"
         # Nor anything of its process group (its pid is the group's id).
         with pytest.raises(ProcessLookupError):
             os.killpg(executors[0].pid, 0)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-        for p in _executors(server.pid):
-            p.kill()
-        reader.join()

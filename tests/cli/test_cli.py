@@ -60,6 +60,18 @@ def test_version_and_help(run: Run) -> None:
     assert "--explain" in r.stdout and "--api-key-env" in r.stdout
 
 
+def test_emit_help_names_no_option_emit_lacks(run: Run) -> None:
+    # It named a --group that emit does not take; a plan command it quotes is not its own.
+    import re
+
+    out = run("emit", "--help").stdout
+    text = re.sub(r"plan( --[\w-]+( [A-Z]+)?)+", "plan", " ".join(out.split()))
+    named = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", text))
+    options = " ".join(ln for ln in out.splitlines() if ln.lstrip().startswith("-"))
+    assert named - set(re.findall(r"--[a-z][\w-]*", options)) == set()
+    assert "plan --group FILE --emit router" in " ".join(out.split())
+
+
 def test_probe_json_and_text(run: Run) -> None:
     r = run("probe", "--json")
     data = json.loads(r.stdout)

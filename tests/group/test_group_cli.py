@@ -135,10 +135,12 @@ def test_launch_group_router_serves_both_models_on_demand(
     p = _start(argv, _env(llama_server))
     assert p.stdout is not None
     said = p.stdout.readline()
-    assert said.startswith("router    chat, tiny: each loads on its first request"), said
+    assert said.startswith("router    serves chat, tiny: each loads on its first request"), said
     ready = p.stdout.readline()
     assert ready.startswith("ready     router at http://127.0.0.1:"), ready
     url = ready.split(" at ", 1)[1].split()[0]
+    tries = [p.stdout.readline() for _ in range(2)]  # one a model, each naming it
+    assert ['"model": "chat"' in tries[0], '"model": "tiny"' in tries[1]] == [True, True], tries
     code, listed = http(url + "/models")
     assert code == 200 and {m["id"] for m in listed["data"]} == {"chat", "tiny"}
     for name in ("chat", "tiny"):
@@ -201,6 +203,9 @@ def test_a_keyed_router_is_ready_and_answers_only_to_its_key(
     ready = p.stdout.readline()
     assert ready.startswith("ready     router at http://127.0.0.1:"), ready
     url = ready.split(" at ", 1)[1].split()[0]
+    tries = [p.stdout.readline() for _ in range(2)]  # one a model, each naming it, keyed
+    assert ['"model": "a"' in tries[0], '"model": "b"' in tries[1]] == [True, True], tries
+    assert all("Bearer $GROUP_KEY" in t for t in tries), tries
     body = {"model": "b", "prompt": "Hi", "max_tokens": 2}
     assert http(url + "/v1/completions", body)[0] == 401
     code, out = http(url + "/v1/completions", body, "k-router-cli")

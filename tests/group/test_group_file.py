@@ -161,6 +161,34 @@ def test_plan_group_text_and_explain_print_each_member_and_why(
     assert r.out.count("findings  none") == 3
 
 
+def test_plan_group_explain_adds_where_each_part_came_from_and_the_arithmetic(
+    group_file: Path, hardware: str
+) -> None:
+    # The plain output is the plans, shares and findings; --explain adds, per member, its
+    # memory arithmetic and each argv option's layer (as plan --explain), then the shares'.
+    argv = ("plan", "--group", str(group_file), "--hardware", hardware, "--no-config",
+            "--no-port-check")  # fmt: skip
+    plain, explained = cli(*argv), cli(*argv, "--explain")
+    assert plain.code == explained.code == 0, plain.err + explained.err
+    assert "where each part came from" not in plain.out and "shares, and why" not in plain.out
+    assert "Host (resident, estimated)" not in plain.out
+    # the whisper member's model has no GGUF header, as expected: not worded as a fault
+    assert "header not read" not in plain.out
+    assert "whisper-server's models are not GGUF files, as expected" in plain.out
+    assert explained.out.count("where each part came from") == 3
+    members = explained.out.split("member    ")[1:]
+    for member, pinned in zip(members, ("--cpu-range 0-0", "--cpu-range 1-2", ""), strict=True):
+        lines = member.split("where each part came from", 1)[1].splitlines()
+        assert any(ln.split()[:2] == ["arg", "--threads"] and ln.split()[-1] == "engine"
+                   for ln in lines), member  # fmt: skip
+        assert not pinned or any(pinned in ln for ln in lines), member
+    assert "Host (resident, estimated)" in members[0]
+    assert "shares, and why:" in explained.out and "side: CPUs 1-2, 2 threads" in explained.out
+    # every plain line is still there, in order
+    it = iter(explained.out.splitlines())
+    assert all(any(ln == e for e in it) for ln in plain.out.splitlines())
+
+
 def test_plan_group_explain_lists_a_members_findings(group_file: Path, hardware: str) -> None:
     text = group_file.read_text().replace("ctx: 256}", "ctx: 256, args: [--ctx-sise, '1']}")
     group_file.write_text(text)
@@ -185,7 +213,12 @@ def test_plan_group_refuses_per_member_options_and_plan_still_needs_a_model(
     group_file: Path,
 ) -> None:
     r = cli("plan", "--group", str(group_file), "--ctx", "4096")
-    assert r.code == 2 and "--ctx does not go with --group" in r.err
+    assert r.code == 2 and "--ctx does not go with --group: a group file sets them" in r.err
+    # options that are no group-file field are not said to be one
+    r = cli("plan", "--group", str(group_file), "--executor", "/bin/true", "--strict")
+    assert r.code == 2 and "group file" not in r.err, r.err
+    assert "--executor does not go with --group: each kind's executor is the host's" in r.err
+    assert "--strict does not go with --group: it judges one plan" in r.err
     r = cli("plan", "--no-config")
     assert r.code == 2 and "required: --model, --kind" in r.err
 
@@ -199,6 +232,7 @@ def test_plan_group_explain_json_gives_the_shares_and_each_members_memory(
     out = json.loads(r.out)
     assert [m["id"] for m in out["members"]] == ["chat", "side", "asr"]
     assert out["members"][0]["memory"] and out["members"][2]["memory"] == []
+    assert [s["layer"] for s in out["members"][2]["sources"]][:1] == ["engine"]
     assert any(line.startswith("side: CPUs 1-2") for line in out["shares"])
     assert out["group"]["budget"] == sum(s["memory"] for s in out["group"]["shares"])
 

@@ -83,7 +83,7 @@ def test_ctx_above_the_trained_context_is_a_warning_and_refused_under_strict() -
     (f,) = [f for f in e.findings if f.code == "ctx-above-trained"]
     assert f.severity == "warning"
     assert f.token == "--ctx-size 32768"
-    assert f.path == "engine args"
+    assert f.path == "ctx"  # the planner's --ctx (or a group ctx:), not args anyone wrote
     assert "above the 8192 tokens the model was trained for" in f.message
     assert "--ctx 8192 or less" in f.message
 

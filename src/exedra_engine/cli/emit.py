@@ -144,8 +144,9 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         # router and llama-swap: a group's (plan --group FILE --emit ..., emit GROUP.json)
         choices=[t.value for t in Target] + list(GROUP_ONLY),
         required=target_flag == "--target",
-        help="render the plan for Kubernetes, systemd or Podman Quadlet (a group plan also "
-        "for router: llama.cpp's models preset, and llama-swap)",
+        help="render the plan for Kubernetes, systemd or Podman Quadlet (a group's router or "
+        "llama-swap config: plan --group FILE --emit router|llama-swap, or emit GROUP.json "
+        "--target router|llama-swap for a group plan saved with plan --group --json)",
     )
     g.add_argument("--out", metavar="DIR", help="write the files into DIR (default: stdout)")
     g.add_argument(

@@ -197,7 +197,7 @@ def shown_plan(
     return plan if show_secrets else redact_plan(plan, sources, executors=executors)
 
 
-def print_plan(plan: LaunchPlan) -> None:
+def print_plan(plan: LaunchPlan, executors: Executors = BUILTIN) -> None:
     print(f"command   {shown(plan.command)}")
     print("args      " + _argv_lines([shown(t) for t in plan.args]))
     for i, e in enumerate(plan.env):
@@ -215,11 +215,23 @@ def print_plan(plan: LaunchPlan) -> None:
             + f", {m.blocks} blocks, context {m.context}"
         )
     else:
-        print("model     header not read (file absent or not GGUF)")
+        print(f"model     {_no_header(plan, executors)}")
     if plan.memory is not None:
         for i, line in enumerate(memory_lines(plan.memory)):
             print(("memory    " if i == 0 else "          ") + line)
     print(f"load      {load_line(plan)}")
+
+
+def _no_header(plan: LaunchPlan, executors: Executors) -> str:
+    """Why the plan has no model header: for an executor whose models are not GGUF files,
+    plainly that none was expected (it reads like an error otherwise)."""
+    profile = executors.profile(plan.spec.kind) if plan.spec.kind in executors else None
+    if profile is not None and not profile.gguf:
+        return (
+            f"no header to read: {shown(profile.binary)}'s models are not GGUF files, as "
+            "expected (nothing is wrong)"
+        )
+    return "header not read (file absent or not GGUF)"
 
 
 def load_line(plan: LaunchPlan) -> str:

@@ -114,7 +114,8 @@ def _ctx_above_trained(
                 f"a context of {s.ctx}{slot} is above the {model.context} tokens the model "
                 f"was trained for ({model.architecture}.context_length): {profile.binary} "
                 "runs it, but answers degrade past the trained length, and the KV cache is "
-                f"sized for all of it; --ctx {model.context} or less stays within it"
+                f"sized for all of it; --ctx {model.context} or less (a group member's ctx:) stays "
+                "within it"
             ),
         )
     ]
@@ -124,7 +125,10 @@ def _set_by(profile: ExecutorProfile, m: Merged, flag: str) -> tuple[str, str]:
     """Which layer set the context, and the tokens it wrote."""
     for item, layer in zip(reversed(m.items), reversed(m.item_layers), strict=True):
         if item.key == flag:
-            return f"{layer} args", " ".join(item.tokens)
+            # The engine layer writes the context it was asked for: the caller's --ctx, or
+            # a group member's ``ctx:``, not args anyone wrote.
+            where = "ctx" if layer == "engine" else f"{layer} args"
+            return where, " ".join(item.tokens)
     for name, layer in m.env_layers.items():
         f = profile.flags.flag_for_env(name)
         if f is not None and f.key == flag:

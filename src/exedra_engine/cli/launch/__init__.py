@@ -167,7 +167,7 @@ def _launch_group(a: argparse.Namespace) -> int:
     refuse_per_member(a)
     if a.drain and not a.router:
         raise EngineError(
-            "--drain does not go with --group: its members are stopped at once, in "
+            "--drain does not go with --group: the members are stopped together, in "
             "parallel, each within --stop-timeout (--router drains the one router)"
         )
     with Signals().installed() as sigs:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import IO
 
 import trio
@@ -57,7 +57,7 @@ def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
         refuse_replanning(a, a.group)
         group = keyed_again(saved, a.group, os.environ)
         if a.router:
-            return _launch_router(group, a, sigs)
+            return _router(group, a, sigs)
         return run_group_launch(group, a, sigs)
     req = group_request(a, launching=True)
     if a.hardware:
@@ -67,7 +67,7 @@ def launch_group(a: argparse.Namespace, sigs: Signals) -> int:
             file=sys.stderr,
         )
     if a.router:
-        return _launch_router(explain_group_request(req, explain=False).plan, a, sigs)
+        return _router(explain_group_request(req, explain=False).plan, a, sigs)
     tables = member_tables(req, a.hardware)
     flags = {k: t for k, (t, _) in tables.items() if t is not None}
     e = explain_group_request(req, flags=flags)
@@ -122,40 +122,32 @@ def _judged(
     return None
 
 
-def _launch_router(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> int:
-    """The group's llama members as one llama-server in router mode: its preset written to
-    a private directory for the life of the command, ready when ``/models`` answers."""
-    from exedra_engine._core.emit.group.router import router_plan, router_preset
-    from exedra_engine.cli.launch.launch_run import run_launch
+def _router(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> int:
+    """``--router``: `launch_router`, its preset's secrets refused first (exit 2)."""
+    from exedra_engine._core.emit.group.router import router_preset
+    from exedra_engine.cli.launch.launch_router import launch_router
     from exedra_engine.cli.plan.emit_group import print_refused
-    from exedra_engine.cli.render import PROG, shown
 
     try:
-        preset = router_preset(group, executors=a.executors)
+        router_preset(group, executors=a.executors)
     except EmitRefused as refused:
         print_refused(refused)
         return 2
-    for line in preset.dropped:
-        print(f"{PROG}: note: dropped {shown(line)}", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="exedra-router-") as d:
-        path = os.path.join(d, "router.ini")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(preset.text)
-        plan = router_plan(group, path, preset, executors=a.executors)
-        print(
-            f"router    {', '.join(map(shown, preset.members))}: each loads on its first "
-            f"request, at most {preset.models_max} at once (--models-max)",
-            flush=True,
-        )
-        return run_launch(plan, a, sigs)
+    return launch_router(group, a, sigs, run_group_launch)
 
 
-def run_group_launch(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> int:
-    """Launch every member of `group`, print what each serves once all are ready, and stop
-    them all on a signal or when one exits. Each member's log goes where ``launch`` sends
-    its one log (`log_sink`): on a terminal (or with ``--quiet``) a kept file per member,
-    named on its ready lines; else on stderr, each line prefixed with its member's id; with
+def run_group_launch(
+    group: GroupPlan,
+    a: argparse.Namespace,
+    sigs: Signals,
+    *,
+    tries: Mapping[str, Sequence[str]] | None = None,
+) -> int:
+    """Launch every member of `group`, print what each serves once all are ready (under a
+    member named in `tries`, those curl commands instead of its own), and stop them all on
+    a signal or when one exits. Each member's log goes where ``launch`` sends its one log
+    (`log_sink`): on a terminal (or with ``--quiet``) a kept file per member, named on its
+    ready lines; else on stderr, each line prefixed with its member's id; with
     ``--log-file``, that file, prefixed too. Exit status: 0 when all were stopped cleanly,
     1 when a member could not start or ended on its own, 128+N for signal N before all
     were ready (nothing is left running)."""
@@ -180,7 +172,7 @@ def run_group_launch(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> 
             logs = files
         else:
             logs = sys.stderr.buffer
-        return trio.run(_main, group, a, sigs, logs, sinks)
+        return trio.run(partial(_main, group, a, sigs, logs, sinks, tries=tries or {}))
     except LaunchError as e:
         return fail(e)
     finally:
@@ -194,6 +186,8 @@ async def _main(
     sigs: Signals,
     logs: GroupLogs,
     sinks: dict[str, LogSink],
+    *,
+    tries: Mapping[str, Sequence[str]],
 ) -> int:
     from exedra_engine.cli.render import PROG, fail, shown
 
@@ -210,7 +204,7 @@ async def _main(
                     stop_timeout=a.stop_timeout,
                     executors=a.executors,
                 ) as running:
-                    _print_ready(running, a, sinks)
+                    _print_ready(running, a, sinks, tries)
                     ended.append(await _first_exit(running))
             except MemberFailed as e:
                 failed = e
@@ -233,7 +227,10 @@ async def _main(
 
 
 def _print_ready(
-    running: Group[Instance], a: argparse.Namespace, sinks: dict[str, LogSink]
+    running: Group[Instance],
+    a: argparse.Namespace,
+    sinks: dict[str, LogSink],
+    tries: Mapping[str, Sequence[str]],
 ) -> None:
     """Each member's ready lines as ``launch`` prints its one (endpoint, memory planned, a
     curl command, where its log is), then one line for the group; with ``--json``, one
@@ -257,6 +254,7 @@ def _print_ready(
             executors=a.executors,
             memory=memory_lines(plan.memory) if plan.memory else [],
             stops="",
+            tries=tries.get(name),
         ):
             print(shown(line))
     if not a.json:

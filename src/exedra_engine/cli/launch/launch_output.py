@@ -6,6 +6,7 @@ the environment."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -73,14 +74,19 @@ def log_sink(a: argparse.Namespace, plan: LaunchPlan, tty: bool | None = None) -
     return LogSink(kept_log_path(plan), "--quiet" if a.quiet else "kept quiet on a terminal")
 
 
-def curl_command(plan: LaunchPlan, url: str, executors: Executors) -> str:
+def curl_command(plan: LaunchPlan, url: str, executors: Executors, *, model: str = "") -> str:
     """A curl command that asks the ready executor one thing it serves; its key (if any) is
-    the variable it was read from, ``$VAR``, never its value."""
+    the variable it was read from, ``$VAR``, never its value. `model`: the JSON body names it
+    first (``"model": ...``), as a router needs to know which of its models is asked."""
     caps = tuple(plan.spec.capabilities) or tuple(executors.profile(plan.spec.kind).capabilities)
     cap = next((c for c in caps if c in REQUESTS), "")
     if not cap:
         return ""
     path, args = REQUESTS[cap]
+    if model and "-d" in args:
+        i = args.index("-d") + 1
+        body = {"model": model, **json.loads(args[i])}
+        args = (*args[:i], json.dumps(body), *args[i + 1 :])
     profile = executors.profile(plan.spec.kind)
     # A prefix the plan put before the ready path (whisper-server's --request-path) is the
     # prefix of every path it serves.
@@ -128,17 +134,20 @@ def ready_lines(
     executors: Executors,
     memory: Sequence[str] = (),
     stops: str = "; Ctrl-C stops it",
+    tries: Sequence[str] | None = None,
 ) -> list[str]:
     """What ``launch`` prints once the executor is ready: model id and endpoint, the memory
-    planned, a curl command, and where the log is; `stops` ends the first line (a group's
-    members say it once for all)."""
+    planned, a curl command (`tries`: these instead, one line each), and where the log is;
+    `stops` ends the first line (a group's members say it once for all)."""
     # The id requests name: the plan's, else the model path (llama-server's default id).
     model = plan.spec.id or plan.spec.path
     lines = [f"ready     {model} at {url}  (pid {pid}){stops}"]
     if memory:
         lines.append(f"memory    {memory[0]}")
         lines.extend(f"          {m}" for m in memory[1:])
-    if curl := curl_command(plan, url, executors):
+    if tries is not None:
+        lines += [f"try       {t}" for t in tries]
+    elif curl := curl_command(plan, url, executors):
         lines.append(f"try       {curl}")
         if plan.api_key and not _SAFE_VAR.fullmatch(plan.key_env):
             lines.append("          (set API_KEY to the key this plan was given)")

@@ -5,6 +5,7 @@ phases: cli/launch/__init__.py)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -32,9 +33,15 @@ SAMPLE_EVERY: Final = 0.25
 
 
 def run_launch(
-    plan: LaunchPlan, a: argparse.Namespace, sigs: Signals, sources: Sequence[Source] = ()
+    plan: LaunchPlan,
+    a: argparse.Namespace,
+    sigs: Signals,
+    sources: Sequence[Source] = (),
+    *,
+    tries: Sequence[str] | None = None,
 ) -> int:
-    """Launch `plan`, print its endpoint, forward its logs, stop it on a signal.
+    """Launch `plan`, print its endpoint, forward its logs, stop it on a signal. `tries`: the
+    curl commands its ready lines give (a router's: one per model it serves).
 
     Exit status: 0 when it was stopped cleanly, 1 when it crashed or never became ready,
     128+N when signal N came before it was ready (nothing is left running).
@@ -55,7 +62,8 @@ def run_launch(
 
             return fail(e)
     try:
-        return trio.run(_main, plan, a, sigs, log_file, tuple(sources))
+        main = functools.partial(_main, tries=tries)
+        return trio.run(main, plan, a, sigs, log_file, tuple(sources))
     finally:
         if log_file is not None:
             log_file.close()
@@ -88,6 +96,8 @@ async def _main(
     sigs: Signals,
     log_file: IO[bytes] | None,
     sources: tuple[Source, ...],
+    *,
+    tries: Sequence[str] | None,
 ) -> int:
     from exedra_engine.cli.render import PROG
     from exedra_engine.cli.render import fail as _fail
@@ -122,7 +132,7 @@ async def _main(
                     print(f"{PROG}: the executor's whole log: {sink.path}", file=sys.stderr)
                 return _fail(failed, 1, as_json=a.json)
             inst = started
-            _say_ready(started, a, sink)
+            _say_ready(started, a, sink, tries)
             await started.wait()
         if inst is not None:
             await inst.stop(a.stop_timeout, drain=a.drain)  # shielded; at once if it already exited
@@ -136,7 +146,9 @@ async def _main(
     return 0 if reason.clean else 1
 
 
-def _say_ready(started: Instance, a: argparse.Namespace, sink: LogSink) -> None:
+def _say_ready(
+    started: Instance, a: argparse.Namespace, sink: LogSink, tries: Sequence[str] | None
+) -> None:
     """The ready lines (or the ready JSON) on stdout, the plan's warnings on stderr."""
     from exedra_engine.cli.render import PROG, json_text, memory_lines, shown, shown_plan
 
@@ -158,6 +170,7 @@ def _say_ready(started: Instance, a: argparse.Namespace, sink: LogSink) -> None:
             sink=sink,
             executors=a.executors,
             memory=mem,
+            tries=tries,
         ):
             print(shown(line))
     sys.stdout.flush()

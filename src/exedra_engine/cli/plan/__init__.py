@@ -14,13 +14,14 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.plan.model_findings import MODEL_CODES
-from exedra_engine._core.plan.provenance import Source, redact_provenance
+from exedra_engine._core.plan.provenance import Source
 from exedra_engine._core.secrets import plan_secrets
 from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.plan.request import add_plan_options, plan_request, planned
+from exedra_engine.cli.plan.sources import shown_sources, source_lines
 from exedra_engine.cli.render import (
     MEMORY_WORDS,
     PROG,
@@ -68,6 +69,11 @@ def add_parser(sub: Subparsers) -> None:
     )
     add_emit_options(s, target_flag="--emit")
     emit_group = next(g for g in s._action_groups if g.title == "emit")
+    # plan's own --emit has the group-only targets too (emit has no --group: see its help)
+    next(x for x in emit_group._group_actions if x.dest == "emit").help = (
+        "render the plan for Kubernetes, systemd or Podman Quadlet (with --group also router: "
+        "llama.cpp's models preset, and llama-swap: a llama-swap config)"
+    )
     s.set_defaults(
         func=plan_command,
         emit_only=tuple(
@@ -100,11 +106,11 @@ def plan_command(a: argparse.Namespace) -> int:
     if a.strict and failing(e.findings) and not a.explain:
         return findings_verdict(a, e)
     plan = shown_plan(e.plan, a.show_secrets, e.sources, executors=a.executors)
-    sources = _shown_sources(e, a.show_secrets, a.executors)
+    sources = shown_sources(e, a.show_secrets, a.executors)
     if a.json:
         _print_plan_json(a, plan, sources, e, origin)
     else:
-        print_plan(plan)
+        print_plan(plan, a.executors)
     if a.explain and not a.json:
         _print_explain(sources, e, origin, a.executors)
     return findings_verdict(a, e)
@@ -168,14 +174,6 @@ def _print_plan_json(
     )
 
 
-def _shown_sources(e: Explained, show_secrets: bool, executors: Executors) -> list[Source]:
-    if show_secrets:
-        return list(e.sources)
-    # Redacted as data (each token where it stands), then worded.
-    secrets = frozenset(plan_secrets(e.plan.args, e.plan.env, executors=executors))
-    return [redact_provenance(p, secrets, executors=executors).source() for p in e.provenance]
-
-
 def hide_findings(e: Explained, show_secrets: bool, executors: Executors = BUILTIN) -> Explained:
     """`e` with every long key (`SHORT_KEY` characters or more) hidden in its findings,
     which quote the tokens they judge as free text: a caller's ``--arg=--temp=KEY`` is
@@ -189,14 +187,9 @@ def hide_findings(e: Explained, show_secrets: bool, executors: Executors = BUILT
 def _print_explain(
     sources: list[Source], e: Explained, origin: TableOrigin, executors: Executors
 ) -> None:
-    print(
-        "\nwhere each part came from (lowest layer first: run_args, engine, config env, "
-        "config engines, config models, caller):"
-    )
-    for s in sources:
-        print(f"  {s.what:<3}  {shown(s.text):<40}  {shown(s.layer)}")
-        for o in s.overrode:
-            print(f"  {'':<3}  {'':<40}    overrode {shown(o)}")
+    print()
+    for line in source_lines(sources):
+        print(line)
     if note := cpu_note(e.plan, executors):  # under the flag's own line, before the findings
         print(f"\nnote: {note}")
     from exedra_engine.cli.launch.launch_output import auth_note

@@ -86,15 +86,21 @@ def _say_unsized(group: GroupPlan, a: argparse.Namespace) -> None:
 def router_text(group: GroupPlan, path: str, a: argparse.Namespace) -> str:
     """The preset, headed by the router's command line; what the lint dropped on stderr."""
     from exedra_engine._core.emit.group.router import router_plan, router_preset
+    from exedra_engine._core.emit.group.router_scope import beside_texts, served_text
 
     preset = router_preset(group, executors=a.executors)
     plan = router_plan(group, path, preset, executors=a.executors)
     for line in preset.dropped:
         print(f"{PROG}: note: dropped {shown(line)}", file=sys.stderr)
+    # Said before anything runs, on stderr and in the file: a member left out is named.
+    scope = [f"the router serves {served_text(preset)}"]
+    scope += beside_texts(group, preset, executors=a.executors)
+    for line in scope:
+        print(f"{PROG}: note: {shown(line)}", file=sys.stderr)
     run = shlex.join([plan.command, *plan.args])
     head = (
         f"; run: {run}\n"
         f"; --models-max {preset.models_max}: the most members that always fit the memory "
         "budget together, largest first\n"
-    )
+    ) + "".join(f"; {line}\n" for line in scope)
     return head + preset.text

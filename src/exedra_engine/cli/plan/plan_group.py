@@ -18,6 +18,7 @@ from exedra_engine._core.group.planner import GroupExplained
 from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberShare
 from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.provenance import Source
 from exedra_engine._shell.config_check import located_configs
 from exedra_engine._shell.group_plan import (
     GroupRequest,
@@ -29,6 +30,7 @@ from exedra_engine._shell.group_plan import (
 from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli.plan.request import recorded_table, shared_constraints
+from exedra_engine.cli.plan.sources import shown_sources, source_lines
 from exedra_engine.cli.render import (
     finding_line,
     findings_summary,
@@ -70,15 +72,16 @@ def refuse_per_member(a: argparse.Namespace) -> None:
     given = [
         flag for dest, flag in _PER_MEMBER if getattr(a, dest, None) not in (None, 0, False, [], "")
     ]
+    why = [w for dest, w in _NOT_FOR_GROUPS if getattr(a, dest, False)]
     if given:
-        raise EngineError(
+        why.insert(
+            0,
             f"{', '.join(given)} do{'es' * (len(given) == 1)} not go with --group: a group "
             "file sets them per member (id, model, kind, ctx, threads, port, args, env, "
-            "run_args, capabilities, weight, executor)"
+            "run_args, capabilities, weight, executor)",
         )
-    for dest, why in _NOT_FOR_GROUPS:
-        if getattr(a, dest, False):
-            raise EngineError(why)
+    if why:
+        raise EngineError("; ".join(why))
 
 
 def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
@@ -109,7 +112,10 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
     if a.json:
         _print_json(a, e, group, members)
     else:
-        _print_group(e, group, members)
+        sources = (
+            [shown_sources(m, a.show_secrets, a.executors) for m in members] if a.explain else []
+        )
+        _print_group(e, group, members, sources, a.executors)
     return group_verdict(a, members)
 
 
@@ -124,7 +130,12 @@ def _print_json(
             "group": group,
             "shares": e.shares,
             "members": [
-                {"id": p.spec.id, "findings": m.findings, "memory": m.memory}
+                {
+                    "id": p.spec.id,
+                    "sources": shown_sources(m, a.show_secrets, a.executors),
+                    "findings": m.findings,
+                    "memory": m.memory,
+                }
                 for p, m in zip(group.plans, members, strict=True)
             ],
         }
@@ -238,21 +249,33 @@ def member_tables(
     return out
 
 
-def _print_group(e: GroupExplained, group: GroupPlan, members: list[Explained]) -> None:
+def _print_group(
+    e: GroupExplained,
+    group: GroupPlan,
+    members: list[Explained],
+    sources: list[list[Source]],
+    executors: Executors,
+) -> None:
+    """Each member's plan, share and findings, then the group's budget and notes. With
+    `sources` (``--explain``) each member's memory arithmetic and where each part of its plan
+    came from (as ``plan --explain`` shows them), and each share's arithmetic at the end."""
     g = e.plan
     for i, (plan, share) in enumerate(zip(group.plans, g.shares, strict=True)):
         if i:
             print()
         print(f"member    {shown(share.id)}")
-        print_plan(plan)
+        print_plan(plan, executors)
         print("share     " + _share_text(share))
-        if e.shares:  # --explain: the memory arithmetic, the findings of its layers
+        if sources:
             for line in e.members[i].memory:
                 print(f"          {shown(line)}")
-            found = members[i].findings
-            print("findings  " + (finding_line(found[0]) if found else "none"))
-            for f in found[1:]:
-                print(f"          {finding_line(f)}")
+        found = members[i].findings
+        print("findings  " + (finding_line(found[0]) if found else "none"))
+        for f in found[1:]:
+            print(f"          {finding_line(f)}")
+        if sources:
+            heading, *lines = source_lines(sources[i], indent=" " * 12)
+            print(f"          {heading}", *lines, sep="\n")
     print()
     budget = f"{size_text(g.budget)} of host memory shared" if g.budget else "memory not shared"
     print(f"group     {len(g.shares)} members, {budget}")
@@ -260,7 +283,7 @@ def _print_group(e: GroupExplained, group: GroupPlan, members: list[Explained]) 
         print(f"          GPU {j}: {size_text(b)} shared")
     for note in g.notes:
         print(f"note      {shown(note)}")
-    if e.shares:
+    if sources and e.shares:
         print("\nshares, and why:")
         for line in e.shares:
             print(f"  {shown(line)}")
