@@ -70,7 +70,9 @@ def test_the_router_names_what_it_serves_and_each_member_it_cannot() -> None:
 def test_the_routers_curl_commands_name_each_model_and_ask_what_it_serves() -> None:
     keyed = _group(
         _plan("chat", port=18100, api_key="k-route-1", api_key_env="ROUTER_KEY"),
-        _plan("embed", caps=("embeddings",), port=18102),
+        _plan(
+            "embed", caps=("embeddings",), port=18102, api_key="k-route-1", api_key_env="ROUTER_KEY"
+        ),
     )
     preset = router_preset(keyed)
     router = router_plan(keyed, "/run/r.ini", preset)
@@ -142,7 +144,7 @@ def test_launch_router_starts_the_whisper_member_beside_it_and_its_try_lines_wor
     # said before anything starts, then one ready line per process, each with its try lines
     assert lines[0].startswith("router    serves chat, more: each loads on its first request")
     assert lines[1].startswith("beside    asr (whisper-server) is not a llama.cpp router child")
-    ready = {ln.split()[1]: ln.split()[2] for ln in lines if ln.startswith("ready ")}
+    ready = {ln.split()[1]: ln.split()[3] for ln in lines if ln.startswith("ready ")}
     assert list(ready) == ["router", "asr"]
     assert len({ln.index("http://") for ln in lines if ln.startswith("ready ")}) == 1  # aligned
     tries = [shlex.split(ln[10:]) for ln in lines if ln.startswith("try ")]

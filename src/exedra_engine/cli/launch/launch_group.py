@@ -237,6 +237,7 @@ def _print_ready(
     object per member."""
     from exedra_engine.cli.render import PROG, json_text, memory_lines, shown
 
+    width = max(len(inst.plan.spec.id or inst.plan.spec.path) for inst in running.values())
     for name, inst in running.items():
         sink = sinks[name]
         if a.json:
@@ -255,6 +256,7 @@ def _print_ready(
             memory=memory_lines(plan.memory) if plan.memory else [],
             stops="",
             tries=tries.get(name),
+            width=width,
         ):
             print(shown(line))
     if not a.json:

@@ -135,13 +135,15 @@ def ready_lines(
     memory: Sequence[str] = (),
     stops: str = "; Ctrl-C stops it",
     tries: Sequence[str] | None = None,
+    width: int = 0,
 ) -> list[str]:
     """What ``launch`` prints once the executor is ready: model id and endpoint, the memory
     planned, a curl command (`tries`: these instead, one line each), and where the log is;
-    `stops` ends the first line (a group's members say it once for all)."""
+    `stops` ends the first line (a group's members say it once for all); `width` pads the
+    model id (a group's members' URLs in one column)."""
     # The id requests name: the plan's, else the model path (llama-server's default id).
     model = plan.spec.id or plan.spec.path
-    lines = [f"ready     {model} at {url}  (pid {pid}){stops}"]
+    lines = [f"ready     {model:<{width}} at {url}  (pid {pid}){stops}"]
     if memory:
         lines.append(f"memory    {memory[0]}")
         lines.extend(f"          {m}" for m in memory[1:])

@@ -107,16 +107,19 @@ def plan_group_command(a: argparse.Namespace, hide: HideFindings) -> int:
     members = [hide(m, a.show_secrets, a.executors) for m in e.members]
     if a.strict and not a.explain:
         group_verdict(a, members)  # refused before anything is printed, as plan --strict
+    _print(a, e, members)
+    return group_verdict(a, members)
+
+
+def _print(a: argparse.Namespace, e: GroupExplained, members: list[Explained]) -> None:
+    """The group plan as text or JSON, its keys hidden unless shown on request."""
     plans = [shown_plan(m.plan, a.show_secrets, m.sources, executors=a.executors) for m in members]
     group = msgspec.structs.replace(e.plan, plans=tuple(plans))
     if a.json:
         _print_json(a, e, group, members)
-    else:
-        sources = (
-            [shown_sources(m, a.show_secrets, a.executors) for m in members] if a.explain else []
-        )
-        _print_group(e, group, members, sources, a.executors)
-    return group_verdict(a, members)
+        return
+    sources = [shown_sources(m, a.show_secrets, a.executors) for m in members] if a.explain else []
+    _print_group(e, group, members, sources, a.executors)
 
 
 def _print_json(
