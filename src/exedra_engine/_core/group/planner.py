@@ -19,6 +19,7 @@ A group of one is planned exactly as `plan_launch` plans its member.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
+from functools import partial
 from typing import NamedTuple, TypedDict, TypeVar, Unpack
 
 from exedra_engine._core.config.parse import LocatedConfig
@@ -29,6 +30,7 @@ from exedra_engine._core.group.cpus import cpu_set_text
 from exedra_engine._core.group.member import (
     Member,
     members_of,
+    refuse_own_cpus,
     with_cpus,
     with_memory,
     with_ports,
@@ -266,6 +268,8 @@ def _explained(
     )
     whole = None if budget is None else (budget, how)
     merged = [planning.staged(x) for x in ms]
+    for x, st in zip(ms, merged, strict=True):
+        planning.naming(x, partial(refuse_own_cpus, x, st))
     ms = [
         with_memory(x, st, planning.decided(x, st, whole) if x.f.inventory else 0)
         for x, st in zip(ms, merged, strict=True)
