@@ -38,8 +38,8 @@ from tests.group.test_group_plan import hw_with, member
 ADVICE = "give the member threads: in the group file instead (weight: gives it more CPUs)"
 
 
-def _refusal(members: list[GroupMember], c: Constraints = Constraints()) -> str:
-    r = plan_group(members, hw_with(threads=2), c)
+def _refusal(members: list[GroupMember], c: Constraints | None = None) -> str:
+    r = plan_group(members, hw_with(threads=2), c or Constraints())
     assert isinstance(r, Failure), r
     assert isinstance(r.failure(), PlanError), r
     return str(r.failure())

@@ -181,14 +181,17 @@ class _Planning(NamedTuple):
         )
 
     def staged(self, x: Member) -> Staged:
-        """Member `x`'s request checked, layered and merged: its one merge."""
+        """Member `x`'s request checked, layered and merged: its one merge (refused when
+        a layer sets its threads or CPUs over its share: `refuse_own_cpus`)."""
         pf = self.facts(x, None)
-        return self.naming(
+        st = self.naming(
             x,
             lambda: staged(
                 x.m.spec, x.m.hardware(self.hw), x.c, pf, executors=self.executors, profile=x.p
             ),
         )
+        self.naming(x, partial(refuse_own_cpus, x, st))
+        return st
 
     def decided(self, x: Member, st: Staged, share: tuple[int, str] | None) -> int:
         """Member `x`'s resident total within `share`, decided on its merge (0: none)."""
@@ -268,8 +271,6 @@ def _explained(
     )
     whole = None if budget is None else (budget, how)
     merged = [planning.staged(x) for x in ms]
-    for x, st in zip(ms, merged, strict=True):
-        planning.naming(x, partial(refuse_own_cpus, x, st))
     ms = [
         with_memory(x, st, planning.decided(x, st, whole) if x.f.inventory else 0)
         for x, st in zip(ms, merged, strict=True)
