@@ -30,6 +30,8 @@ from exedra_engine import (
     plan_group,
 )
 from exedra_engine._core.emit.formats.ini import read_ini, setting
+from exedra_engine._core.executors.builtin import BUILTIN
+from exedra_engine._core.group.cpus import cpu_keys
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine.testing import write_tiny_llama
 from tests.conftest import cli, outside_tmp
@@ -291,3 +293,12 @@ def test_a_members_threads_field_is_its_share_in_the_text_the_json_and_the_units
         mid = d["metadata"]["name"].removeprefix("pair-")
         c = d["spec"]["template"]["spec"]["containers"][0]
         assert c["resources"]["requests"]["cpu"] == str(shares[mid][1])
+
+
+def test_every_cpu_flag_a_profile_names_is_one_its_flag_table_knows() -> None:
+    # A name the table does not know would be dropped from the keys refused, silently.
+    for p in BUILTIN:
+        named = {p.threads_flag, p.threads_batch_flag, p.cpu_range_flag, p.cpu_mask_flag}
+        for name in (*p.cpu_flags, *(n for n in named if n)):
+            assert p.flags.lookup(name) is not None, (p.binary, name)
+        assert len(cpu_keys(p)) == len(p.cpu_flags) + len(named - {""})
