@@ -133,6 +133,21 @@ LLAMA: Final = ExecutorProfile(
     cpu_range_flag="--cpu-range",
     cpu_mask_flag="--cpu-mask",
     cpu_strict_flag="--cpu-strict",
+    # common/arg.cpp: the batch's and the draft model's threads and CPUs default to the
+    # main ones, and --numa places the threads by node ("isolate: only spawn threads on CPUs
+    # on the node..."). --cpu-strict (and its kin) and --threads-http change neither.
+    cpu_flags=frozenset(
+        {
+            "--cpu-mask-batch",
+            "--cpu-range-batch",
+            "--spec-draft-threads",
+            "--spec-draft-threads-batch",
+            "--spec-draft-cpu-mask",
+            "--spec-draft-cpu-range",
+            "--spec-draft-cpu-mask-batch",
+            "--numa",
+        }
+    ),
     ui_off_args=("--no-webui",),
     # Otherwise layer placement is llama-server's own fitting (-ngl auto, --fit on): it
     # measures device memory, where an estimate here would drift from the engine.
@@ -258,6 +273,8 @@ WHISPER: Final = ExecutorProfile(
     },
     # No version_flag: whisper-server has no --version (it prints its usage, on stderr).
     ready_prefix_flag="--request-path",
+    # whisper-server runs --threads on each of its --processors.
+    cpu_flags=frozenset({"--processors"}),
     cpu_only_args=("--no-gpu",),
     capabilities={"asr": ()},
     # VmHWM of whisper-server 1.8.5 (CPU, --threads 1, after one /inference) on models of

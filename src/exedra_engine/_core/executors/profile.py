@@ -171,6 +171,11 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """The flag that pins it to a set of CPUs given as a hex mask (a set that is no range)."""
     cpu_strict_flag: str = ""
     """The flag that makes the pinning strict (one thread a CPU), given ``1`` by a group plan."""
+    cpu_flags: frozenset[str] = frozenset()
+    """Flags (canonical keys) besides `threads_flag`, `threads_batch_flag`, `cpu_range_flag`
+    and `cpu_mask_flag` that set how many threads the executor runs or on which CPUs (the
+    batch's, a draft model's, NUMA placement): none of them may be set by a layer of a group
+    member, whose CPU share decides them (`exedra_engine._core.group.cpus.own_cpu_setting`)."""
     resident_estimate: tuple[int, int] = (0, 0)
     """For an executor whose memory is not estimated from the model's header (empty
     `memory_flags`): its resident peak as (bytes, per mille of the model file), added to the

@@ -10,8 +10,10 @@ CPU, shared round-robin, and one thread.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.plan.layers import Merged
 from exedra_engine._core.struct import Value
 
 
@@ -113,3 +115,41 @@ def pinning_args(
     if p.cpu_strict_flag:
         out += [p.cpu_strict_flag, "1"]
     return tuple(out)
+
+
+class OwnSetting(NamedTuple):
+    """A flag or variable of a member's merge that sets its threads or CPUs (`own_cpu_setting`)."""
+
+    layer: str
+    """The name of the layer that set it."""
+    name: str
+    """The flag as that layer wrote it, or the variable."""
+    key: str
+    """The flag's canonical key (the flag a variable sets)."""
+    at: int
+    """Where the flag stands in its layer's args; -1 for a variable."""
+
+
+def cpu_keys(profile: ExecutorProfile) -> frozenset[str]:
+    """The canonical keys of the flags that set how many threads the executor runs or on
+    which CPUs: its threads, prompt-processing threads, CPU range and mask, and
+    `ExecutorProfile.cpu_flags` (strictness and priority change neither)."""
+    p = profile
+    names = (p.threads_flag, p.threads_batch_flag, p.cpu_range_flag, p.cpu_mask_flag)
+    found = (p.flags.lookup(n) for n in (*names, *sorted(p.cpu_flags)) if n)
+    return frozenset(f[0].key for f in found if f is not None)
+
+
+def own_cpu_setting(profile: ExecutorProfile, m: Merged, engine: str) -> OwnSetting | None:
+    """The first flag, then variable, of merge `m` that sets the executor's threads or CPUs
+    (`cpu_keys`) and that a layer other than `engine` (the planner's own) put there; None
+    when the planner's share stands. Read from the merge's provenance, not from an argv."""
+    keys = cpu_keys(profile)
+    for layer, it in zip(m.item_layers, m.items, strict=True):
+        if it.key in keys and layer != engine:
+            return OwnSetting(layer=layer, name=it.tokens[0], key=it.key, at=it.at)
+    for name, layer in m.env_layers.items():
+        flag = profile.flags.flag_for_env(name)
+        if flag is not None and flag.key in keys and layer != engine:
+            return OwnSetting(layer=layer, name=name, key=flag.key, at=-1)
+    return None

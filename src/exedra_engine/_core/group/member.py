@@ -11,14 +11,24 @@ from msgspec.structs import replace
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.group.cpus import (
     CpuShare,
+    OwnSetting,
     cpu_ids,
     cpu_set_text,
+    own_cpu_setting,
     partition_cpus,
     pinning_args,
 )
 from exedra_engine._core.group.memory import Running, floor_memory, whisper_resident
 from exedra_engine._core.group.ports import Taken
 from exedra_engine._core.group.values import GroupMember, MemberFacts
+from exedra_engine._core.plan.engine_args import (
+    RANK_CALLER,
+    RANK_CONFIG_ENGINE,
+    RANK_CONFIG_ENV,
+    RANK_CONFIG_MODEL,
+    RANK_ENGINE,
+    RANK_RUN_ARGS,
+)
 from exedra_engine._core.plan.planner import Staged
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import Constraints, Hardware
@@ -103,6 +113,52 @@ def with_cpus(
             )
         out.append(replace(x, c=c, cpu=cpu, extra=pinning_args(x.p, share, threads_set=own)))
     return out
+
+
+def refuse_own_cpus(x: Member, st: Staged) -> None:
+    """Raise `PlanError` when a layer of member `x`'s merge `st` sets its threads or CPUs
+    over its share, naming the layer and the flag (or variable), and what to use instead.
+
+    Refused, not followed: a share is the member's part of one partition of the host's
+    CPUs, and the plan's text, its ``--json``, the units' ``CPUAffinity=`` and the pods'
+    CPU requests are all made from it; a member running threads or CPUs of its own would
+    overlap the others while every output said otherwise. Its ``threads:`` (kept in its
+    share and said when above its CPUs) and ``weight:`` shape the share instead. A lone
+    member has no share (planned as `plan_launch` plans it): its layers decide."""
+    if x.cpu is None:
+        return
+    rank = {layer.name: layer.rank for layer in st.layers}
+    engine = next((n for n, r in rank.items() if r == RANK_ENGINE), "")
+    own = own_cpu_setting(x.p, st.m, engine)
+    if own is None:
+        return
+    what = own.name if own.name == own.key else f"{own.name} ({own.key})"
+    n, where = x.cpu.threads, rank.get(own.layer, -1)
+    config = where in (RANK_CONFIG_ENV, RANK_CONFIG_ENGINE, RANK_CONFIG_MODEL)
+    there = "there (or plan with --no-config)" if config else "there"
+    raise PlanError(
+        f"{what} in {_set_by(x, own, where)} would set what the group decides for each "
+        f"member, its CPUs and threads (its share: CPUs {cpu_set_text(x.cpu.cpus)}, {n} "
+        f"thread{'s' if n != 1 else ''}): remove it {there} and give the member threads: "
+        "in the group file instead (weight: gives it more CPUs)"
+    )
+
+
+def _set_by(x: Member, own: OwnSetting, rank: int) -> str:
+    """The layer that set `own`, as the member's author knows it."""
+    if rank == RANK_CALLER:
+        # The group's --arg/--env come first in the caller layer, the member's own after.
+        mine = x.m.constraints
+        if own.at < 0:
+            names = {e.partition("=")[0] for e in mine.extra_env}
+            return "its env" if own.name in names else "the group's env (--env)"
+        own_from = len(x.c.extra_args) - len(mine.extra_args)
+        return "its args" if own.at >= own_from else "the group's args (--arg)"
+    if rank == RANK_RUN_ARGS:
+        return "its run_args"
+    if rank == RANK_CONFIG_ENV:
+        return "the override files' env"
+    return f"the override files' {own.layer.removeprefix('config ')} section"
 
 
 def with_ports(

@@ -19,6 +19,7 @@ A group of one is planned exactly as `plan_launch` plans its member.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
+from functools import partial
 from typing import NamedTuple, TypedDict, TypeVar, Unpack
 
 from exedra_engine._core.config.parse import LocatedConfig
@@ -29,6 +30,7 @@ from exedra_engine._core.group.cpus import cpu_set_text
 from exedra_engine._core.group.member import (
     Member,
     members_of,
+    refuse_own_cpus,
     with_cpus,
     with_memory,
     with_ports,
@@ -179,14 +181,17 @@ class _Planning(NamedTuple):
         )
 
     def staged(self, x: Member) -> Staged:
-        """Member `x`'s request checked, layered and merged: its one merge."""
+        """Member `x`'s request checked, layered and merged: its one merge (refused when
+        a layer sets its threads or CPUs over its share: `refuse_own_cpus`)."""
         pf = self.facts(x, None)
-        return self.naming(
+        st = self.naming(
             x,
             lambda: staged(
                 x.m.spec, x.m.hardware(self.hw), x.c, pf, executors=self.executors, profile=x.p
             ),
         )
+        self.naming(x, partial(refuse_own_cpus, x, st))
+        return st
 
     def decided(self, x: Member, st: Staged, share: tuple[int, str] | None) -> int:
         """Member `x`'s resident total within `share`, decided on its merge (0: none)."""
