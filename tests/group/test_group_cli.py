@@ -106,7 +106,7 @@ def test_launch_group_fails_when_a_ready_member_exits_while_another_loads(
         env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
     )  # fmt: skip
     assert r.code == 1, r.err
-    line = r.err.strip().splitlines()[0]
+    (line,) = [ln for ln in r.err.splitlines() if ln.startswith("exedra-engine: error: ")]
     assert line.startswith("exedra-engine: error: group member 'quits' failed: "), line
     assert "after it was ready" in line and "ready" not in r.out
     assert psutil.Process().children(recursive=True) == []

@@ -284,12 +284,16 @@ def test_launch_group_runs_a_saved_plan_as_saved(tmp_path: Path) -> None:
     plans = json.loads(saved.read_text())["plans"]
     p = _start(["launch", "--group", str(saved), "--quiet"], dict(os.environ))
     assert p.stdout is not None
-    lines = [p.stdout.readline() for _ in range(3)]
-    assert [ln.split()[:3] for ln in lines[:2]] == [
-        ["ready", "a", f"http://127.0.0.1:{plans[0]['port']}"],
-        ["ready", "b", f"http://127.0.0.1:{plans[1]['port']}"],
+    lines = []
+    while not (line := p.stdout.readline()).startswith("all 2 ready"):
+        assert line, "the launcher ended before its members were ready"
+        lines.append(line)
+    ready = [ln.split()[:4] for ln in lines if ln.startswith("ready ")]
+    assert ready == [
+        ["ready", "a", "at", f"http://127.0.0.1:{plans[0]['port']}"],
+        ["ready", "b", "at", f"http://127.0.0.1:{plans[1]['port']}"],
     ], lines
-    assert http(lines[0].split()[2] + "/health")[0] == 200
+    assert http(ready[0][3] + "/health")[0] == 200
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
