@@ -289,7 +289,7 @@ def pooled_findings(
         return []
     found: list[Finding] = []
     where = dict(zip((it.key for it in m.items), m.item_layers, strict=True))
-    pooling = _value(profile, m, profile.pooling_flag)
+    pooling, setter = _value(profile, m, profile.pooling_flag)
     wanted = {"rank"} if pooled.pooling == "rank" else _EMBEDDING_POOLINGS
     if pooling and pooling not in wanted:
         endpoint = "/v1/rerank" if pooled.pooling == "rank" else "/v1/embeddings"
@@ -297,7 +297,7 @@ def pooled_findings(
             Finding(
                 severity="warning",
                 code=POOLED_BROKEN,
-                path=where.get(profile.pooling_flag, "env"),
+                path=setter,
                 token=profile.pooling_flag,
                 message=(
                     f"{profile.pooling_flag} {pooling} on a {pooled.capability} member: "
@@ -331,13 +331,16 @@ def pooled_findings(
     return found
 
 
-def _value(profile: ExecutorProfile, m: Merged, flag: str) -> str:
-    """The merged value of `flag`: its argv value, else its variable's; "" when unset."""
+def _value(profile: ExecutorProfile, m: Merged, flag: str) -> tuple[str, str]:
+    """The merged value of `flag` (its argv value, else its variable's; "" when unset) and
+    the layer that set it."""
     if flag in m.settings:
         values = m.settings[flag]
-        return values[0] if values else ""
+        pairs = zip(m.items, m.item_layers, strict=True)
+        layer = next((w for it, w in pairs if it.key == flag), "")
+        return (values[0] if values else ""), layer
     known = profile.flags.lookup(flag)
     for name in known[0].env if known is not None else ():
         if name in m.env_map:
-            return m.env_map[name]
-    return ""
+            return m.env_map[name], m.env_layers.get(name, name)
+    return "", ""
