@@ -22,8 +22,9 @@ from exedra_engine import (
     plan_group,
 )
 from exedra_engine._core.executors.builtin import LLAMA
+from exedra_engine._core.memory.estimate import pooled_logits_bytes
 from exedra_engine._core.memory.settings import read_settings
-from exedra_engine._core.plan.engine_args import POOLED_BROKEN, POOLED_CTX
+from exedra_engine._core.plan.engine_args import POOLED_BROKEN, POOLED_CTX, POOLED_DECODER_CTX
 from exedra_engine._core.plan.explained import Explained
 from tests.memory_models import cpu_host, gemma3_270m, llama_135m
 
@@ -63,12 +64,26 @@ def test_an_embeddings_member_gets_mean_pooling_one_ubatch_for_its_context_and_n
     args = e.plan.args
     assert "--embeddings" in args
     assert value(args, "--pooling") == "mean"  # the header names none: llama.cpp would use none
-    assert value(args, "--ctx-size") == str(POOLED_CTX)  # not the model's 32768
-    assert value(args, "--batch-size") == value(args, "--ubatch-size") == str(POOLED_CTX)
+    assert value(args, "--ctx-size") == str(POOLED_DECODER_CTX)  # not the model's 32768
+    assert value(args, "--batch-size") == value(args, "--ubatch-size") == str(POOLED_DECODER_CTX)
     assert value(args, "--cache-ram") == "0"
     assert e.plan.memory is not None and e.plan.memory.host.parts.prompt_cache == 0
     assert any("embeddings: --pooling mean" in line for line in e.memory)
     assert not [f for f in e.findings if f.code == POOLED_BROKEN]
+
+
+def test_a_decoders_pooled_input_holds_its_logits_and_an_encoder_gets_a_longer_context() -> None:
+    inv = gemma3_270m()
+    e = explained(spec("embeddings"))
+    assert e.plan.memory is not None
+    logits = pooled_logits_bytes(inv.vocab, POOLED_DECODER_CTX)
+    assert e.plan.memory.host.parts.compute >= logits  # 4 GiB: what llama.cpp holds
+    assert any("logits for every token" in line for line in e.memory)
+    bert = msgspec.structs.replace(llama_135m(), architecture="bert", context=8192 * 4)
+    enc = explained(spec("embeddings"), inv=bert)
+    assert value(enc.plan.args, "--ctx-size") == str(POOLED_CTX)
+    assert enc.plan.memory is not None and enc.plan.memory.host.parts.compute < logits // 8
+    assert not any("logits for every token" in line for line in enc.memory)
 
 
 def test_the_context_of_a_pooled_member_is_the_models_when_smaller_or_the_callers() -> None:
@@ -111,7 +126,8 @@ def test_a_caller_ubatch_below_the_context_wins_and_is_a_finding() -> None:
     found = [f for f in e.findings if f.code == POOLED_BROKEN]
     assert len(found) == 1 and found[0].severity == "warning"
     assert found[0].path == "caller" and "over 512 tokens is refused" in found[0].message
-    assert found[0].suggestion == f"--batch-size {POOLED_CTX} --ubatch-size {POOLED_CTX}"
+    ctx = POOLED_DECODER_CTX
+    assert found[0].suggestion == f"--batch-size {ctx} --ubatch-size {ctx}"
 
 
 def test_pooling_none_on_an_embeddings_member_is_a_finding_naming_the_endpoint() -> None:
@@ -137,7 +153,7 @@ def test_a_single_plan_and_a_group_member_are_planned_alike() -> None:
 
 def test_the_plan_reads_back_as_the_settings_llama_server_gets() -> None:
     s = read_settings(LLAMA, explained(spec("embeddings")).plan.args)
-    assert (s.ctx, s.batch, s.ubatch, s.cache_ram_mib) == (POOLED_CTX,) * 3 + (0,)
+    assert (s.ctx, s.batch, s.ubatch, s.cache_ram_mib) == (POOLED_DECODER_CTX,) * 3 + (0,)
 
 
 # -- shared files --------------------------------------------------------------------------------

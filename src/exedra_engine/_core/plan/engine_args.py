@@ -15,6 +15,8 @@ from typing import Final, NamedTuple
 from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.memory.estimate import pooled_logits_bytes, vocab_output
+from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.memory.settings import settings_of
 from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import Merged, env_items, join_unset
@@ -41,9 +43,15 @@ section (`_config_names`)."""
 
 
 POOLED_CTX: Final = 8192
-"""The context a pooled member (embeddings, rerank) is planned with when the caller sets none
-and the model's own is larger: embedding inputs are passages, not conversations, and the whole
-input is one ubatch, whose compute buffer grows with it (`pooled_serving`)."""
+"""The context a pooled member (embeddings, rerank) of an encoder (BERT and its kin) is
+planned with when the caller sets none and the model's own is larger: embedding inputs are
+passages, not conversations, and the whole input is one ubatch, whose compute buffer grows
+with it (`pooled_serving`)."""
+POOLED_DECODER_CTX: Final = 2048
+"""The same for a decoder used for embeddings (any model with an output head): llama.cpp
+computes the vocabulary's logits for every token of a pooled input, 8 bytes per vocabulary
+entry and token (`pooled_logits_bytes`: 4 GiB for 2,048 tokens of Gemma 3's 262,144), so
+its context is kept to what most passages need."""
 POOLING_NAMES: Final = ("none", "mean", "cls", "last", "rank")
 """llama.cpp's pooling types by the number a GGUF header stores (``{arch}.pooling_type``)."""
 _EMBEDDING_POOLINGS: Final = frozenset({"mean", "cls", "last"})
@@ -61,12 +69,20 @@ class Pooled(NamedTuple):
 
 
 def pooled_serving(
-    profile: ExecutorProfile, spec: ModelSpec, c: Constraints, model_ctx: int, pooling: int
+    profile: ExecutorProfile,
+    spec: ModelSpec,
+    c: Constraints,
+    model_ctx: int,
+    pooling: int,
+    *,
+    architecture: str = "",
+    vocab: int = 0,
 ) -> Pooled | None:
     """The pooling and context of a member whose capabilities are pooled
     (`ExecutorProfile.pooled`: embeddings, rerank), from the caller's context, the model's
-    trained context `model_ctx` (0: unknown) and its header's pooling type `pooling` (-1:
-    none named); None for any other member."""
+    trained context `model_ctx` (0: unknown), its header's pooling type `pooling` (-1:
+    none named), its `architecture` ("": unknown) and `vocab` (tokens; 0: unknown); None
+    for any other member."""
     caps = [cap for cap in spec.capabilities if cap in profile.pooled]
     if not caps or not profile.pooling_flag:
         return None
@@ -79,13 +95,23 @@ def pooled_serving(
         chosen, said = default, f"its header's {own} cannot serve {cap}"
     else:
         chosen, said = default, "its header names none, and none is what llama.cpp would use"
+    decoder = vocab_output(architecture)
+    top = POOLED_DECODER_CTX if decoder else POOLED_CTX
     if c.ctx:
         ctx, why = c.ctx, "the context asked for"
-    elif model_ctx and model_ctx <= POOLED_CTX:
+    elif model_ctx and model_ctx <= top:
         ctx, why = model_ctx, "the model's trained context"
     else:
         trained = f"the model's {model_ctx}" if model_ctx else "the model's (header not read)"
-        ctx, why = POOLED_CTX, f"for embedding inputs ({trained} is sized for conversations)"
+        ctx, why = top, f"for embedding inputs ({trained} is sized for conversations)"
+    if decoder:
+        per = f"{size_text(pooled_logits_bytes(vocab, 1))} a token" if vocab else "per token"
+        why += (
+            f"; a decoder computes the vocabulary's logits for every token of a pooled input "
+            f"({per}), so an input as long as the context holds "
+            + (size_text(pooled_logits_bytes(vocab, ctx)) if vocab else "that much")
+            + " at once: set ctx for longer inputs"
+        )
     note = (
         f"{cap}: {profile.pooling_flag} {chosen} ({said}); ctx {ctx}, {why}; batch and "
         f"ubatch {ctx}, so an input as long as the context is one ubatch (a pooled input "

@@ -216,7 +216,13 @@ def staged(
     inv, model = facts.inventory, facts.model
     model_ctx = inv.context if inv is not None else model.context if model is not None else 0
     pooled = pooled_serving(
-        profile, spec, constraints, model_ctx, inv.pooling if inv is not None else -1
+        profile,
+        spec,
+        constraints,
+        model_ctx,
+        inv.pooling if inv is not None else -1,
+        architecture=inv.architecture if inv else model.architecture if model else "",
+        vocab=inv.vocab if inv is not None else 0,
     )
     layers = plan_layers(
         profile,
