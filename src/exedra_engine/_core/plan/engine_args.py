@@ -87,18 +87,33 @@ def pooled_serving(
     if not caps or not profile.pooling_flag:
         return None
     cap = caps[-1]
-    default = profile.pooled[cap]
+    chosen, said = _pooling(profile.pooled[cap], pooling, cap)
+    ctx, why = _pooled_ctx(c.ctx, model_ctx, architecture, vocab)
+    note = (
+        f"{cap}: {profile.pooling_flag} {chosen} ({said}); ctx {ctx}, {why}; batch and "
+        f"ubatch {ctx}, so an input as long as the context is one ubatch (a pooled input "
+        "must be: a longer one is refused); no prompt cache (nothing is reused); a layer "
+        "that sets one of them decides"
+    )
+    return Pooled(capability=cap, pooling=chosen, ctx=ctx, note=note)
+
+
+def _pooling(default: str, pooling: int, cap: str) -> tuple[str, str]:
+    """The pooling a `cap` member gets, from its header's `pooling` type, and why."""
     own = POOLING_NAMES[pooling] if 0 <= pooling < len(POOLING_NAMES) else ""
     if default != "rank" and own in _EMBEDDING_POOLINGS:
-        chosen, said = own, "the model's own (its header's pooling_type)"
-    elif own:
-        chosen, said = default, f"its header's {own} cannot serve {cap}"
-    else:
-        chosen, said = default, "its header names none, and none is what llama.cpp would use"
+        return own, "the model's own (its header's pooling_type)"
+    if own:
+        return default, f"its header's {own} cannot serve {cap}"
+    return default, "its header names none, and none is what llama.cpp would use"
+
+
+def _pooled_ctx(asked: int, model_ctx: int, architecture: str, vocab: int) -> tuple[int, str]:
+    """The context a pooled member gets, and why."""
     decoder = vocab_output(architecture)
     top = POOLED_DECODER_CTX if decoder else POOLED_CTX
-    if c.ctx:
-        ctx, why = c.ctx, "the context asked for"
+    if asked:
+        ctx, why = asked, "the context asked for"
     elif model_ctx and model_ctx <= top:
         ctx, why = model_ctx, "the model's trained context"
     else:
@@ -112,13 +127,7 @@ def pooled_serving(
             + (size_text(pooled_logits_bytes(vocab, ctx)) if vocab else "that much")
             + " at once: set ctx for longer inputs"
         )
-    note = (
-        f"{cap}: {profile.pooling_flag} {chosen} ({said}); ctx {ctx}, {why}; batch and "
-        f"ubatch {ctx}, so an input as long as the context is one ubatch (a pooled input "
-        "must be: a longer one is refused); no prompt cache (nothing is reused); a layer "
-        "that sets one of them decides"
-    )
-    return Pooled(capability=cap, pooling=chosen, ctx=ctx, note=note)
+    return ctx, why
 
 
 def engine_args(
