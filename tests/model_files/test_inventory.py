@@ -80,6 +80,15 @@ def test_gemma3_swa_pattern_every_sixth_layer_global(tmp_path: Path) -> None:
     assert inv.head_count_kv == (1,) * 18
 
 
+def test_the_pooling_type_is_read_and_its_absence_is_not_none(tmp_path: Path) -> None:
+    meta = {"bert.block_count": 2, "bert.pooling_type": 2}
+    assert read_inventory(_write(tmp_path / "b.gguf", "bert", meta)).unwrap().pooling == 2
+    meta = {"bert.block_count": 2, "bert.pooling_type": 0}
+    assert read_inventory(_write(tmp_path / "n.gguf", "bert", meta)).unwrap().pooling == 0
+    plain = read_inventory(_write(tmp_path / "p.gguf", "bert", {"bert.block_count": 2}))
+    assert plain.unwrap().pooling == -1
+
+
 def test_per_layer_arrays_win(tmp_path: Path) -> None:
     pattern = [i % 2 == 0 for i in range(4)]
     p = _write(

@@ -153,6 +153,10 @@ LLAMA: Final = ExecutorProfile(
     # measures device memory, where an estimate here would drift from the engine.
     cpu_only_args=("--n-gpu-layers", "0"),
     capabilities={"llm": (), "vlm": (), "embeddings": ("--embeddings",), "rerank": ("--rerank",)},
+    # /v1/embeddings refuses pooling none ("not OAI compatible"), a model's default when its
+    # header names none; /v1/rerank needs rank (tools/server/server-context.cpp).
+    pooled={"embeddings": "mean", "rerank": "rank"},
+    pooling_flag="--pooling",
     refused_architectures=frozenset({"whisper"}),
     memory_flags=_LLAMA_MEMORY_FLAGS,
     # common/fit.cpp gives up placement when the caller fixed any of these (a row or tensor

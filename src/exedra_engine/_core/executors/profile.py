@@ -186,6 +186,13 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     """Added when the plan runs on the CPU only."""
     capabilities: Mapping[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     """What the executor serves, and the flags each capability adds."""
+    pooled: Mapping[str, str] = msgspec.field(default_factory=dict)
+    """The capabilities served from pooled hidden states (embeddings, rerank), and the
+    pooling each gets when the model's header names none usable: such a member is planned
+    with `pooling_flag`, a context sized for its inputs, one ubatch as large as that context
+    (a pooled input is computed in one ubatch) and no prompt cache (`serve_args`)."""
+    pooling_flag: str = ""
+    """The flag that sets the pooling of `pooled` capabilities ("": none)."""
 
     model_file_flags: frozenset[str] = frozenset({"--model"})
     """Flags (canonical keys) whose value is a model file. An emitter for a container rewrites
@@ -261,7 +268,13 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         frozen_fields(
-            self, "help_corrections", "capabilities", "images", "resource_flags", "memory_flags"
+            self,
+            "help_corrections",
+            "capabilities",
+            "pooled",
+            "images",
+            "resource_flags",
+            "memory_flags",
         )
 
     def __hash__(self) -> int:

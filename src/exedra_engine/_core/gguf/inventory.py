@@ -116,6 +116,9 @@ class ModelInventory(Value, frozen=True, kw_only=True):
     tensors: tuple[TensorInfo, ...] = ()
     blocks: int = 0
     context: int = 0
+    pooling: int = -1
+    """``{arch}.pooling_type`` (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank);
+    -1 when the header has none (llama.cpp then pools nothing)."""
     embedding: int = 0
     vocab: int = 0
     """Tokens (``{arch}.vocab_size`` or the length of ``tokenizer.ggml.tokens``)."""

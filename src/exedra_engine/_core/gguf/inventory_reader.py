@@ -54,6 +54,7 @@ _ARCH_SUFFIXES: Final = frozenset(
     {
         "block_count",
         "context_length",
+        "pooling_type",
         "embedding_length",
         "feed_forward_length",
         "vocab_size",
@@ -383,6 +384,7 @@ def _inventory(
         tensors=tensors,
         blocks=blocks,
         context=num("context_length"),
+        pooling=num("pooling_type") if f"{arch}.pooling_type" in kept else -1,
         embedding=num("embedding_length"),
         vocab=num("vocab_size") or min(vocab_tokens, _INT32_MAX),
         feed_forward=per_layer("feed_forward_length"),

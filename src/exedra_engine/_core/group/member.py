@@ -52,6 +52,9 @@ class Member(Value, frozen=True, kw_only=True):
     """The ports it may not take (a view of the group's record: `group/ports.py`)."""
     floor: int = 0
     want: int = 0
+    weights: int = 0
+    """The host bytes of its model file's mapped weights in its floor (0: not estimated, or
+    read into memory with ``--no-mmap``): what members of one file share."""
     why: Literal["llama", "file", "unknown", ""] = ""
     """How its memory was judged: its plan's estimate, its file's, or not at all."""
 
@@ -201,10 +204,14 @@ def with_memory(x: Member, st: Staged, want: int) -> Member:
     on its merge `st`) and floor (`floor_memory`, on the same merge)."""
     p, f = x.p, x.f
     if want and f.inventory is not None:
-        floor = floor_memory(
+        least = floor_memory(
             p, st.hw, f.inventory, sides=f.side_models, items=st.m.items, env=st.m.env
-        ).host.total
-        return replace(x, want=want, floor=floor, why="llama")
+        )
+        # The model file's part of the host weights (a projector's or draft's are beside it),
+        # when it is mapped: with --no-mmap each process reads its own copy.
+        copied = any(it.key == "--mmap" and it.negated for it in st.m.items)
+        weights = 0 if copied else min(least.host.parts.weights, f.inventory.size)
+        return replace(x, want=want, floor=least.host.total, weights=weights, why="llama")
     size = f.file_size or (f.model.size if f.model is not None else 0)
     resident = whisper_resident(p, size)
     return replace(x, want=resident, floor=resident, why="file" if resident else "unknown")

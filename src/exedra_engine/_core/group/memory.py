@@ -128,6 +128,38 @@ def floor_memory(
     )
 
 
+def shared_weights(
+    ids: Sequence[str], files: Sequence[str], weights: Sequence[int]
+) -> tuple[int, tuple[str, ...]]:
+    """The bytes of mapped weights that members naming the same model file (`files[i]`, ""
+    when none) count more than once in their resident totals (`weights[i]`, each member's
+    host weights), and a note for each such file. llama.cpp maps the file: every process
+    that maps it shares its page-cache pages, so its weights are held once whatever the
+    number of members. Each later member's weights (up to the first one's) are counted
+    again."""
+    first: dict[str, int] = {}
+    extra = 0
+    notes: list[str] = []
+    named: dict[str, list[str]] = {}
+    for i, (path, w) in enumerate(zip(files, weights, strict=True)):
+        if not path or not w:
+            continue
+        named.setdefault(path, []).append(ids[i])
+        if path in first:
+            extra += min(w, weights[first[path]])
+        else:
+            first[path] = i
+    for path, who in named.items():
+        if len(who) > 1:
+            notes.append(
+                f"{', '.join(who)} map the same model file ({path}): its weights, "
+                f"{size_text(weights[first[path]])}, are counted once in the budget (the "
+                "processes share its page-cache pages), so the shares sum to that much more "
+                "than the budget"
+            )
+    return extra, tuple(notes)
+
+
 def split_budget(budget: int, floors: Sequence[int], wants: Sequence[int]) -> tuple[int, ...]:
     """Each member's share of `budget` (at least its floor; the caller checked that the
     floors fit): when the wants fit, each want plus the rest in proportion to the wants;

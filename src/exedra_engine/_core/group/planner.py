@@ -40,6 +40,7 @@ from exedra_engine._core.group.memory import (
     check_running,
     device_shares,
     group_budget,
+    shared_weights,
     split_budget,
 )
 from exedra_engine._core.group.ports import Taken
@@ -301,7 +302,7 @@ def _host_shares(
 ) -> tuple[int, ...]:
     """Each member's share of the host memory budget."""
     if not (solo and budget is not None):
-        return _memory_shares(ms, budget, how)
+        return _memory_shares(ms, budget, how, notes)
     # As `plan_launch` judges it: a llama plan that cannot fit was refused above; an
     # executor judged by its file's estimate alone is planned, and told.
     if ms[0].floor > budget:
@@ -373,19 +374,26 @@ def _fitter_off(s: MemorySettings | None) -> bool:
     return s is not None and bool(fitter_off(s))
 
 
-def _memory_shares(ms: list[Member], budget: int | None, how: str) -> tuple[int, ...]:
+def _memory_shares(
+    ms: list[Member], budget: int | None, how: str, notes: list[str]
+) -> tuple[int, ...]:
     if budget is None:
         return tuple(0 for _ in ms)
+    files = [x.f.inventory.paths[0] if x.f.inventory is not None else "" for x in ms]
+    twice, said = shared_weights([x.id for x in ms], files, [x.weights for x in ms])
+    notes.extend(said)
     floors = [x.floor for x in ms]
-    if sum(floors) > budget:
+    if sum(floors) - twice > budget:
         named = sorted(ms, key=lambda x: (-x.floor, x.id))
         each = ", ".join(f"{x.id} {size_text(x.floor)}" for x in named if x.floor)
         raise DoesNotFit(
-            f"the group needs at least {size_text(sum(floors))} of host memory but "
+            f"the group needs at least {size_text(sum(floors) - twice)} of host memory but "
             f"{size_text(budget)} usable ({how}): {each} (each at its smallest context, "
-            "without a prompt cache); plan fewer members or smaller models"
+            "without a prompt cache"
+            + (f"; a shared file's weights, {size_text(twice)}, counted once" if twice else "")
+            + "); plan fewer members or smaller models"
         )
-    return split_budget(budget, floors, [x.want for x in ms])
+    return split_budget(budget + twice, floors, [x.want for x in ms])
 
 
 def _share_how(x: Member, budget: int, how: str) -> str:

@@ -10,10 +10,14 @@ with its rank (lowest first; see `exedra_engine._core.plan.planner`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final, NamedTuple
 
 from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.memory.estimate import pooled_logits_bytes, vocab_output
+from exedra_engine._core.memory.explain import size_text
+from exedra_engine._core.memory.settings import settings_of
 from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import Merged, env_items, join_unset
 from exedra_engine._core.struct import freeze
@@ -38,15 +42,106 @@ _NAMES = freeze(
 section (`_config_names`)."""
 
 
+POOLED_CTX: Final = 8192
+"""The context a pooled member (embeddings, rerank) of an encoder (BERT and its kin) is
+planned with when the caller sets none and the model's own is larger: embedding inputs are
+passages, not conversations, and the whole input is one ubatch, whose compute buffer grows
+with it (`pooled_serving`)."""
+POOLED_DECODER_CTX: Final = 2048
+"""The same for a decoder used for embeddings (any model with an output head): llama.cpp
+computes the vocabulary's logits for every token of a pooled input, 8 bytes per vocabulary
+entry and token (`pooled_logits_bytes`: 4 GiB for 2,048 tokens of Gemma 3's 262,144), so
+its context is kept to what most passages need."""
+POOLING_NAMES: Final = ("none", "mean", "cls", "last", "rank")
+"""llama.cpp's pooling types by the number a GGUF header stores (``{arch}.pooling_type``)."""
+_EMBEDDING_POOLINGS: Final = frozenset({"mean", "cls", "last"})
+
+
+class Pooled(NamedTuple):
+    """How a member served from pooled hidden states is planned (`pooled_serving`)."""
+
+    capability: str
+    pooling: str
+    ctx: int
+    """The context the engine layer plans (the caller's when it set one)."""
+    note: str
+    """Why, for the plan's notes."""
+
+
+def pooled_serving(
+    profile: ExecutorProfile,
+    spec: ModelSpec,
+    c: Constraints,
+    model_ctx: int,
+    pooling: int,
+    *,
+    architecture: str = "",
+    vocab: int = 0,
+) -> Pooled | None:
+    """The pooling and context of a member whose capabilities are pooled
+    (`ExecutorProfile.pooled`: embeddings, rerank), from the caller's context, the model's
+    trained context `model_ctx` (0: unknown), its header's pooling type `pooling` (-1:
+    none named), its `architecture` ("": unknown) and `vocab` (tokens; 0: unknown); None
+    for any other member."""
+    caps = [cap for cap in spec.capabilities if cap in profile.pooled]
+    if not caps or not profile.pooling_flag:
+        return None
+    cap = caps[-1]
+    chosen, said = _pooling(profile.pooled[cap], pooling, cap)
+    ctx, why = _pooled_ctx(c.ctx, model_ctx, architecture, vocab)
+    note = (
+        f"{cap}: {profile.pooling_flag} {chosen} ({said}); ctx {ctx}, {why}; batch and "
+        f"ubatch {ctx}, so an input as long as the context is one ubatch (a pooled input "
+        "must be: a longer one is refused); no prompt cache (nothing is reused); a layer "
+        "that sets one of them decides"
+    )
+    return Pooled(capability=cap, pooling=chosen, ctx=ctx, note=note)
+
+
+def _pooling(default: str, pooling: int, cap: str) -> tuple[str, str]:
+    """The pooling a `cap` member gets, from its header's `pooling` type, and why."""
+    own = POOLING_NAMES[pooling] if 0 <= pooling < len(POOLING_NAMES) else ""
+    if default != "rank" and own in _EMBEDDING_POOLINGS:
+        return own, "the model's own (its header's pooling_type)"
+    if own:
+        return default, f"its header's {own} cannot serve {cap}"
+    return default, "its header names none, and none is what llama.cpp would use"
+
+
+def _pooled_ctx(asked: int, model_ctx: int, architecture: str, vocab: int) -> tuple[int, str]:
+    """The context a pooled member gets, and why."""
+    decoder = vocab_output(architecture)
+    top = POOLED_DECODER_CTX if decoder else POOLED_CTX
+    if asked:
+        ctx, why = asked, "the context asked for"
+    elif model_ctx and model_ctx <= top:
+        ctx, why = model_ctx, "the model's trained context"
+    else:
+        trained = f"the model's {model_ctx}" if model_ctx else "the model's (header not read)"
+        ctx, why = top, f"for embedding inputs ({trained} is sized for conversations)"
+    if decoder:
+        per = f"{size_text(pooled_logits_bytes(vocab, 1))} a token" if vocab else "per token"
+        why += (
+            f"; a decoder computes the vocabulary's logits for every token of a pooled input "
+            f"({per}), so an input as long as the context holds "
+            + (size_text(pooled_logits_bytes(vocab, ctx)) if vocab else "that much")
+            + " at once: set ctx for longer inputs"
+        )
+    return ctx, why
+
+
 def engine_args(
     profile: ExecutorProfile,
     spec: ModelSpec,
     c: Constraints,
     port: int,
     cpu_only: bool,
+    *,
+    pooled: Pooled | None = None,
 ) -> tuple[str, ...]:
     """The flags the engine layer derives from the spec, the host and the constraints
-    (what the memory plan decides joins them later: `with_memory_args`)."""
+    (what the memory plan decides joins them later: `with_memory_args`), and those that
+    serve a pooled capability (`pooled`)."""
     p = profile
     args = [p.model_flag, spec.path]
     if p.alias_flag and spec.id:
@@ -54,6 +149,8 @@ def engine_args(
     args += [p.host_flag, c.host or DEFAULT_HOST, p.port_flag, str(port)]
     if c.ctx:
         args += [p.ctx_flag, str(c.ctx)]
+    if pooled is not None:
+        args += _pooled_args(p, pooled, ctx_set=bool(c.ctx))
     if c.threads:
         args += [p.threads_flag, str(c.threads)]
     if not c.ui:
@@ -65,6 +162,19 @@ def engine_args(
     return tuple(args)
 
 
+def _pooled_args(p: ExecutorProfile, pooled: Pooled, *, ctx_set: bool) -> list[str]:
+    flags = p.memory_flags
+    out = [p.pooling_flag, pooled.pooling]
+    if not ctx_set:
+        out += [p.ctx_flag, str(pooled.ctx)]
+    for role in ("batch", "ubatch"):
+        if role in flags:
+            out += [flags[role], str(pooled.ctx)]
+    if "cache_ram" in flags:
+        out += [flags["cache_ram"], "0"]
+    return out
+
+
 def plan_layers(
     profile: ExecutorProfile,
     spec: ModelSpec,
@@ -73,10 +183,12 @@ def plan_layers(
     cpu_only: bool,
     *,
     extra: tuple[str, ...] = (),
+    pooled: Pooled | None = None,
 ) -> list[Layer]:
     """The layers of a plan for `spec`, lowest first: run_args, the engine's own flags (and
     the API key's variable), the caller's, and the override sections that reach `spec`.
-    `extra` ends the engine's flags (a group member's threads and CPU set)."""
+    `extra` ends the engine's flags (a group member's threads and CPU set); `pooled` is how
+    a pooled capability is served (`pooled_serving`)."""
     o = c.overrides
     extra_env = env_items(c.extra_env, "caller env")
     engine_env = ((profile.key_env, c.api_key),) if c.api_key else ()
@@ -85,7 +197,7 @@ def plan_layers(
         Layer(
             name=_NAMES[RANK_ENGINE],
             rank=RANK_ENGINE,
-            args=engine_args(profile, spec, c, port, cpu_only) + extra,
+            args=engine_args(profile, spec, c, port, cpu_only, pooled=pooled) + extra,
             env=engine_env,
         ),
         Layer(name=_NAMES[RANK_CALLER], rank=RANK_CALLER, args=c.extra_args, env=extra_env),
@@ -195,3 +307,75 @@ def _keyed(profile: ExecutorProfile, merged: Merged) -> bool:
                 return True
             keys.update(found[0].env)
     return any(merged.env_map.get(k) for k in keys)
+
+
+POOLED_BROKEN = "pooled-serving"
+"""The code of the finding a plan carries when a layer undoes what a pooled member needs
+(`pooled_findings`)."""
+
+
+def pooled_findings(
+    profile: ExecutorProfile, pooled: Pooled | None, m: Merged, model_ctx: int
+) -> list[Finding]:
+    """What the merge `m` of a pooled member (`pooled`) sets that breaks what it serves: a
+    pooling its endpoint refuses, or a ubatch (or batch) below the context, so that an input
+    longer than the ubatch is refused although the context holds it."""
+    if pooled is None:
+        return []
+    found: list[Finding] = []
+    where = dict(zip((it.key for it in m.items), m.item_layers, strict=True))
+    pooling, setter = _value(profile, m, profile.pooling_flag)
+    wanted = {"rank"} if pooled.pooling == "rank" else _EMBEDDING_POOLINGS
+    if pooling and pooling not in wanted:
+        endpoint = "/v1/rerank" if pooled.pooling == "rank" else "/v1/embeddings"
+        found.append(
+            Finding(
+                severity="warning",
+                code=POOLED_BROKEN,
+                path=setter,
+                token=profile.pooling_flag,
+                message=(
+                    f"{profile.pooling_flag} {pooling} on a {pooled.capability} member: "
+                    f"{endpoint} refuses it (llama.cpp answers 400)"
+                ),
+                suggestion=f"{profile.pooling_flag} {pooled.pooling}",
+            )
+        )
+    s = settings_of(profile, m.items, m.env)
+    ctx = s.ctx or model_ctx
+    ubatch = min(s.batch, s.ubatch)
+    if ctx and ubatch < ctx:
+        role = "ubatch" if s.ubatch <= s.batch else "batch"
+        flag = profile.memory_flags.get(role, "")
+        found.append(
+            Finding(
+                severity="warning",
+                code=POOLED_BROKEN,
+                path=where.get(flag, "env" if role in s.explicit else "default"),
+                token=flag,
+                message=(
+                    f"a {pooled.capability} member computes each input in one ubatch: with "
+                    f"ubatch {ubatch} and ctx {ctx}, an input over {ubatch} tokens is "
+                    "refused (llama.cpp answers 500, 'too large to process')"
+                ),
+                suggestion=" ".join(
+                    f"{profile.memory_flags[r]} {ctx}" for r in ("batch", "ubatch")
+                ),
+            )
+        )
+    return found
+
+
+def _value(profile: ExecutorProfile, m: Merged, flag: str) -> tuple[str, str]:
+    """The merged value of `flag` (its argv value, else its variable's; "" when unset) and
+    the layer that set it."""
+    if flag in m.settings:
+        values = m.settings[flag]
+        pairs = zip(m.items, m.item_layers, strict=True)
+        layer = next((w for it, w in pairs if it.key == flag), "")
+        return (values[0] if values else ""), layer
+    known = profile.flags.lookup(flag)
+    for name in known[0].env if known is not None else ():
+        if name in m.env_map:
+            return m.env_map[name], m.env_layers.get(name, name)
+    return "", ""

@@ -34,9 +34,12 @@ from exedra_engine._core.memory.settings import settings_of
 from exedra_engine._core.outcome import boundary
 from exedra_engine._core.plan.endpoint import resolve_merged
 from exedra_engine._core.plan.engine_args import (
+    Pooled,
     cors_findings,
     local_cors,
     plan_layers,
+    pooled_findings,
+    pooled_serving,
     with_memory_args,
 )
 from exedra_engine._core.plan.explained import Explained
@@ -185,6 +188,10 @@ class Staged(NamedTuple):
     engine_port: int
     engine_extra: int
     """How many flags the engine layer ends with that the caller added (`PlanFacts`)."""
+    pooled: Pooled | None = None
+    """How a pooled capability (embeddings, rerank) is served (`pooled_serving`)."""
+    model_ctx: int = 0
+    """The model's trained context (0: unknown)."""
 
 
 def staged(
@@ -206,8 +213,25 @@ def staged(
     # The executor's own devices where it listed them (a Vulkan device with no DRM node
     # offloads; a card it cannot drive does not), else the kernel's GPUs and its backends.
     cpu_only = constraints.no_gpu or not hw.offload_devices(spec.kind)
+    inv, model = facts.inventory, facts.model
+    model_ctx = inv.context if inv is not None else model.context if model is not None else 0
+    pooled = pooled_serving(
+        profile,
+        spec,
+        constraints,
+        model_ctx,
+        inv.pooling if inv is not None else -1,
+        architecture=inv.architecture if inv else model.architecture if model else "",
+        vocab=inv.vocab if inv is not None else 0,
+    )
     layers = plan_layers(
-        profile, spec, constraints, engine_port, cpu_only, extra=facts.engine_extra
+        profile,
+        spec,
+        constraints,
+        engine_port,
+        cpu_only,
+        extra=facts.engine_extra,
+        pooled=pooled,
     )
     # One merge: the memory plan reads it, and what it adds (settings no layer set) joins it.
     m = merge(profile, layers, required_key=constraints.api_key, executors=executors)
@@ -221,6 +245,8 @@ def staged(
         m=m,
         engine_port=engine_port,
         engine_extra=len(facts.engine_extra),
+        pooled=pooled,
+        model_ctx=model_ctx,
     )
 
 
@@ -274,10 +300,16 @@ def finished(
         _findings(profile, spec, constraints, *judge, executors=executors)
         + model_findings(profile, spec, m, model, facts.inventory)
         + tuple(cors_findings(profile, m, judge[0]))
+        + tuple(pooled_findings(profile, st.pooled, m, st.model_ctx))
         if judge is not None
         else ()
     )
-    return _explained(plan, m, found, memory.notes if memory is not None else (), explain)
+    notes = (*(memory.notes if memory is not None else ()), *_pooled_note(st.pooled))
+    return _explained(plan, m, found, notes, explain)
+
+
+def _pooled_note(pooled: Pooled | None) -> tuple[str, ...]:
+    return (pooled.note,) if pooled is not None else ()
 
 
 def _installed(profile: ExecutorProfile, hw: Hardware, spec: ModelSpec) -> ExecutorInfo:
