@@ -308,7 +308,7 @@ def known_flags(
         return ("--no-warmup",) if flags.lookup("--no-warmup") is not None else ()
     from exedra_engine._shell.local.flag_tables import executor_rows
 
-    return tuple(n for row in executor_rows(profile, e.plan.command) for n in row[0])
+    return tuple(n for row in executor_rows(profile, e.plan.command) for n in (*row[0], *row[1]))
 
 
 def recorded_table(
