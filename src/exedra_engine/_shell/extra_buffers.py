@@ -24,6 +24,7 @@ from typing import Final
 
 from msgspec.structs import replace
 
+from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.memory.extra_buffers import (
     WeightBuffers,
@@ -67,6 +68,13 @@ _ENV: Final = frozenset(
 )
 """The variables llama.cpp reads for those flags."""
 _LAYERS: Final = frozenset({"-ngl", "--n-gpu-layers", "--gpu-layers"})
+
+NOT_MEASURED = (
+    "weight copies of the build not measured: a dry run runs nothing, so the extra host "
+    "copies a build makes (AMX, CPU_REPACK) are not counted and the estimate may be low for "
+    "builds that repack"
+)
+"""The memory note of a plan made from a hardware file."""
 
 _problems: dict[str, str] = {}
 """Why a load gave no figures in this process, by key: tried once per process."""
@@ -241,16 +249,16 @@ def plan_weight_buffers(
     profile: ExecutorProfile,
     *,
     timeout: float = LOAD_TIMEOUT,
-    known_flags: Sequence[str] = (),
+    table: FlagTable | None = None,
 ) -> tuple[WeightBuffers | None, str]:
     """The build's weight buffers for a plan made on this host, from its own binary (cached),
     or None and why not ("" where there is nothing to measure: no memory plan, no model
-    header read, an executor whose memory is not llama.cpp's). `known_flags` are the flags
-    the binary's help lists: a binary that does not list ``--no-warmup`` is not loaded
-    (a stand-in, a wrapper: it would serve rather than load and stop)."""
+    header read, an executor whose memory is not llama.cpp's). A binary whose help (its
+    `table` where read already, else its ``--help``, cached) does not list ``--no-warmup``
+    is not loaded: a stand-in or a wrapper would serve rather than load and stop."""
     if plan.memory is None or plan.model is None or not profile.memory_flags:
         return None, ""
-    if "--no-warmup" not in known_flags:
+    if not _lists_no_warmup(profile, plan.command, table):
         return None, (
             f"weight copies of this build not measured: {plan.command} does not list "
             "--no-warmup in its help, so no short load of it was made"
@@ -268,6 +276,14 @@ def plan_weight_buffers(
     except (MeasureError, OSError) as e:
         return None, f"weight copies of this build not measured ({e}): the estimate may be low"
     return wb, ""
+
+
+def _lists_no_warmup(profile: ExecutorProfile, path: str, table: FlagTable | None) -> bool:
+    if table is not None and table is not profile.flags:
+        return table.lookup("--no-warmup") is not None
+    from exedra_engine._shell.local.flag_tables import executor_rows
+
+    return any("--no-warmup" in (*row[0], *row[1]) for row in executor_rows(profile, path))
 
 
 def with_build_buffers(

@@ -16,8 +16,8 @@ from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.gguf.inventory_reader import UnsizedTensors
 from exedra_engine._core.gguf.quant import quant_name
-from exedra_engine._core.memory.extra_buffers import WeightBuffers
 from exedra_engine._core.host.netstat import holding_states, ports_in_use
+from exedra_engine._core.memory.extra_buffers import WeightBuffers
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.plan.load_files import with_sizes

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from typing import NamedTuple
 
+from msgspec.structs import replace
+
 from exedra_engine._core.config.check import check_plan_layers
 from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.config.parse import LocatedConfig
@@ -29,8 +31,6 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
-from msgspec.structs import replace
-
 from exedra_engine._core.memory.decide import MemoryDecision, decide_memory
 from exedra_engine._core.memory.extra_buffers import WeightBuffers, with_extra_buffers
 from exedra_engine._core.memory.settings import settings_of
@@ -76,6 +76,7 @@ def make_plan(
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
     executors: Executors = BUILTIN,
+    weight_buffers: WeightBuffers | None = None,
 ) -> LaunchPlan:
     """Plan a launch from facts alone. Deterministic: equal inputs give equal plans.
 
@@ -84,7 +85,9 @@ def make_plan(
     an explicit port must not be in. `inventory` is the model's tensor inventory: with it
     the plan carries its `memory`, and a plan that cannot fit is refused (`DoesNotFit`);
     `side_models` are the inventories of the projector and draft model the argv names.
-    `executors` are the executors the spec's kind is looked up in.
+    `executors` are the executors the spec's kind is looked up in. `weight_buffers` are
+    where the binary at hand put the weights in a real load with this placement
+    (`exedra_engine._shell.extra_buffers`): its extra host copies are counted.
     """
     facts = PlanFacts(
         model=model,

@@ -125,7 +125,11 @@ def _read(
                 announced = True
                 notice.say(f"waiting for {what} to answer (given up after {timeout:g} s)")
             ready = sel.select(min(deadline - now, POLL))
-            if (ran := _take(sel, ready, bufs, proc, what, max_output, enough)) is not None:
+            if (
+                ran := _take(
+                    sel, ready, bufs, proc, what=what, max_output=max_output, enough=enough
+                )
+            ) is not None:
                 return ran
     return Ran(bytes(bufs[proc.stdout.fileno()]), bytes(bufs[proc.stderr.fileno()]), "")
 
@@ -135,6 +139,7 @@ def _take(
     ready: list[tuple[selectors.SelectorKey, int]],
     bufs: dict[int, bytearray],
     proc: subprocess.Popen[bytes],
+    *,
     what: str,
     max_output: int,
     enough: Callable[[bytes], bool] | None,

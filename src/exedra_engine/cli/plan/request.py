@@ -270,16 +270,10 @@ def planned(
             e = explain_request(req, flags=flags, profile=profile)
         req, e = _weighed(req, e, flags, profile)
     elif e.plan.memory is not None and profile.memory_flags:
+        from exedra_engine._shell.extra_buffers import NOT_MEASURED
+
         e = msgspec.structs.replace(e, memory=(*e.memory, NOT_MEASURED))
     return req, e, origin
-
-
-NOT_MEASURED = (
-    "weight copies of the build not measured: a dry run runs nothing, so the extra host "
-    "copies a build makes (AMX, CPU_REPACK) are not counted and the estimate may be low for "
-    "builds that repack"
-)
-"""The memory note of a plan made from a hardware file."""
 
 
 def _weighed(
@@ -290,25 +284,11 @@ def _weighed(
     as it was, with a note saying why, when they could not be measured."""
     from exedra_engine._shell.extra_buffers import plan_weight_buffers
 
-    wb, why = plan_weight_buffers(e.plan, profile, known_flags=known_flags(profile, e, flags))
+    wb, why = plan_weight_buffers(e.plan, profile, table=flags)
     if wb is None:
         return req, (msgspec.structs.replace(e, memory=(*e.memory, why)) if why else e)
     req = msgspec.structs.replace(req, weight_buffers=wb)
     return req, explain_request(req, flags=flags, profile=profile)
-
-
-def known_flags(
-    profile: ExecutorProfile, e: Explained, flags: FlagTable | None = None
-) -> tuple[str, ...]:
-    """The flags the plan's binary lists in its help (its table where read already, else
-    its help: cached per binary)."""
-    if e.plan.memory is None or not profile.memory_flags:
-        return ()
-    if flags is not None and flags is not profile.flags:
-        return ("--no-warmup",) if flags.lookup("--no-warmup") is not None else ()
-    from exedra_engine._shell.local.flag_tables import executor_rows
-
-    return tuple(n for row in executor_rows(profile, e.plan.command) for n in (*row[0], *row[1]))
 
 
 def recorded_table(
