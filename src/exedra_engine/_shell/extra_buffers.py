@@ -32,12 +32,13 @@ from exedra_engine._core.memory.extra_buffers import (
     with_extra_buffers,
 )
 from exedra_engine._core.values import LaunchPlan
-from exedra_engine._shell import notice
 from exedra_engine._shell.local.bounded_run import ask_binary
 from exedra_engine.errors import MeasureError
 
 LOAD_TIMEOUT: Final = 120.0
 """Seconds the short load gets (a large model from a slow disk)."""
+SLOW: Final = 5.0
+"""Seconds after which a load still running is announced (a large model: the plan waits)."""
 _MAX_KEPT: Final = 256
 _MAX_LOG: Final = 16 << 20
 """Bytes of log a load may print before its weights are placed (``--verbose``)."""
@@ -185,14 +186,10 @@ def weight_buffers(
 def _loaded(
     binary: str, model: str, args: Sequence[str], env: Mapping[str, str], timeout: float
 ) -> WeightBuffers:
-    notice.say(
-        f"measuring the weight buffers of {binary}: one short load of {Path(model).name} "
-        "(once; cached)"
-    )
     argv = [binary, *_without_port(args), "--no-warmup", "--verbose", "--port", "0"]
     seen = _Placement()
     ran = ask_binary(
-        argv, timeout=timeout, max_output=_MAX_LOG, env=env, slow=timeout, enough=seen.feed
+        argv, timeout=timeout, max_output=_MAX_LOG, env=env, slow=SLOW, enough=seen.feed
     )
     found = buffers_from_log("\n".join(seen.kept))
     if not found:
