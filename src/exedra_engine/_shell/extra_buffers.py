@@ -37,7 +37,7 @@ from exedra_engine.errors import MeasureError
 
 LOAD_TIMEOUT: Final = 120.0
 """Seconds the short load gets (a large model from a slow disk)."""
-SLOW: Final = 5.0
+ANNOUNCE_AFTER: Final = 5.0
 """Seconds after which a load still running is announced (a large model: the plan waits)."""
 _MAX_KEPT: Final = 256
 _MAX_LOG: Final = 16 << 20
@@ -189,7 +189,7 @@ def _loaded(
     argv = [binary, *_without_port(args), "--no-warmup", "--verbose", "--port", "0"]
     seen = _Placement()
     ran = ask_binary(
-        argv, timeout=timeout, max_output=_MAX_LOG, env=env, slow=SLOW, enough=seen.feed
+        argv, timeout=timeout, max_output=_MAX_LOG, env=env, slow=ANNOUNCE_AFTER, enough=seen.feed
     )
     found = buffers_from_log("\n".join(seen.kept))
     if not found:
