@@ -134,3 +134,31 @@ def test_the_default_plan_of_the_vulkan_build_on_the_cpu_holds_its_real_peak(
     host = p.memory.host
     estimate = host.total - host.parts.prompt_cache  # one request does not fill that budget
     assert abs(estimate - peak) <= 0.10 * peak, (estimate >> 20, peak >> 20)
+
+
+def test_a_groups_members_on_one_binary_and_model_share_one_short_load_and_count_it(
+    run: Run,
+    llama_server: str,
+    real_model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    group = tmp_path / "group.yaml"
+    group.write_text(
+        "members:\n"
+        f"  - {{id: a, model: {real_model}, ctx: 4096}}\n"
+        f"  - {{id: b, model: {real_model}, ctx: 8192}}\n"
+    )
+    argv = ["plan", "--group", str(group), "--no-config", "--executor", llama_server]
+    r = run(*argv, "--json", "--no-port-check")
+    assert r.code == 0, r.err
+    loads = list((tmp_path / "exedra-engine" / "weight-buffers").iterdir())
+    assert len(loads) == 1  # one binary, one model, one placement: one load
+    plans = msgspec.json.decode(r.out)["plans"]
+    dry = run(*argv, "--json", "--hardware", _hardware_file(run, tmp_path))
+    assert dry.code == 0, dry.err
+    wb = weight_buffers(llama_server, str(real_model), plans[0]["args"], plans[0].get("env", ()))
+    for p, d in zip(plans, msgspec.json.decode(dry.out)["plans"], strict=True):
+        added = p["memory"]["host"]["parts"]["weights"] - d["memory"]["host"]["parts"]["weights"]
+        assert added == wb.extra_bytes
