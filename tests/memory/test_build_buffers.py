@@ -15,6 +15,7 @@ from bench.rows.memory import _peak_after_chat
 
 from exedra_engine import LaunchPlan
 from exedra_engine._shell.extra_buffers import weight_buffers
+from exedra_engine.errors import MeasureError
 from exedra_engine.testing import free_port
 from tests.conftest import Run
 
@@ -72,6 +73,40 @@ def test_without_a_layer_count_the_context_decides_the_placement(
     for ctx in ("8192", "32768"):
         weight_buffers(binary, str(model), ("--model", str(model), "--ctx-size", ctx))
     assert len(calls.read_text().splitlines()) == 2
+
+
+def test_a_load_that_hangs_is_bounded_leaves_nothing_behind_and_is_asked_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    pids = tmp_path / "pids"
+    binary = tmp_path / "llama-server"
+    # A helper in a session of its own, then a server that never names a buffer.
+    binary.write_text(f"#!/bin/sh\nsetsid sleep 60 & echo $! >> {pids}\necho $$ >> {pids}\n")
+    binary.write_text(binary.read_text() + "echo 'loading...' >&2\nexec sleep 60\n")
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    args = ("--model", str(model), "--ctx-size", "512", "--n-gpu-layers", "0")
+    t0 = time.monotonic()
+    with pytest.raises(MeasureError, match="did not place the weights within 1 s"):
+        weight_buffers(str(binary), str(model), args, timeout=1.0)
+    assert time.monotonic() - t0 < 10
+    for pid in map(int, pids.read_text().split()):
+        assert _gone(pid), pid
+    t0 = time.monotonic()
+    with pytest.raises(MeasureError, match="did not place"):  # said again, not run again
+        weight_buffers(str(binary), str(model), (*args[:2], "--port", "1", *args[2:]))
+    assert time.monotonic() - t0 < 0.5 and len(pids.read_text().split()) == 2
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only its exit status is left (a zombie no one has reaped yet)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")
 
 
 def test_the_default_plan_adds_the_builds_own_weight_copies_and_says_where_they_came_from(
