@@ -22,6 +22,7 @@ SERIAL_MODULES = frozenset(
         "test_adapters",
         "test_bench",
         "test_binary_probes_bounded",
+        "test_build_buffers",
         "test_cli",
         "test_cli_executor_faults",
         "test_conformance",

@@ -2,8 +2,9 @@
 
 Builds: the project's own CPU build (scripts/install-executors.sh), the Vulkan build of ./dev
 (EXEDRA_VULKAN_LLAMA_SERVER) with no device visible (its CPU path), and the same on Vulkan0
-(lavapipe). Each with Gemma 3 270M at two contexts. Host: the plan's resident estimate (its
-prompt cache budget left out), with the build's extra weight copies counted from its own load
+(lavapipe). Each with Gemma 3 270M at two contexts. Host: the default plan's resident estimate
+(``exedra-engine plan --executor BINARY``, no --measure; its prompt cache budget left out),
+which counts the build's extra weight copies from its own short load, cached
 (`exedra_engine._shell.extra_buffers`), against VmHWM. CPU cells after a ~700-token chat
 prompt; the Vulkan0 cells after the load only (lavapipe computes Gemma at about a token a
 second, and the wheel dies in its first decode there). Device: the plan's reservation against
@@ -20,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from bench.common import Row, executor, free_port, poll_fixed, real_model, scored
 from bench.goals import MEM_TOLERANCE, MiB
@@ -47,21 +50,20 @@ def _builds() -> list[tuple[str, Path, str]]:
     return out
 
 
-def _hw(binary: Path, on_device: bool) -> Any:
-    from exedra_engine import CPU, GPU, ExecutorInfo, Hardware, Kind
+def _planned(binary: Path, model: Path, ctx: int, on_device: bool) -> tuple[Any, str]:
+    """The default plan of this host for `binary` (``plan --json``, as a user gets it), and
+    its memory note on the build's weight copies."""
+    from exedra_engine import LaunchPlan
+    from exedra_engine.cli import build_parser
+    from exedra_engine.cli.plan.request import planned
 
-    gpus = (GPU(card="lavapipe", driver="llvmpipe", vram=2048 * MiB, vram_free=2048 * MiB),)
-    return Hardware(
-        cpu=CPU(threads=os.cpu_count() or 1),
-        gpus=gpus if on_device else (),
-        executors=(
-            ExecutorInfo(
-                kind=Kind.LLAMA,
-                path=str(binary),
-                backends=("cpu", "vulkan") if on_device else ("cpu",),
-            ),
-        ),
-    )
+    argv = ["plan", "--model", str(model), "--kind", "llama", "--no-config", "--ctx", str(ctx)]
+    argv += ["--executor", str(binary), "--port", str(free_port())]
+    if not on_device:
+        argv.append("--no-gpu")
+    _, e, _ = planned(build_parser(only="plan").parse_args(argv))
+    note = next((m for m in e.memory if "weight" in m and ("copies" in m or "buffers" in m)), "")
+    return msgspec.json.decode(msgspec.json.encode(e.plan), type=LaunchPlan), note
 
 
 def _load_only(plan: Any, log_path: Path) -> tuple[int, str]:
@@ -100,9 +102,6 @@ def _pct(x: float | None) -> str:
 
 def run(tmp: Path, quick: bool) -> list[Row]:
     """Each build x Gemma at two contexts: host estimate vs VmHWM, device vs breakdown."""
-    from exedra_engine import Constraints, Kind, ModelSpec, plan
-    from exedra_engine._shell.extra_buffers import with_build_buffers
-
     model = real_model()
     builds = _builds()
     cells: list[dict[str, Any]] = []
@@ -113,12 +112,7 @@ def run(tmp: Path, quick: bool) -> list[Row]:
             os.environ[VULKAN_ENV] = vis
             try:
                 for ctx in CTXS:
-                    p = plan(
-                        ModelSpec(path=str(model), kind=Kind.LLAMA),
-                        _hw(binary, on_device),
-                        Constraints(ctx=ctx, port=free_port(), no_gpu=not on_device),
-                    ).unwrap()
-                    p, note = with_build_buffers(p)
+                    p, note = _planned(binary, model, ctx, on_device)
                     log_path = tmp / "build-matrix.log"
                     if on_device:
                         peak, log = _load_only(p, log_path)

@@ -294,7 +294,9 @@ def test_plan_measure_puts_the_measurement_into_the_planners_input(
     r = run(*argv, "--measure")
     assert r.code == 0, r.err
     # planned once for its flags (no measurement yet), then with the engine's own figures
-    assert [len(hw.measurements) for hw in seen] == [0, 1]
+    # (again with the executor's devices and the build's weight copies, where they differ)
+    assert [len(hw.measurements) for hw in seen][:2] == [0, 1]
+    assert all(len(hw.measurements) == 1 for hw in seen[1:])
     m = seen[-1].measurements[0]
     assert m.model == str(gen_gemma3) and m.ctx == 1024
     assert m.args == (
@@ -310,7 +312,9 @@ def test_plan_measure_puts_the_measurement_into_the_planners_input(
     assert plan.memory.host.reserved_parts.compute == m.host.compute
     seen.clear()
     assert run(*argv).code == 0
-    assert [len(hw.measurements) for hw in seen] == [0]  # without --measure: nothing run
+    # without --measure: no llama-fit-params figures (the build's weight copies, read by a
+    # short load of their own, are planned again with: tests/memory/test_build_buffers.py)
+    assert seen and all(not hw.measurements for hw in seen)
 
 
 def test_measure_here_is_refused_with_a_hardware_file(

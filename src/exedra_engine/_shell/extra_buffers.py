@@ -1,43 +1,84 @@
 """`weight_buffers`: one short real load of a plan's model by its own binary, to read which
 buffers the build puts its weights in (`exedra_engine._core.memory.extra_buffers`), cached per
-binary, model and flags; `with_build_buffers` adds the copies to a plan's host memory.
+binary, model and placement; `plan_weight_buffers` is what a plan on this host hands the
+planner (the figures, or why there are none), `with_build_buffers` adds them to a made plan.
 
-The load runs the plan's own argv with ``--no-warmup`` and debug verbosity, on port 0, no shell,
-stdin closed, in its own session; it is stopped (its whole group killed) as soon as the weights
-are placed (the first ``llama_context`` line after them), at the latest after `LOAD_TIMEOUT`.
-Only lines that name a weight buffer are kept. A few seconds for a small model, once: the
-answer is kept in ``~/.cache/exedra-engine/weight-buffers`` under a key of the binary's and the
-model's path, size and modification time, and the argv and env.
+The load runs the plan's own argv with ``--no-warmup`` and debug verbosity, on port 0, bounded
+as every question put to a binary is (`exedra_engine._shell.local.bounded_run`: its own session,
+marked, its whole tree killed and reaped); it ends as soon as the weights are placed (the first
+``llama_context`` line after them), at the latest after `LOAD_TIMEOUT`. Only lines that name a
+weight buffer are kept. A few seconds for a small model, once: the answer is kept in
+``~/.cache/exedra-engine/weight-buffers`` under a key of the binary's and the model's path, size
+and modification time, and of the settings that decide where weights go (`placement`): the
+context, port, threads or key of a plan do not, so another context reuses the answer.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import selectors
-import signal
-import subprocess
-import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 from msgspec.structs import replace
 
+from exedra_engine._core.executors.flags import FlagTable
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.memory.extra_buffers import (
     WeightBuffers,
     buffers_from_log,
     with_extra_buffers,
 )
 from exedra_engine._core.values import LaunchPlan
+from exedra_engine._shell.local.bounded_run import ask_binary
 from exedra_engine.errors import MeasureError
 
 LOAD_TIMEOUT: Final = 120.0
 """Seconds the short load gets (a large model from a slow disk)."""
+ANNOUNCE_AFTER: Final = 5.0
+"""Seconds after which a load still running is announced (a large model: the plan waits)."""
 _MAX_KEPT: Final = 256
-_CACHE_VERSION: Final = 1
+_MAX_LOG: Final = 16 << 20
+"""Bytes of log a load may print before its weights are placed (``--verbose``)."""
+_CACHE_VERSION: Final = 2
+
+_VALUED: Final = frozenset(
+    {
+        *("-ngl", "--n-gpu-layers", "--gpu-layers", "-ot", "--override-tensor"),
+        *("-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu"),
+        *("-dev", "--device", "-ncmoe", "--n-cpu-moe", "-fit", "--fit", "-fitt"),
+        *("--fit-target", "--numa", "--load-mode"),
+    }
+)
+"""llama-server's flags with a value that decide where (and in what copies) weights go."""
+_BARE: Final = frozenset(
+    {
+        *("--no-repack", "-nr", "--repack", "--no-mmap", "--mmap", "--mlock"),
+        *("--cpu-moe", "-cmoe", "--no-host", "--direct-io", "-dio", "--no-direct-io"),
+    }
+)
+_ENV: Final = frozenset(
+    f"LLAMA_ARG_{n}"
+    for n in (
+        *("N_GPU_LAYERS", "OVERRIDE_TENSOR", "SPLIT_MODE", "TENSOR_SPLIT", "MAIN_GPU"),
+        *("DEVICE", "N_CPU_MOE", "CPU_MOE", "FIT", "FIT_TARGET", "NUMA", "MMAP", "NO_MMAP"),
+        *("MLOCK", "REPACK", "NO_REPACK", "NO_HOST", "DIO"),
+    )
+)
+"""The variables llama.cpp reads for those flags."""
+_LAYERS: Final = frozenset({"-ngl", "--n-gpu-layers", "--gpu-layers"})
+
+NOT_MEASURED = (
+    "weight copies of the build not measured: a dry run runs nothing, so the extra host "
+    "copies a build makes (AMX, CPU_REPACK) are not counted and the estimate may be low for "
+    "builds that repack"
+)
+"""The memory note of a plan made from a hardware file."""
+
+_problems: dict[str, str] = {}
+"""Why a load gave no figures in this process, by key: tried once per process."""
 
 
 def buffers_cache_dir() -> Path:
@@ -51,9 +92,52 @@ def _identity(path: str) -> str:
     return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def _key(binary: str, model: str, args: Sequence[str], env: Sequence[str]) -> str:
-    text = json.dumps([_CACHE_VERSION, _identity(binary), _identity(model), list(args), list(env)])
+def placement(
+    args: Sequence[str], env: Mapping[str, str], device_env: Sequence[str] = (), ctx_flag: str = ""
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The flags of `args` and the variables of `env` that decide where the weights go: the
+    layers on devices, overridden tensors, repacking, mapping, the split, the devices seen
+    (`device_env`, the profile's). Without a layer count (``-ngl``) llama.cpp's fitter places
+    the layers by the context, so the context (`ctx_flag`) counts too."""
+    kept: list[str] = []
+    take = False
+    for a in args:
+        name = a.split("=", 1)[0]
+        if take or name in _BARE or (name in _VALUED and "=" in a):
+            kept.append(a)
+            take = False
+        elif name in _VALUED:
+            kept.append(a)
+            take = True
+    names = {a.split("=", 1)[0] for a in kept}
+    if ctx_flag and not names & _LAYERS and "LLAMA_ARG_N_GPU_LAYERS" not in env:
+        kept += _valued(args, ctx_flag)
+    chosen = sorted((k, v) for k, v in env.items() if k in _ENV or k in device_env)
+    return tuple(kept), tuple(chosen)
+
+
+def _valued(args: Sequence[str], flag: str) -> list[str]:
+    out: list[str] = []
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            out += [a, args[i + 1]]
+        elif a.startswith(f"{flag}="):
+            out.append(a)
+    return out
+
+
+def _key(binary: str, model: str, args: Sequence[str], env: Sequence[tuple[str, str]]) -> str:
+    text = json.dumps([_CACHE_VERSION, _identity(binary), _identity(model), list(args), env])
     return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _full_env(env: Sequence[str]) -> dict[str, str]:
+    full = dict(os.environ)
+    for entry in env:
+        name, sep, value = entry.partition("=")
+        if sep:
+            full[name] = value
+    return full
 
 
 def weight_buffers(
@@ -63,37 +147,60 @@ def weight_buffers(
     env: Sequence[str] = (),
     *,
     timeout: float = LOAD_TIMEOUT,
+    device_env: Sequence[str] = (),
+    ctx_flag: str = "--ctx-size",
 ) -> WeightBuffers:
     """Which buffers `binary` puts `model`'s weights in with the plan's `args` (its whole argv,
     the model flag included) and `env` (``NAME=VALUE``, on top of this process's, e.g.
     ``GGML_VK_VISIBLE_DEVICES``): from the cache, else from one short load. Raises
-    `MeasureError` when the load names no buffer."""
+    `MeasureError` when the load names no buffer (said again, unasked, for the rest of the
+    process)."""
     for path, what in ((binary, "executor"), (model, "model")):
         if not os.path.isfile(path):
             raise MeasureError(f"{path}: the {what} of the load is not a file")
-    args = _without_port(args)
-    key = _key(binary, model, args, env)
+    full = _full_env(env)
+    key = _key(binary, model, *placement(args, full, device_env, ctx_flag))
+    if key in _problems:
+        raise MeasureError(_problems[key])
     cached = buffers_cache_dir() / f"{key}.json"
     try:
         data = json.loads(cached.read_text())
         return WeightBuffers(
-            buffers=tuple((str(n), int(b)) for n, b in data["buffers"]), source=str(data["source"])
+            buffers=tuple((str(n), int(b)) for n, b in data["buffers"]),
+            source=str(data["source"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    log = _short_load([binary, *args, "--no-warmup", "--verbose", "--port", "0"], env, timeout)
-    found = buffers_from_log(log)
-    if not found:
-        tail = log.strip().splitlines()[-1:] or ["(no output)"]
-        raise MeasureError(f"{binary} loaded {model} without naming a weight buffer: {tail[0]}")
-    wb = WeightBuffers(
-        buffers=found, source=f"{Path(binary).name}'s own load of {Path(model).name}, {binary}"
-    )
+    try:
+        wb = _loaded(binary, model, args, full, timeout)
+    except MeasureError as e:
+        _problems[key] = str(e)
+        raise
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps({"buffers": [list(b) for b in wb.buffers], "source": wb.source}))
     tmp.replace(cached)
     return wb
+
+
+def _loaded(
+    binary: str, model: str, args: Sequence[str], env: Mapping[str, str], timeout: float
+) -> WeightBuffers:
+    argv = [binary, *_without_port(args), "--no-warmup", "--verbose", "--port", "0"]
+    seen = _Placement()
+    ran = ask_binary(
+        argv, timeout=timeout, max_output=_MAX_LOG, env=env, slow=ANNOUNCE_AFTER, enough=seen.feed
+    )
+    found = buffers_from_log("\n".join(seen.kept))
+    if not found:
+        why = ran.problem or f"its last line: {seen.last or '(no output)'}"
+        if ran.timed_out and not seen.placed:
+            why = f"it did not place the weights within {timeout:g} s"
+        raise MeasureError(f"{binary} loaded {Path(model).name} naming no weight buffer: {why}")
+    return WeightBuffers(
+        buffers=found,
+        source=f"measured by a short load of {Path(model).name} by {binary}, cached",
+    )
 
 
 def _without_port(args: Sequence[str]) -> list[str]:
@@ -134,49 +241,46 @@ class _Placement:
         return False
 
 
-def _spawn(argv: Sequence[str], env: Sequence[str]) -> subprocess.Popen[bytes]:
-    full = dict(os.environ)
-    for entry in env:
-        name, sep, value = entry.partition("=")
-        if sep:
-            full[name] = value
-    try:
-        return subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=full,
-            start_new_session=True,
+def plan_weight_buffers(
+    plan: LaunchPlan,
+    profile: ExecutorProfile,
+    *,
+    timeout: float = LOAD_TIMEOUT,
+    table: FlagTable | None = None,
+) -> tuple[WeightBuffers | None, str]:
+    """The build's weight buffers for a plan made on this host, from its own binary (cached),
+    or None and why not ("" where there is nothing to measure: no memory plan, no model
+    header read, an executor whose memory is not llama.cpp's). A binary whose help (its
+    `table` where read already, else its ``--help``, cached) does not list ``--no-warmup``
+    is not loaded: a stand-in or a wrapper would serve rather than load and stop."""
+    if plan.memory is None or plan.model is None or not profile.memory_flags:
+        return None, ""
+    if not _lists_no_warmup(profile, plan.command, table):
+        return None, (
+            f"weight copies of this build not measured: {plan.command} does not list "
+            "--no-warmup in its help, so no short load of it was made"
         )
-    except OSError as e:
-        raise MeasureError(f"{argv[0]} cannot be run: {e.strerror or e}") from None
-
-
-def _short_load(argv: Sequence[str], env: Sequence[str], timeout: float) -> str:
-    proc = _spawn(argv, env)
-    assert proc.stderr is not None
-    seen = _Placement()
-    deadline = time.monotonic() + timeout
     try:
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stderr, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if not sel.select(max(0.0, deadline - time.monotonic())):
-                    break
-                chunk = os.read(proc.stderr.fileno(), 1 << 16)
-                if not chunk:
-                    break
-                if seen.feed(chunk):
-                    return "\n".join(seen.kept)
-        if not seen.placed and proc.poll() is None:
-            raise MeasureError(f"{argv[0]} did not place the weights within {timeout:g} s")
-        return "\n".join([*seen.kept, seen.last])
-    finally:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stderr.close()
+        wb = weight_buffers(
+            plan.command,
+            plan.spec.path,
+            plan.args,
+            plan.env,
+            timeout=timeout,
+            device_env=profile.device_env,
+            ctx_flag=profile.memory_flags.get("ctx", ""),
+        )
+    except (MeasureError, OSError) as e:
+        return None, f"weight copies of this build not measured ({e}): the estimate may be low"
+    return wb, ""
+
+
+def _lists_no_warmup(profile: ExecutorProfile, path: str, table: FlagTable | None) -> bool:
+    if table is not None and table is not profile.flags:
+        return table.lookup("--no-warmup") is not None
+    from exedra_engine._shell.local.flag_tables import executor_rows
+
+    return any("--no-warmup" in (*row[0], *row[1]) for row in executor_rows(profile, path))
 
 
 def with_build_buffers(

@@ -5,7 +5,7 @@ file size, the ports in use, the CPUs this process may run on) and read group fi
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -53,6 +53,10 @@ class GroupRequest(Value, frozen=True, kw_only=True):
     origins: tuple[str, ...] = ()
     """How an error names each member (``group.yaml:4: members[1] (asr)``, `MemberEntry.where`);
     empty: by its id."""
+    weigh: bool = False
+    """Count the weight copies each member's binary makes, from one short load per binary,
+    model and placement (`exedra_engine._shell.extra_buffers`, cached): a group planned on
+    this host to run here."""
 
 
 def plan_group_on_host(
@@ -103,22 +107,75 @@ def explain_group_request(
         _named_facts(m, req, reads, req.origins[i] if req.origins else f"member {m.spec.id}")
         for i, m in enumerate(req.members)
     )
-    e = explain_group_plan(
-        req.members,
-        req.hardware,
-        req.constraints,
-        facts=facts,
-        kind_ports_in_use=by_kind,
-        cpus=_affinity() if req.this_host else None,
-        running=req.running,
-        flags=flags,
-        config_files=req.config_files,
-        executors=ex,
-        explain=explain,
-    )
+
+    def planned(facts: tuple[MemberFacts, ...]) -> GroupExplained:
+        return explain_group_plan(
+            req.members,
+            req.hardware,
+            req.constraints,
+            facts=facts,
+            kind_ports_in_use=by_kind,
+            cpus=_affinity() if req.this_host else None,
+            running=req.running,
+            flags=flags,
+            config_files=req.config_files,
+            executors=ex,
+            explain=explain,
+        )
+
+    e = planned(facts)
+    if req.weigh:
+        e = _weighed(e, facts, planned, flags or {}, ex)
+    elif not req.this_host:
+        e = _unweighed(e, ex)
     members = tuple(sized(m, reads.size, ex.profile(m.plan.spec.kind)) for m in e.members)
     plan = msgspec.structs.replace(e.plan, plans=tuple(m.plan for m in members))
     return msgspec.structs.replace(e, plan=plan, members=members)
+
+
+def _weighed(
+    e: GroupExplained,
+    facts: tuple[MemberFacts, ...],
+    planned: Callable[[tuple[MemberFacts, ...]], GroupExplained],
+    flags: dict[str, FlagTable],
+    ex: Executors,
+) -> GroupExplained:
+    """The group planned again with the weight copies each member's binary makes (one short
+    load per binary, model and placement, cached: members that share them share it), so
+    that the shares count them; a member whose copies could not be measured says why."""
+    from exedra_engine._shell.extra_buffers import plan_weight_buffers
+
+    found = [
+        plan_weight_buffers(m.plan, ex.profile(m.plan.spec.kind), table=flags.get(m.plan.spec.kind))
+        for m in e.members
+    ]
+    if any(wb is not None for wb, _ in found):
+        wbs = tuple(wb for wb, _ in found)
+        e = planned(
+            tuple(
+                msgspec.structs.replace(f, weight_buffers=w)
+                for f, w in zip(facts, wbs, strict=True)
+            )
+        )
+    members = tuple(
+        msgspec.structs.replace(m, memory=(*m.memory, why)) if why else m
+        for m, (_, why) in zip(e.members, found, strict=True)
+    )
+    return msgspec.structs.replace(e, members=members)
+
+
+def _unweighed(e: GroupExplained, ex: Executors) -> GroupExplained:
+    """A group planned from a hardware file: each member with a memory plan says that the
+    weight copies of its build were not measured (a dry run runs nothing)."""
+    from exedra_engine._shell.extra_buffers import NOT_MEASURED
+
+    members = tuple(
+        msgspec.structs.replace(m, memory=(*m.memory, NOT_MEASURED))
+        if m.plan.memory is not None and ex.profile(m.plan.spec.kind).memory_flags
+        else m
+        for m in e.members
+    )
+    return msgspec.structs.replace(e, members=members)
 
 
 def _named_facts(m: GroupMember, req: GroupRequest, reads: _Reads, where: str) -> MemberFacts:

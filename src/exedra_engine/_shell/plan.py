@@ -17,6 +17,7 @@ from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.gguf.inventory_reader import UnsizedTensors
 from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.host.netstat import holding_states, ports_in_use
+from exedra_engine._core.memory.extra_buffers import WeightBuffers
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.plan.load_files import with_sizes
@@ -47,6 +48,9 @@ class PlanRequest(Value, frozen=True, kw_only=True):
     machine, independent of what listens here."""
     executors: Executors = BUILTIN
     """The executors the spec's kind is looked up in."""
+    weight_buffers: WeightBuffers | None = None
+    """Where the binary at hand puts the weights with this plan's placement, measured
+    (`exedra_engine._shell.extra_buffers`): its extra host copies are counted."""
 
 
 def plan(
@@ -121,6 +125,7 @@ def explain_request(
         inventory=inventory,
         side_models=side_inventories_for(profile, spec, req.constraints, host),
         executors=req.executors,
+        weight_buffers=req.weight_buffers,
     )
     return sized(e, lambda path: file_size(path, host), profile)
 

@@ -179,6 +179,7 @@ class _Planning(NamedTuple):
             sides=x.f.side_models,
             budget=share,
             engine_extra=x.extra,
+            weight_buffers=x.f.weight_buffers,
         )
 
     def staged(self, x: Member) -> Staged:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from exedra_engine._core.gguf.inventory import ModelInventory
+from exedra_engine._core.memory.extra_buffers import WeightBuffers
 from exedra_engine._core.struct import Value
 from exedra_engine._core.values import (
     Constraints,
@@ -116,3 +117,6 @@ class MemberFacts(Value, frozen=True, kw_only=True):
     file_size: int = 0
     """Bytes of the model file (0: unknown): the memory estimate of an executor whose
     model has no readable header (whisper-server's ggml files)."""
+    weight_buffers: WeightBuffers | None = None
+    """Where the member's binary put its weights in a real load with its placement (the
+    build's extra host copies), as `PlanFacts.weight_buffers`."""

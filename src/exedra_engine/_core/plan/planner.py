@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from typing import NamedTuple
 
+from msgspec.structs import replace
+
 from exedra_engine._core.config.check import check_plan_layers
 from exedra_engine._core.config.findings import Finding
 from exedra_engine._core.config.parse import LocatedConfig
@@ -30,6 +32,7 @@ from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.memory.decide import MemoryDecision, decide_memory
+from exedra_engine._core.memory.extra_buffers import WeightBuffers, with_extra_buffers
 from exedra_engine._core.memory.settings import settings_of
 from exedra_engine._core.outcome import boundary
 from exedra_engine._core.plan.endpoint import resolve_merged
@@ -76,6 +79,7 @@ def make_plan(
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
     executors: Executors = BUILTIN,
+    weight_buffers: WeightBuffers | None = None,
 ) -> LaunchPlan:
     """Plan a launch from facts alone. Deterministic: equal inputs give equal plans.
 
@@ -84,10 +88,16 @@ def make_plan(
     an explicit port must not be in. `inventory` is the model's tensor inventory: with it
     the plan carries its `memory`, and a plan that cannot fit is refused (`DoesNotFit`);
     `side_models` are the inventories of the projector and draft model the argv names.
-    `executors` are the executors the spec's kind is looked up in.
+    `executors` are the executors the spec's kind is looked up in. `weight_buffers` are
+    where the binary at hand put the weights in a real load with this placement
+    (`exedra_engine._shell.extra_buffers`): its extra host copies are counted.
     """
     facts = PlanFacts(
-        model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models
+        model=model,
+        ports_in_use=ports_in_use,
+        inventory=inventory,
+        sides=side_models,
+        weight_buffers=weight_buffers,
     )
     profile = executors.profile(spec.kind)
     return _plan(
@@ -111,6 +121,7 @@ def explain_plan(
     inventory: ModelInventory | None = None,
     side_models: tuple[ModelInventory, ...] = (),
     executors: Executors = BUILTIN,
+    weight_buffers: WeightBuffers | None = None,
 ) -> Explained:
     """`make_plan`, plus which layer set each argv option and env variable, and the
     findings of its layers.
@@ -125,7 +136,11 @@ def explain_plan(
     """
     judge = (flags, tuple(config_files))
     facts = PlanFacts(
-        model=model, ports_in_use=ports_in_use, inventory=inventory, sides=side_models
+        model=model,
+        ports_in_use=ports_in_use,
+        inventory=inventory,
+        sides=side_models,
+        weight_buffers=weight_buffers,
     )
     return _plan(
         spec,
@@ -154,6 +169,9 @@ class PlanFacts(Value, frozen=True, kw_only=True):
     """The host memory the plan may fill and how it was found (default: `usable_host`)."""
     engine_extra: tuple[str, ...] = ()
     """Flags added at the end of the engine layer (a group member's threads and CPU set)."""
+    weight_buffers: WeightBuffers | None = None
+    """Where the binary at hand put the model's weights in a real load with this plan's
+    placement (its extra host copies: AMX, CPU_REPACK), measured by the shell."""
 
 
 # Inside the planner, failures are raised and turned into values once, at the public boundary
@@ -251,8 +269,13 @@ def staged(
 
 
 def decided(st: Staged, facts: PlanFacts) -> MemoryDecision | None:
-    """The memory of a staged plan within `facts.budget`: nothing is merged again."""
-    return _memory(st.profile, st.hw, st.m, facts)
+    """The memory of a staged plan within `facts.budget`: nothing is merged again. The
+    build's measured copies of the weights (`facts.weight_buffers`) are on top of it."""
+    d = _memory(st.profile, st.hw, st.m, facts)
+    if d is None or facts.weight_buffers is None:
+        return d
+    memory, note = with_extra_buffers(d.memory, facts.weight_buffers)
+    return replace(d, memory=memory, notes=(*d.notes, note))
 
 
 def finished(

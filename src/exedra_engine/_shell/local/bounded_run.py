@@ -17,7 +17,7 @@ import os
 import selectors
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, NamedTuple
 
 import msgspec
@@ -52,11 +52,14 @@ def ask_binary(
     max_output: int,
     env: Mapping[str, str] | None = None,
     slow: float = 1.0,
+    enough: Callable[[bytes], bool] | None = None,
 ) -> Ran:
     """Run `argv` (under `env`, else this process's environment) until it exits and its
     pipes close, for at most `timeout` seconds and `max_output` bytes on each pipe; then
     nothing it started is left. Announces a binary still running after `slow` seconds
-    (`exedra_engine._shell.notice`). Never raises for the binary's faults."""
+    (`exedra_engine._shell.notice`). `enough`, given each chunk of its error output, says
+    when the answer is in (a server that has logged what was asked and would run on): the
+    run ends there, as a whole answer. Never raises for the binary's faults."""
     what = " ".join(argv[:2])
     spec, marker = tree.marked(
         ChildSpec(argv=tuple(argv), env=tuple((env if env is not None else os.environ).items()))
@@ -85,14 +88,20 @@ def ask_binary(
         return Ran(b"", b"", f"{argv[0]} cannot be run: {why or e}")
     procs = tree.LocalTree(proc.pid, marker, reaped=lambda: proc.returncode is not None)
     try:
-        return _read(proc, what, timeout=timeout, max_output=max_output, slow=slow)
+        return _read(proc, what, timeout=timeout, max_output=max_output, slow=slow, enough=enough)
     finally:
         # Answered, timed out, flooded or interrupted (Ctrl-C): the whole tree goes.
         _end(proc, procs)
 
 
 def _read(
-    proc: subprocess.Popen[bytes], what: str, *, timeout: float, max_output: int, slow: float
+    proc: subprocess.Popen[bytes],
+    what: str,
+    *,
+    timeout: float,
+    max_output: int,
+    slow: float,
+    enough: Callable[[bytes], bool] | None = None,
 ) -> Ran:
     assert proc.stdout is not None and proc.stderr is not None
     start = time.monotonic()
@@ -115,19 +124,44 @@ def _read(
             if not announced and now - start >= slow:
                 announced = True
                 notice.say(f"waiting for {what} to answer (given up after {timeout:g} s)")
-            for key, _ in sel.select(min(deadline - now, POLL)):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fd)
-                    continue
-                buf = bufs[key.fd]
-                if len(buf) + len(chunk) > max_output:
-                    stream = "output" if key.fd == proc.stdout.fileno() else "error output"
-                    why = f"{what} printed more than {max_output} bytes of {stream}"
-                    out, err = bufs[proc.stdout.fileno()], bufs[proc.stderr.fileno()]
-                    return Ran(bytes(out), bytes(err), why)
-                buf += chunk
+            ready = sel.select(min(deadline - now, POLL))
+            if (
+                ran := _take(
+                    sel, ready, bufs, proc, what=what, max_output=max_output, enough=enough
+                )
+            ) is not None:
+                return ran
     return Ran(bytes(bufs[proc.stdout.fileno()]), bytes(bufs[proc.stderr.fileno()]), "")
+
+
+def _take(
+    sel: selectors.BaseSelector,
+    ready: list[tuple[selectors.SelectorKey, int]],
+    bufs: dict[int, bytearray],
+    proc: subprocess.Popen[bytes],
+    *,
+    what: str,
+    max_output: int,
+    enough: Callable[[bytes], bool] | None,
+) -> Ran | None:
+    """Read what the pipes in `ready` hold into `bufs`: the run's end where the output
+    flooded or `enough` is said, else None."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.fileno(), proc.stderr.fileno()
+    for key, _ in ready:
+        chunk = os.read(key.fd, 65536)
+        if not chunk:
+            sel.unregister(key.fd)
+            continue
+        buf = bufs[key.fd]
+        if len(buf) + len(chunk) > max_output:
+            stream = "output" if key.fd == out else "error output"
+            why = f"{what} printed more than {max_output} bytes of {stream}"
+            return Ran(bytes(bufs[out]), bytes(bufs[err]), why)
+        buf += chunk
+        if enough is not None and key.fd == err and enough(chunk):
+            return Ran(bytes(bufs[out]), bytes(buf), "")
+    return None
 
 
 def _exited(pid: int) -> bool:

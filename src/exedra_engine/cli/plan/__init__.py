@@ -100,8 +100,6 @@ def plan_command(a: argparse.Namespace) -> int:
         return _plan_and_emit(a)
     _check_no_emit_options(a)
     _, e, origin = planned(a)
-    if a.measure:
-        e = _with_build_buffers(e)
     e = hide_findings(e, a.show_secrets, a.executors)
     if a.strict and failing(e.findings) and not a.explain:
         return findings_verdict(a, e)
@@ -114,19 +112,6 @@ def plan_command(a: argparse.Namespace) -> int:
     if a.explain and not a.json:
         _print_explain(sources, e, origin, a.executors)
     return findings_verdict(a, e)
-
-
-def _with_build_buffers(e: Explained) -> Explained:
-    """With --measure: the build's extra copies of the weights (AMX, CPU_REPACK), read from
-    one short load of the model by the plan's own binary (cached), added to the host's memory,
-    and the note saying so among the memory lines."""
-
-    from exedra_engine._shell.extra_buffers import with_build_buffers
-
-    if e.plan.memory is None or e.plan.model is None:
-        return e
-    plan, note = with_build_buffers(e.plan)
-    return msgspec.structs.replace(e, plan=plan, memory=(*e.memory, note))
 
 
 def _check_emit(a: argparse.Namespace) -> None:

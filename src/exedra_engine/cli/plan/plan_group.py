@@ -182,6 +182,7 @@ def group_request(a: argparse.Namespace, *, launching: bool = False) -> GroupReq
         check_ports=not a.no_port_check,
         this_host=not a.hardware,
         executors=ex,
+        weigh=not a.hardware,
         origins=tuple(e.where(g.source, i) for i, e in enumerate(g.members)),
     )
 

@@ -268,7 +268,27 @@ def planned(
         if hw is not None:
             req = msgspec.structs.replace(req, hardware=hw)
             e = explain_request(req, flags=flags, profile=profile)
+        req, e = _weighed(req, e, flags, profile)
+    elif e.plan.memory is not None and profile.memory_flags:
+        from exedra_engine._shell.extra_buffers import NOT_MEASURED
+
+        e = msgspec.structs.replace(e, memory=(*e.memory, NOT_MEASURED))
     return req, e, origin
+
+
+def _weighed(
+    req: PlanRequest, e: Explained, flags: FlagTable | None, profile: ExecutorProfile
+) -> tuple[PlanRequest, Explained]:
+    """This host's plan with the weight copies its binary makes counted (one short load of
+    the model, cached per binary, model and placement), planned again with them; the plan
+    as it was, with a note saying why, when they could not be measured."""
+    from exedra_engine._shell.extra_buffers import plan_weight_buffers
+
+    wb, why = plan_weight_buffers(e.plan, profile, table=flags)
+    if wb is None:
+        return req, (msgspec.structs.replace(e, memory=(*e.memory, why)) if why else e)
+    req = msgspec.structs.replace(req, weight_buffers=wb)
+    return req, explain_request(req, flags=flags, profile=profile)
 
 
 def recorded_table(
