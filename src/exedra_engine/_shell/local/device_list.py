@@ -189,7 +189,8 @@ def devices_for_plan(
     environment (a layer's ``CUDA_VISIBLE_DEVICES`` or ``GGML_VK_VISIBLE_DEVICES`` counts),
     where that differs from what `hw` records: the binary not listed yet (``--executor
     PATH``), or listed under other values of the profile's `device_env`. None when `hw`
-    holds already, or when the devices a plan places on are the same either way. For this host's plans only: a plan from a hardware file runs nothing."""
+    holds already, or when the devices a plan places on are the same either way. For this
+    host's plans only: a plan from a hardware file runs nothing."""
     from exedra_engine._core.launch.environ import child_environment
 
     profile = executors.profile(plan.spec.kind)
