@@ -30,6 +30,7 @@ from exedra_engine import (
     plan,
     plan_group_on_host,
 )
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._shell.extra_buffers import weight_buffers
 from exedra_engine.errors import DoesNotFit
 from exedra_engine.testing import free_port
@@ -46,6 +47,8 @@ _DEVICE_ROW = re.compile(
     r"memory_breakdown_print: \|\s+- (\w+) \(.*?\)\s+\|\s+(\d+) =\s+(\d+) \+ \(\s*(\d+) =\s+"
     r"(\d+) \+\s+(\d+) \+\s+(\d+)\)"
 )
+
+LLAMA = BUILTIN.profile("llama")
 
 
 def device_breakdown(log: str) -> dict[str, tuple[int, int, int, int]]:
@@ -214,7 +217,7 @@ def test_the_builds_weight_copies_come_from_its_own_load_once_then_from_the_cach
     argv = ("--model", str(real_model), "--ctx-size", "4096", "--n-gpu-layers", "0")
     env = ("GGML_VK_VISIBLE_DEVICES=none",)  # no device: the CPU path, as the wheel's users'
     t0 = time.monotonic()
-    first = weight_buffers(vulkan_llama_server, str(real_model), argv, env)
+    first = weight_buffers(vulkan_llama_server, str(real_model), argv, env, profile=LLAMA)
     loaded = time.monotonic() - t0
     names = [n for n, _ in first.buffers]
     assert "CPU_Mapped" in names or "CPU" in names, first
@@ -222,7 +225,9 @@ def test_the_builds_weight_copies_come_from_its_own_load_once_then_from_the_cach
     assert sum(b for _, b in first.buffers) >= 0.9 * real_model.stat().st_size
     assert vulkan_llama_server in first.source
     t0 = time.monotonic()
-    again = weight_buffers(vulkan_llama_server, str(real_model), (*argv, "--port", "1"), env)
+    again = weight_buffers(
+        vulkan_llama_server, str(real_model), (*argv, "--port", "1"), env, profile=LLAMA
+    )
     assert again == first and time.monotonic() - t0 < min(0.5, loaded)  # cached, port aside
     if "amx_int8" in Path("/proc/cpuinfo").read_text():
         assert [n for n, _ in first.extra] == ["AMX"]  # the wheel is a Sapphire Rapids build

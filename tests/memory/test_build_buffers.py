@@ -14,6 +14,7 @@ import pytest
 from bench.rows.memory import _peak_after_chat
 
 from exedra_engine import LaunchPlan
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._shell.extra_buffers import weight_buffers
 from exedra_engine.errors import MeasureError
 from exedra_engine.testing import free_port
@@ -27,6 +28,8 @@ echo "llama_context: constructing llama_context" >&2
 sleep 30 &
 exec sleep 30
 """
+
+LLAMA = BUILTIN.profile("llama")
 
 
 def _stub(tmp_path: Path) -> tuple[str, Path]:
@@ -46,18 +49,17 @@ def test_the_short_load_is_keyed_by_placement_not_by_context_port_or_threads(
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     base = ("--model", str(model), "--n-gpu-layers", "0")
-    dev = ("GGML_VK_VISIBLE_DEVICES",)
     t0 = time.monotonic()
-    first = weight_buffers(binary, str(model), (*base, "--ctx-size", "8192"), device_env=dev)
+    first = weight_buffers(binary, str(model), (*base, "--ctx-size", "8192"), profile=LLAMA)
     # It ends once the weights are placed: the stub's sleeps are killed, not waited for.
     assert time.monotonic() - t0 < 10
     assert [n for n, _ in first.extra] == ["AMX"] and first.extra_bytes == 190 << 20
     again = (*base, "--ctx-size", "32768", "--port", "9", "--threads", "3", "--host", "::1")
-    assert weight_buffers(binary, str(model), again, device_env=dev) == first
+    assert weight_buffers(binary, str(model), again, profile=LLAMA) == first
     assert len(calls.read_text().splitlines()) == 1
-    weight_buffers(binary, str(model), (*base, "--no-repack"), device_env=dev)
+    weight_buffers(binary, str(model), (*base, "--no-repack"), profile=LLAMA)
     weight_buffers(
-        binary, str(model), base, ("GGML_VK_VISIBLE_DEVICES=0",), device_env=dev
+        binary, str(model), base, ("GGML_VK_VISIBLE_DEVICES=0",), profile=LLAMA
     )  # the devices it sees
     assert len(calls.read_text().splitlines()) == 3
 
@@ -71,7 +73,8 @@ def test_without_a_layer_count_the_context_decides_the_placement(
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     for ctx in ("8192", "32768"):
-        weight_buffers(binary, str(model), ("--model", str(model), "--ctx-size", ctx))
+        argv = ("--model", str(model), "--ctx-size", ctx)
+        weight_buffers(binary, str(model), argv, profile=LLAMA)
     assert len(calls.read_text().splitlines()) == 2
 
 
@@ -90,13 +93,15 @@ def test_a_load_that_hangs_is_bounded_leaves_nothing_behind_and_is_asked_once(
     args = ("--model", str(model), "--ctx-size", "512", "--n-gpu-layers", "0")
     t0 = time.monotonic()
     with pytest.raises(MeasureError, match="did not place the weights within 1 s"):
-        weight_buffers(str(binary), str(model), args, timeout=1.0)
+        weight_buffers(str(binary), str(model), args, timeout=1.0, profile=LLAMA)
     assert time.monotonic() - t0 < 10
     for pid in map(int, pids.read_text().split()):
         assert _gone(pid), pid
     t0 = time.monotonic()
     with pytest.raises(MeasureError, match="did not place"):  # said again, not run again
-        weight_buffers(str(binary), str(model), (*args[:2], "--port", "1", *args[2:]))
+        weight_buffers(
+            str(binary), str(model), (*args[:2], "--port", "1", *args[2:]), profile=LLAMA
+        )
     assert time.monotonic() - t0 < 0.5 and len(pids.read_text().split()) == 2
 
 
@@ -126,7 +131,7 @@ def test_the_default_plan_adds_the_builds_own_weight_copies_and_says_where_they_
     assert dry.code == 0, dry.err
     unmeasured = msgspec.json.decode(dry.out, type=LaunchPlan)
     assert p.memory is not None and unmeasured.memory is not None
-    wb = weight_buffers(llama_server, str(real_model), p.args, p.env)  # cached
+    wb = weight_buffers(llama_server, str(real_model), p.args, p.env, profile=LLAMA)  # cached
     added = p.memory.host.parts.weights - unmeasured.memory.host.parts.weights
     assert added == wb.extra_bytes
     explained = run(*argv, "--explain")
@@ -193,7 +198,8 @@ def test_a_groups_members_on_one_binary_and_model_share_one_short_load_and_count
     plans = msgspec.json.decode(r.out)["plans"]
     dry = run(*argv, "--json", "--hardware", _hardware_file(run, tmp_path))
     assert dry.code == 0, dry.err
-    wb = weight_buffers(llama_server, str(real_model), plans[0]["args"], plans[0].get("env", ()))
+    args, env = plans[0]["args"], plans[0].get("env", ())
+    wb = weight_buffers(llama_server, str(real_model), args, env, profile=LLAMA)
     for p, d in zip(plans, msgspec.json.decode(dry.out)["plans"], strict=True):
         added = p["memory"]["host"]["parts"]["weights"] - d["memory"]["host"]["parts"]["weights"]
         assert added == wb.extra_bytes

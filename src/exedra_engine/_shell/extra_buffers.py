@@ -24,8 +24,9 @@ from typing import Final
 
 from msgspec.structs import replace
 
+from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.memory.extra_buffers import (
     WeightBuffers,
     buffers_from_log,
@@ -43,32 +44,6 @@ _MAX_KEPT: Final = 256
 _MAX_LOG: Final = 16 << 20
 """Bytes of log a load may print before its weights are placed (``--verbose``)."""
 _CACHE_VERSION: Final = 2
-
-_VALUED: Final = frozenset(
-    {
-        *("-ngl", "--n-gpu-layers", "--gpu-layers", "-ot", "--override-tensor"),
-        *("-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu"),
-        *("-dev", "--device", "-ncmoe", "--n-cpu-moe", "-fit", "--fit", "-fitt"),
-        *("--fit-target", "--numa", "--load-mode"),
-    }
-)
-"""llama-server's flags with a value that decide where (and in what copies) weights go."""
-_BARE: Final = frozenset(
-    {
-        *("--no-repack", "-nr", "--repack", "--no-mmap", "--mmap", "--mlock"),
-        *("--cpu-moe", "-cmoe", "--no-host", "--direct-io", "-dio", "--no-direct-io"),
-    }
-)
-_ENV: Final = frozenset(
-    f"LLAMA_ARG_{n}"
-    for n in (
-        *("N_GPU_LAYERS", "OVERRIDE_TENSOR", "SPLIT_MODE", "TENSOR_SPLIT", "MAIN_GPU"),
-        *("DEVICE", "N_CPU_MOE", "CPU_MOE", "FIT", "FIT_TARGET", "NUMA", "MMAP", "NO_MMAP"),
-        *("MLOCK", "REPACK", "NO_REPACK", "NO_HOST", "DIO"),
-    )
-)
-"""The variables llama.cpp reads for those flags."""
-_LAYERS: Final = frozenset({"-ngl", "--n-gpu-layers", "--gpu-layers"})
 
 NOT_MEASURED = (
     "weight copies of the build not measured: a dry run runs nothing, so the extra host "
@@ -93,26 +68,31 @@ def _identity(path: str) -> str:
 
 
 def placement(
-    args: Sequence[str], env: Mapping[str, str], device_env: Sequence[str] = (), ctx_flag: str = ""
+    args: Sequence[str], env: Mapping[str, str], profile: ExecutorProfile
 ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """The flags of `args` and the variables of `env` that decide where the weights go: the
-    layers on devices, overridden tensors, repacking, mapping, the split, the devices seen
-    (`device_env`, the profile's). Without a layer count (``-ngl``) llama.cpp's fitter places
-    the layers by the context, so the context (`ctx_flag`) counts too."""
+    """The flags of `args` and the variables of `env` that decide where the weights go
+    (the profile's `weight_flags`, `weight_switches`, `weight_env` and `device_env`: layers
+    on devices, overridden tensors, repacking, mapping, the split, the devices seen).
+    Without a layer count (`layers_flags`) the executor's fitter places the layers by the
+    context, so the context counts too."""
+    valued, bare = profile.weight_flags, profile.weight_switches
     kept: list[str] = []
     take = False
     for a in args:
         name = a.split("=", 1)[0]
-        if take or name in _BARE or (name in _VALUED and "=" in a):
+        if take or name in bare or (name in valued and "=" in a):
             kept.append(a)
             take = False
-        elif name in _VALUED:
+        elif name in valued:
             kept.append(a)
             take = True
     names = {a.split("=", 1)[0] for a in kept}
-    if ctx_flag and not names & _LAYERS and "LLAMA_ARG_N_GPU_LAYERS" not in env:
+    ctx_flag = profile.memory_flags.get("ctx", "")
+    if ctx_flag and not names & profile.layers_flags and profile.layers_env not in env:
         kept += _valued(args, ctx_flag)
-    chosen = sorted((k, v) for k, v in env.items() if k in _ENV or k in device_env)
+    chosen = sorted(
+        (k, v) for k, v in env.items() if k in profile.weight_env or k in profile.device_env
+    )
     return tuple(kept), tuple(chosen)
 
 
@@ -147,19 +127,19 @@ def weight_buffers(
     env: Sequence[str] = (),
     *,
     timeout: float = LOAD_TIMEOUT,
-    device_env: Sequence[str] = (),
-    ctx_flag: str = "--ctx-size",
+    profile: ExecutorProfile,
 ) -> WeightBuffers:
-    """Which buffers `binary` puts `model`'s weights in with the plan's `args` (its whole argv,
-    the model flag included) and `env` (``NAME=VALUE``, on top of this process's, e.g.
-    ``GGML_VK_VISIBLE_DEVICES``): from the cache, else from one short load. Raises
+    """Which buffers `binary` (the executor of `profile`) puts `model`'s weights in with the
+    plan's `args` (its whole argv, the model flag included) and `env` (``NAME=VALUE``, on top
+    of this process's, e.g. ``GGML_VK_VISIBLE_DEVICES``): from the cache, kept per the
+    settings that place the weights (`placement`), else from one short load. Raises
     `MeasureError` when the load names no buffer (said again, unasked, for the rest of the
     process)."""
     for path, what in ((binary, "executor"), (model, "model")):
         if not os.path.isfile(path):
             raise MeasureError(f"{path}: the {what} of the load is not a file")
     full = _full_env(env)
-    key = _key(binary, model, *placement(args, full, device_env, ctx_flag))
+    key = _key(binary, model, *placement(args, full, profile))
     if key in _problems:
         raise MeasureError(_problems[key])
     cached = buffers_cache_dir() / f"{key}.json"
@@ -267,8 +247,7 @@ def plan_weight_buffers(
             plan.args,
             plan.env,
             timeout=timeout,
-            device_env=profile.device_env,
-            ctx_flag=profile.memory_flags.get("ctx", ""),
+            profile=profile,
         )
     except (MeasureError, OSError) as e:
         return None, f"weight copies of this build not measured ({e}): the estimate may be low"
@@ -284,13 +263,16 @@ def _lists_no_warmup(profile: ExecutorProfile, path: str, table: FlagTable | Non
 
 
 def with_build_buffers(
-    plan: LaunchPlan, *, timeout: float = LOAD_TIMEOUT
+    plan: LaunchPlan, *, timeout: float = LOAD_TIMEOUT, executors: Executors = BUILTIN
 ) -> tuple[LaunchPlan, str]:
     """`plan` with its build's extra host copies of the weights counted in its memory, and
     the note that says what was added and where the figures came from (the plan unchanged
     when it has no memory figures or no model file here). Raises `MeasureError`."""
     if plan.memory is None or plan.model is None:
         return plan, "no memory plan: nothing added"
-    wb = weight_buffers(plan.command, plan.model.path, plan.args, plan.env, timeout=timeout)
+    profile = executors.profile(plan.spec.kind)
+    wb = weight_buffers(
+        plan.command, plan.model.path, plan.args, plan.env, timeout=timeout, profile=profile
+    )
     memory, note = with_extra_buffers(plan.memory, wb)
     return replace(plan, memory=memory), note

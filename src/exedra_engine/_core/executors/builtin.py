@@ -157,6 +157,31 @@ LLAMA: Final = ExecutorProfile(
     # header names none; /v1/rerank needs rank (tools/server/server-context.cpp).
     pooled={"embeddings": "mean", "rerank": "rank"},
     pooling_flag="--pooling",
+    # Where the weights go, and in what copies (common/arg.cpp, llama-model-loader.cpp).
+    weight_flags=frozenset(
+        {
+            *("-ngl", "--n-gpu-layers", "--gpu-layers", "-ot", "--override-tensor"),
+            *("-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu"),
+            *("-dev", "--device", "-ncmoe", "--n-cpu-moe", "-fit", "--fit", "-fitt"),
+            *("--fit-target", "--numa", "--load-mode"),
+        }
+    ),
+    weight_switches=frozenset(
+        {
+            *("--no-repack", "-nr", "--repack", "--no-mmap", "--mmap", "--mlock"),
+            *("--cpu-moe", "-cmoe", "--no-host", "--direct-io", "-dio", "--no-direct-io"),
+        }
+    ),
+    weight_env=frozenset(
+        f"LLAMA_ARG_{n}"
+        for n in (
+            *("N_GPU_LAYERS", "OVERRIDE_TENSOR", "SPLIT_MODE", "TENSOR_SPLIT", "MAIN_GPU"),
+            *("DEVICE", "N_CPU_MOE", "CPU_MOE", "FIT", "FIT_TARGET", "NUMA", "MMAP", "NO_MMAP"),
+            *("MLOCK", "REPACK", "NO_REPACK", "NO_HOST", "DIO"),
+        )
+    ),
+    layers_flags=frozenset({"-ngl", "--n-gpu-layers", "--gpu-layers"}),
+    layers_env="LLAMA_ARG_N_GPU_LAYERS",
     refused_architectures=frozenset({"whisper"}),
     memory_flags=_LLAMA_MEMORY_FLAGS,
     # common/fit.cpp gives up placement when the caller fixed any of these (a row or tensor

@@ -193,6 +193,21 @@ class ExecutorProfile(Value, frozen=True, kw_only=True):
     (a pooled input is computed in one ubatch) and no prompt cache (`serve_args`)."""
     pooling_flag: str = ""
     """The flag that sets the pooling of `pooled` capabilities ("": none)."""
+    weight_flags: frozenset[str] = frozenset()
+    """Flags taking a value (every spelling) that decide where the weights go and in what
+    copies: layers on devices, overridden tensors, the split, the devices, the fitter, NUMA,
+    the load mode. What a short load measured is kept per their values
+    (`exedra_engine._shell.extra_buffers`)."""
+    weight_switches: frozenset[str] = frozenset()
+    """Flags without a value (every spelling) that decide the same: repacking, mapping,
+    locking, MoE experts on the CPU."""
+    weight_env: frozenset[str] = frozenset()
+    """The variables the executor reads for `weight_flags` and `weight_switches`."""
+    layers_flags: frozenset[str] = frozenset()
+    """The spellings of the flag that sets how many layers go to devices; without it (nor
+    `layers_env`) the executor fits the layers by the context."""
+    layers_env: str = ""
+    """The variable the executor reads for `layers_flags`."""
 
     model_file_flags: frozenset[str] = frozenset({"--model"})
     """Flags (canonical keys) whose value is a model file. An emitter for a container rewrites
