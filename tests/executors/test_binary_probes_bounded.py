@@ -120,10 +120,17 @@ def test_a_binary_that_hangs_floods_or_lies_is_bounded_and_named(
     assert time.monotonic() - start < 3.0
     problem = device_list.devices_problem(LLAMA, str(b), {})
     assert problem.startswith(str(b)) and said in problem, problem
-    # Asked once in this process, not again for every plan; and not cached on disk.
+    # Asked once in this process, not again for every plan. A hang or a flood may not
+    # happen again: not cached on disk. A lie or a refusal is what this binary answers:
+    # cached while the binary is unchanged, so the next process does not ask it again.
     assert device_list.executor_devices(LLAMA, str(b), {}) is None
     assert len(_calls(calls, "--list-devices")) == 1
-    assert not list((tmp_path / "cache").rglob("*.json"))
+    answered = mode in ("lie", "refuse")
+    assert bool(list((tmp_path / "cache").rglob("*.json"))) == answered
+    device_list._problems.clear()  # a new process
+    assert device_list.executor_devices(LLAMA, str(b), {}) is None
+    assert device_list.devices_problem(LLAMA, str(b), {}) == problem
+    assert len(_calls(calls, "--list-devices")) == (1 if answered else 2)
 
 
 @pytest.mark.parametrize("mode", ["ok", "hang"])

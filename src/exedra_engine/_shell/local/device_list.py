@@ -9,8 +9,11 @@ the list is asked under the plan's own values of them and cached by the binary (
 size, modification time) and those values. The cache is one JSON file per binary and
 environment in ``${XDG_CACHE_HOME:-~/.cache}/exedra-engine/devices/``, written atomically;
 an entry older than `FRESH` seconds is asked again (free memory moves). A binary that cannot
-be run, hangs, floods or prints what llama.cpp does not is not cached: its devices are
-unknown (the kernel's GPUs are planned with), and `devices_problem` says why, naming it.
+be run, hangs or floods is not cached: its devices are unknown (the kernel's GPUs are
+planned with), and `devices_problem` says why, naming it. One that runs and answers what
+llama.cpp does not print (a build without the flag, a wrapper) answers so every time: that
+refusal is cached for the binary as it is (its size and modification time), so a plan does
+not run it again for nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ class _Entry(Value, frozen=True, kw_only=True):
     at: float
     """When it was listed (seconds since the epoch)."""
     devices: tuple[Device, ...]
+    refused: str = ""
+    """Why the binary's answer is no device list ("": it is one): kept as long as the
+    binary is unchanged, whatever `at` says."""
 
 
 def devices_cache_dir() -> str:
@@ -84,26 +90,45 @@ def executor_devices(
     key = (real, selected)
     if key in _problems:
         return None
-    entry = os.path.join(
-        devices_cache_dir(), _entry_name(real, st.st_size, st.st_mtime_ns, selected)
-    )
-    cached = _read(entry, real, st.st_size, st.st_mtime_ns, selected)
-    if cached is not None:
-        return cached
-    devices, problem = list_devices(profile, path, env)
+    devices, problem = _cached_or_asked(profile, path, env, (real, st, selected))
     if devices is None:
         _problems[key] = problem
         # Said once per process where the command line listens: the plan goes on with the
         # kernel's GPUs, and the reason is not lost.
         notice.say(f"{problem}; its devices are unknown, the kernel's GPUs are planned with")
-        return None
-    at = time.time()
-    size, mtime_ns = st.st_size, st.st_mtime_ns
-    _write(
-        entry,
-        _Entry(path=real, size=size, mtime_ns=mtime_ns, env=selected, at=at, devices=devices),
-    )
     return devices
+
+
+def _cached_or_asked(
+    profile: ExecutorProfile,
+    path: str,
+    env: Mapping[str, str],
+    binary: tuple[str, os.stat_result, tuple[tuple[str, str], ...]],
+) -> tuple[tuple[Device, ...] | None, str]:
+    """The devices from the cache, else asked of the binary and cached (a refusal it will
+    repeat too); or None and why."""
+    real, st, selected = binary
+    entry = os.path.join(
+        devices_cache_dir(), _entry_name(real, st.st_size, st.st_mtime_ns, selected)
+    )
+    cached = _read(entry, real, st.st_size, st.st_mtime_ns, selected)
+    if isinstance(cached, str):
+        return None, cached
+    if cached is not None:
+        return cached, ""
+    devices, problem, answered = _listed(profile, path, env)
+    if devices is not None or answered:  # the same binary answers the same while unchanged
+        found = _Entry(
+            path=real,
+            size=st.st_size,
+            mtime_ns=st.st_mtime_ns,
+            env=selected,
+            at=time.time(),
+            devices=devices or (),
+            refused="" if devices is not None else problem,
+        )
+        _write(entry, found)
+    return devices, problem
 
 
 def devices_problem(
@@ -123,6 +148,15 @@ def list_devices(
     profile: ExecutorProfile, path: str, env: Mapping[str, str]
 ) -> tuple[tuple[Device, ...] | None, str]:
     """Ask the binary, uncached: its devices, or None and why not (naming the binary)."""
+    devices, problem, _ = _listed(profile, path, env)
+    return devices, problem
+
+
+def _listed(
+    profile: ExecutorProfile, path: str, env: Mapping[str, str]
+) -> tuple[tuple[Device, ...] | None, str, bool]:
+    """`list_devices`, and whether the binary ran and answered (a refusal it will repeat,
+    unlike a hang, a flood or a failure to run it)."""
     from exedra_engine._shell.local import flag_tables
     from exedra_engine._shell.local.bounded_run import ask_binary
 
@@ -135,14 +169,15 @@ def list_devices(
         slow=flag_tables.SLOW,
     )
     if ran.problem:
-        return None, ran.problem
+        return None, ran.problem, False
     if len(ran.out) > MAX_DEVICE_LIST:
-        return None, f"{path} {flag} printed {len(ran.out)} bytes: more than {MAX_DEVICE_LIST}"
+        why = f"{path} {flag} printed {len(ran.out)} bytes: more than {MAX_DEVICE_LIST}"
+        return None, why, False
     try:
-        return parse_device_list(ran.out.decode("utf-8", errors="replace")), ""
+        return parse_device_list(ran.out.decode("utf-8", errors="replace")), "", True
     except DeviceListError as e:
         said = _last_line(ran.err)
-        return None, f"{path} {flag}: {e}" + (f" (it said: {said})" if said else "")
+        return None, f"{path} {flag}: {e}" + (f" (it said: {said})" if said else ""), True
 
 
 def _last_line(err: bytes) -> str:
@@ -161,7 +196,8 @@ def _entry_name(real: str, size: int, mtime_ns: int, env: tuple[tuple[str, str],
 
 def _read(
     entry: str, real: str, size: int, mtime_ns: int, env: tuple[tuple[str, str], ...]
-) -> tuple[Device, ...] | None:
+) -> tuple[Device, ...] | str | None:
+    """The cached devices, or the binary's cached refusal (a str), or None (ask it)."""
     from exedra_engine._core.host.hardware_file import device_problems
     from exedra_engine._shell.local.files import read_regular
 
@@ -171,6 +207,8 @@ def _read(
         return None
     if (e.path, e.size, e.mtime_ns, e.env) != (real, size, mtime_ns, env):
         return None
+    if e.refused:
+        return e.refused
     if not 0 <= time.time() - e.at <= FRESH or device_problems(e.devices, "$"):
         return None
     return e.devices
