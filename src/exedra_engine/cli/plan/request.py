@@ -282,6 +282,8 @@ def _weighed(
     """This host's plan with the weight copies its binary makes counted (one short load of
     the model, cached per binary, model and placement), planned again with them; the plan
     as it was, with a note saying why, when they could not be measured."""
+    if e.plan.memory is None or e.plan.model is None or not profile.memory_flags:
+        return req, e  # nothing to weigh (`plan_weight_buffers` says the same, costlier)
     from exedra_engine._shell.extra_buffers import plan_weight_buffers
 
     wb, why = plan_weight_buffers(e.plan, profile, table=flags)
