@@ -6,7 +6,6 @@ the environment."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -84,6 +83,8 @@ def curl_command(plan: LaunchPlan, url: str, executors: Executors, *, model: str
         return ""
     path, args = REQUESTS[cap]
     if model and "-d" in args:
+        import json  # only a router's curl line needs it: not paid by every cold plan
+
         i = args.index("-d") + 1
         body = {"model": model, **json.loads(args[i])}
         args = (*args[:i], json.dumps(body), *args[i + 1 :])
