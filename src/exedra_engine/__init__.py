@@ -24,8 +24,6 @@ from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.executors.kinds import Kind, KindName, parse_kind, supported_kinds
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
-from exedra_engine._core.group.planner import GroupExplained, explain_group, plan_group
-from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
 from exedra_engine._core.host.hardware import HostSnapshot, hardware_from
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.endpoint import Resolved, resolve_endpoint
@@ -43,7 +41,6 @@ from exedra_engine._core.values import (
     ModelInfo,
     ModelSpec,
 )
-from exedra_engine._shell.group_plan import load_group, plan_group_on_host
 from exedra_engine._shell.inspect import inspect, read_inventory
 from exedra_engine._shell.load_config import load_config
 from exedra_engine._shell.plan import plan, plan_explained
@@ -90,8 +87,11 @@ if TYPE_CHECKING:
     from exedra_engine._core.config.findings import Finding
     from exedra_engine._core.config.schema import config_schema
     from exedra_engine._core.emit import EmitOptions, Emitted, Selinux, Storage, Target, emit
+    from exedra_engine._core.group.planner import GroupExplained, explain_group, plan_group
     from exedra_engine._core.group.start import Group
+    from exedra_engine._core.group.values import GroupMember, GroupPlan, MemberFacts, MemberShare
     from exedra_engine._shell.config_check import CheckReport, check_config
+    from exedra_engine._shell.group_plan import load_group, plan_group_on_host
     from exedra_engine._shell.hardware_file import load_hardware
     from exedra_engine._trio.group import open_group
     from exedra_engine._trio.launcher import ExitReason, Instance, launch, open_instance
@@ -216,6 +216,12 @@ _LAZY = {
     "open_group": "_trio.group",
     "run_group": "_blocking.group",
     "Group": "_core.group.start",
+    # Planning a group: not paid by a single plan (the command line's cold ``plan``).
+    **dict.fromkeys(("GroupExplained", "explain_group", "plan_group"), "_core.group.planner"),
+    **dict.fromkeys(
+        ("GroupMember", "GroupPlan", "MemberFacts", "MemberShare"), "_core.group.values"
+    ),
+    **dict.fromkeys(("load_group", "plan_group_on_host"), "_shell.group_plan"),
 }
 
 
