@@ -17,7 +17,6 @@ import msgspec
 
 from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
-from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine.cli import options
 from exedra_engine.cli.emit_out import (
     GROUP_ONLY,
@@ -123,6 +122,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def emit_command(a: argparse.Namespace) -> int:
+    from exedra_engine._shell.hardware_file import read_hardware
     from exedra_engine.cli.plan.saved_plan import load_saved
 
     hw = read_hardware(a.hardware, executors=a.executors) if a.hardware else None

@@ -144,3 +144,31 @@ def _device(number: int, line: str) -> Device:
 
 def _clip(line: str) -> str:
     return line if len(line) <= 80 else line[:77] + "..."
+
+
+def device_problems(devices: tuple[Device, ...], at: str) -> list[tuple[str, str]]:
+    """A recorded device list, held to what `parse_device_list` accepts from the binary
+    itself: bounded in count, names and sizes, each device once."""
+    if len(devices) > MAX_DEVICES:
+        return [(at, f"{len(devices)} devices: more than {MAX_DEVICES}")]
+    names = [d.name for d in devices]
+    for j, d in enumerate(devices):
+        if what := _device_problem(d, seen=names[:j]):
+            field, why = what
+            return [(f"{at}[{j}].{field}", why)]
+    return []
+
+
+def _device_problem(d: Device, *, seen: list[str]) -> tuple[str, str] | None:
+    problem: tuple[str, str] | None = None
+    if not BACKEND_DEVICE_NAME.fullmatch(d.name):
+        problem = ("name", f"{d.name[:40]!r} is not a backend device name")
+    elif d.name in seen:
+        problem = ("name", f"{d.name} is listed twice")
+    elif len(d.description) > MAX_DESCRIPTION or not d.description.isprintable():
+        problem = ("description", f"not printable text of up to {MAX_DESCRIPTION} characters")
+    elif not 0 <= d.total <= MAX_DEVICE_BYTES:
+        problem = ("total", f"{d.total} is not a device's size in bytes")
+    elif not 0 <= d.free <= d.total:
+        problem = ("free", f"{d.free} is not a size in bytes up to its total, {d.total}")
+    return problem

@@ -15,13 +15,7 @@ import msgspec
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Row
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.host.devices import (
-    BACKEND_DEVICE_NAME,
-    MAX_DESCRIPTION,
-    MAX_DEVICE_BYTES,
-    MAX_DEVICES,
-    Device,
-)
+from exedra_engine._core.host.devices import device_problems
 from exedra_engine._core.host.machine import Hardware
 from exedra_engine._core.host.measurement_bounds import measurement_problems
 from exedra_engine.errors import HardwareFileError
@@ -98,34 +92,6 @@ def _measurement_problems(hw: Hardware, executors: Executors) -> list[tuple[str,
 
 MAX_HOST_THREADS = 8192
 """The most CPU threads a hardware file may state: Linux's largest ``NR_CPUS``."""
-
-
-def device_problems(devices: tuple[Device, ...], at: str) -> list[tuple[str, str]]:
-    """A recorded device list, held to what `parse_device_list` accepts from the binary
-    itself: bounded in count, names and sizes, each device once."""
-    if len(devices) > MAX_DEVICES:
-        return [(at, f"{len(devices)} devices: more than {MAX_DEVICES}")]
-    names = [d.name for d in devices]
-    for j, d in enumerate(devices):
-        if what := _device_problem(d, seen=names[:j]):
-            field, why = what
-            return [(f"{at}[{j}].{field}", why)]
-    return []
-
-
-def _device_problem(d: Device, *, seen: list[str]) -> tuple[str, str] | None:
-    problem: tuple[str, str] | None = None
-    if not BACKEND_DEVICE_NAME.fullmatch(d.name):
-        problem = ("name", f"{d.name[:40]!r} is not a backend device name")
-    elif d.name in seen:
-        problem = ("name", f"{d.name} is listed twice")
-    elif len(d.description) > MAX_DESCRIPTION or not d.description.isprintable():
-        problem = ("description", f"not printable text of up to {MAX_DESCRIPTION} characters")
-    elif not 0 <= d.total <= MAX_DEVICE_BYTES:
-        problem = ("total", f"{d.total} is not a device's size in bytes")
-    elif not 0 <= d.free <= d.total:
-        problem = ("free", f"{d.free} is not a size in bytes up to its total, {d.total}")
-    return problem
 
 
 def _device_env_problems(pairs: tuple[tuple[str, str], ...], at: str) -> list[tuple[str, str]]:

@@ -32,6 +32,7 @@ from exedra_engine._core.host.devices import (
     MAX_DEVICE_LIST,
     Device,
     DeviceListError,
+    device_problems,
     parse_device_list,
 )
 from exedra_engine._core.struct import Value
@@ -200,7 +201,6 @@ def _read(
     entry: str, real: str, size: int, mtime_ns: int, env: tuple[tuple[str, str], ...]
 ) -> tuple[Device, ...] | str | None:
     """The cached devices, or the binary's cached refusal (a str), or None (ask it)."""
-    from exedra_engine._core.host.hardware_file import device_problems
     from exedra_engine._shell.local.files import read_regular
 
     try:

@@ -18,7 +18,6 @@ from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.values import Constraints, ExecutorInfo, ModelSpec
 from exedra_engine._shell.config_check import located_configs
-from exedra_engine._shell.hardware_file import read_hardware
 from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine.cli import options
@@ -163,7 +162,13 @@ def _gathered(a: argparse.Namespace) -> PlanRequest:
         capabilities=tuple(a.capability),
         run_args=tuple(a.run_arg),
     )
-    hw = read_hardware(a.hardware, executors=ex) if a.hardware else host_hardware(executors=ex)
+    if a.hardware:
+        # Imported here: the hardware-file reader is not paid by a plan of this host.
+        from exedra_engine._shell.hardware_file import read_hardware
+
+        hw = read_hardware(a.hardware, executors=ex)
+    else:
+        hw = host_hardware(executors=ex)
     if a.executor:
         _refuse_other_kinds_binary(a.executor, spec.kind, ex)
         others = tuple(e for e in hw.executors if e.kind != spec.kind)
