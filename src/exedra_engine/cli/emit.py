@@ -18,14 +18,6 @@ import msgspec
 from exedra_engine._core.targets import Selinux, Storage, Target
 from exedra_engine._core.values import Hardware, LaunchPlan
 from exedra_engine.cli import options
-from exedra_engine.cli.emit_out import (
-    GROUP_ONLY,
-    checked,
-    hand_out,
-    k8s_schema_problems,
-    options_from,
-    read_back,
-)
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.render import PROG, shown
 from exedra_engine.constants import STOP_TIMEOUT
@@ -128,7 +120,7 @@ def emit_command(a: argparse.Namespace) -> int:
     hw = read_hardware(a.hardware, executors=a.executors) if a.hardware else None
     saved = load_saved(a.plan)
     if isinstance(saved, LaunchPlan):
-        if a.emit in GROUP_ONLY:
+        if a.emit in options.GROUP_ONLY:
             raise EngineError(f"--target {a.emit} serves several models: give a saved group plan")
         return run_emit(saved, hw, a)
     from exedra_engine.cli.plan.emit_group import run_group_emit
@@ -142,7 +134,7 @@ def add_emit_options(p: argparse.ArgumentParser, *, target_flag: str) -> None:
         target_flag,
         dest="emit",
         # router and llama-swap: a group's (plan --group FILE --emit ..., emit GROUP.json)
-        choices=[t.value for t in Target] + list(GROUP_ONLY),
+        choices=[t.value for t in Target] + list(options.GROUP_ONLY),
         required=target_flag == "--target",
         help="render the plan for Kubernetes, systemd or Podman Quadlet (a group's router or "
         "llama-swap config: plan --group FILE --emit router|llama-swap, or emit GROUP.json "
@@ -327,6 +319,7 @@ def run_emit(
     from exedra_engine._core.emit import emit_files
     from exedra_engine._core.emit.checks import copies_problem
     from exedra_engine._core.secrets import secret_copies
+    from exedra_engine.cli.emit_out import hand_out, options_from
 
     target = Target(a.emit)
     copies = secret_copies(plan.args, plan.env, executors=a.executors)
@@ -357,6 +350,7 @@ def run_emit(
 
 def _check(plan: LaunchPlan, target: Target, emitted: Emitted, a: argparse.Namespace) -> int:
     from exedra_engine._core.emit.checks import check_files
+    from exedra_engine.cli.emit_out import checked, k8s_schema_problems, read_back
 
     files, drift = read_back(a.out, emitted.files) if a.out else (emitted.files, [])
     problems = check_files(plan, target, files, executors=a.executors)

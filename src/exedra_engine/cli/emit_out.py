@@ -17,8 +17,6 @@ from exedra_engine.errors import PlanError
 if TYPE_CHECKING:
     from exedra_engine._core.emit import EmitOptions, Emitted
 
-GROUP_ONLY = ("router", "llama-swap")
-"""Emit targets for a group only: one executor per member has nothing to route or swap."""
 K8S_VERSION = "1.35"
 """The Kubernetes version `--check` validates against (with kubernetes-validate, if installed)."""
 

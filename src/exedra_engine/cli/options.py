@@ -17,6 +17,11 @@ from collections.abc import Callable
 
 from exedra_engine.errors import EngineError
 
+GROUP_ONLY = ("router", "llama-swap")
+"""Emit targets (``--emit``, ``--target``) for a group only: one executor per member has
+nothing to route or swap. Here, not with the emitter's output, so that building every
+``plan`` parser does not import that."""
+
 
 def _it(text: str) -> str:
     from exedra_engine.cli.render import has_form, shown

@@ -23,7 +23,8 @@ def run_group_emit(group: GroupPlan, hardware: Hardware | None, a: argparse.Name
     What the plan could not size is a warning, or with ``--strict`` a refusal (exit 2)."""
     from exedra_engine._core.emit import Emitted
     from exedra_engine._core.emit.group.units import DEFAULT_NAME, emit_group_files
-    from exedra_engine.cli.emit_out import GROUP_ONLY, hand_out, options_from
+    from exedra_engine.cli.emit_out import hand_out, options_from
+    from exedra_engine.cli.options import GROUP_ONLY
 
     _say_unsized(group, a)
     name = a.name or DEFAULT_NAME
