@@ -9,6 +9,7 @@ with its rank (lowest first; see `exedra_engine._core.plan.planner`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
@@ -269,9 +270,7 @@ def local_cors(profile: ExecutorProfile, merged: Merged, table: FlagTable) -> tu
     flag = profile.cors_flag
     if not flag or table.lookup(flag) is None or _keyed(profile, merged):
         return ()
-    known = profile.flags.lookup(flag)
-    names = known[0].env if known is not None else ()
-    if flag in merged.settings or any(n in merged.env_map for n in names):
+    if flag in merged.settings or any(n in merged.env_map for n in _flag_env(profile, flag)):
         return ()
     return (flag, profile.cors_local)
 
@@ -299,14 +298,31 @@ def cors_findings(
 
 
 def _keyed(profile: ExecutorProfile, merged: Merged) -> bool:
-    keys = {profile.key_env} if profile.key_env else set()
+    flags, names = _key_settings(profile)
+    settings, env = merged.settings, merged.env_map
+    return any(f in settings for f in flags) or any(env.get(n) for n in names)
+
+
+# Both below are pure functions of a frozen profile, asked on every plan: each is worked out
+# once per profile, not with two table lookups and a set a plan.
+@functools.cache
+def _flag_env(profile: ExecutorProfile, flag: str) -> tuple[str, ...]:
+    """The variables the executor reads for `flag` (by the bundled table)."""
+    known = profile.flags.lookup(flag)
+    return known[0].env if known is not None else ()
+
+
+@functools.cache
+def _key_settings(profile: ExecutorProfile) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The merge keys of the key and key-file flags, and every variable that sets a key."""
+    flags: list[str] = []
+    names = [profile.key_env] if profile.key_env else []
     for name in (profile.key_flag, profile.key_file_flag):
         found = profile.flags.lookup(name) if name else None
         if found is not None:
-            if found[0].key in merged.settings:
-                return True
-            keys.update(found[0].env)
-    return any(merged.env_map.get(k) for k in keys)
+            flags.append(found[0].key)
+            names += [n for n in found[0].env if n not in names]
+    return tuple(flags), tuple(names)
 
 
 POOLED_BROKEN = "pooled-serving"
