@@ -300,7 +300,14 @@ def cors_findings(
 def _keyed(profile: ExecutorProfile, merged: Merged) -> bool:
     flags, names = _key_settings(profile)
     settings, env = merged.settings, merged.env_map
-    return any(f in settings for f in flags) or any(env.get(n) for n in names)
+    # (Loops, not any() of a generator: this runs on every plan, and each is two names.)
+    for f in flags:
+        if f in settings:
+            return True
+    for n in names:  # noqa: SIM110
+        if env.get(n):
+            return True
+    return False
 
 
 # Both below are pure functions of a frozen profile, asked on every plan: each is worked out
