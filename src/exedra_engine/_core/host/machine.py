@@ -134,7 +134,11 @@ class Hardware(Value, frozen=True, kw_only=True):
 
     def executor(self, kind: str) -> ExecutorInfo | None:
         """The installed binary for `kind`, or None."""
-        return next((e for e in self.executors if e.kind == kind), None)
+        # (A loop, not next() of a generator: asked twice on every plan.)
+        for e in self.executors:
+            if e.kind == kind:
+                return e
+        return None
 
     def has_gpu(self) -> bool:
         """Whether the kernel shows any GPU (`gpus`: DRM render devices, or the nvidia

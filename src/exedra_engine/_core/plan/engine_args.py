@@ -270,7 +270,7 @@ def local_cors(profile: ExecutorProfile, merged: Merged, table: FlagTable) -> tu
     flag = profile.cors_flag
     if not flag or table.lookup(flag) is None or _keyed(profile, merged):
         return ()
-    if flag in merged.settings or any(n in merged.env_map for n in _flag_env(profile, flag)):
+    if flag in merged.settings or not merged.env_map.keys().isdisjoint(_flag_env(profile, flag)):
         return ()
     return (flag, profile.cors_local)
 
