@@ -187,7 +187,10 @@ def merge(
         _keep_key(profile, required_key, env)
     if key_flag is not None and key_flag in read.last:
         _move_keys(profile, read, key_flag, env)
-    moving = {k: name for k, name in _secret_envs(profile) if k in read.last}
+    moving: dict[str, str] = {}
+    for k, name in _secret_envs(profile):
+        if k in read.last:
+            moving[k] = name
     if moving:
         kept = _move_secrets(read, kept, moving, env)
     return _merged(read, kept, repeated, env, arg_over)
@@ -207,7 +210,8 @@ def _secret_envs(profile: ExecutorProfile) -> tuple[tuple[str, str], ...]:
         flag = hit[0]
         if flag.env and not flag.repeatable:
             out.append((flag.key, flag.env[0]))
-    return tuple(out)
+    # One pair per key (two spellings of a flag share it), as a dict of them keeps it.
+    return tuple(dict(out).items())
 
 
 def _move_secrets(
