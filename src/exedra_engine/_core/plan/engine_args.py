@@ -84,9 +84,10 @@ def pooled_serving(
     trained context `model_ctx` (0: unknown), its header's pooling type `pooling` (-1:
     none named), its `architecture` ("": unknown) and `vocab` (tokens; 0: unknown); None
     for any other member."""
-    caps = [cap for cap in spec.capabilities if cap in profile.pooled]
-    if not caps or not profile.pooling_flag:
+    # (Most members serve no pooled capability: tested before the list is built.)
+    if not profile.pooling_flag or profile.pooled.keys().isdisjoint(spec.capabilities):
         return None
+    caps = [cap for cap in spec.capabilities if cap in profile.pooled]
     cap = caps[-1]
     chosen, said = _pooling(profile.pooled[cap], pooling, cap)
     ctx, why = _pooled_ctx(c.ctx, model_ctx, architecture, vocab)
