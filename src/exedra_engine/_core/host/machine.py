@@ -116,7 +116,7 @@ class ExecutorInfo(Value, frozen=True, kw_only=True, omit_defaults=True):
 
     def has_gpu_backend(self) -> bool:
         """Whether any known backend drives a GPU (not cpu, blas or rpc)."""
-        return any(b not in _NON_GPU_BACKENDS for b in self.backends)
+        return not _NON_GPU_BACKENDS.issuperset(self.backends)
 
 
 _NON_GPU_BACKENDS = frozenset({"cpu", "blas", "rpc", "amx"})
@@ -134,7 +134,11 @@ class Hardware(Value, frozen=True, kw_only=True):
 
     def executor(self, kind: str) -> ExecutorInfo | None:
         """The installed binary for `kind`, or None."""
-        return next((e for e in self.executors if e.kind == kind), None)
+        # (A loop, not next() of a generator: asked twice on every plan.)
+        for e in self.executors:
+            if e.kind == kind:
+                return e
+        return None
 
     def has_gpu(self) -> bool:
         """Whether the kernel shows any GPU (`gpus`: DRM render devices, or the nvidia
@@ -158,7 +162,7 @@ class Hardware(Value, frozen=True, kw_only=True):
                 for d in exe.devices
                 if offloads(d)
             )
-        if not exe.has_gpu_backend() or not self.gpus:
+        if not self.gpus or not exe.has_gpu_backend():
             return ()
         backend = next((b for b in exe.backends if b in _GPU_BACKENDS), "")
         prefix = _GPU_BACKENDS.get(backend, backend.upper() or "GPU")

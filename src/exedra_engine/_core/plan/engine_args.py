@@ -9,6 +9,7 @@ with its rank (lowest first; see `exedra_engine._core.plan.planner`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
@@ -83,9 +84,10 @@ def pooled_serving(
     trained context `model_ctx` (0: unknown), its header's pooling type `pooling` (-1:
     none named), its `architecture` ("": unknown) and `vocab` (tokens; 0: unknown); None
     for any other member."""
-    caps = [cap for cap in spec.capabilities if cap in profile.pooled]
-    if not caps or not profile.pooling_flag:
+    # (Most members serve no pooled capability: tested before the list is built.)
+    if not profile.pooling_flag or profile.pooled.keys().isdisjoint(spec.capabilities):
         return None
+    caps = [cap for cap in spec.capabilities if cap in profile.pooled]
     cap = caps[-1]
     chosen, said = _pooling(profile.pooled[cap], pooling, cap)
     ctx, why = _pooled_ctx(c.ctx, model_ctx, architecture, vocab)
@@ -269,9 +271,7 @@ def local_cors(profile: ExecutorProfile, merged: Merged, table: FlagTable) -> tu
     flag = profile.cors_flag
     if not flag or table.lookup(flag) is None or _keyed(profile, merged):
         return ()
-    known = profile.flags.lookup(flag)
-    names = known[0].env if known is not None else ()
-    if flag in merged.settings or any(n in merged.env_map for n in names):
+    if flag in merged.settings or not merged.env_map.keys().isdisjoint(_flag_env(profile, flag)):
         return ()
     return (flag, profile.cors_local)
 
@@ -299,14 +299,38 @@ def cors_findings(
 
 
 def _keyed(profile: ExecutorProfile, merged: Merged) -> bool:
-    keys = {profile.key_env} if profile.key_env else set()
+    flags, names = _key_settings(profile)
+    settings, env = merged.settings, merged.env_map
+    # (Loops, not any() of a generator: this runs on every plan, and each is two names.)
+    for f in flags:
+        if f in settings:
+            return True
+    for n in names:  # noqa: SIM110
+        if env.get(n):
+            return True
+    return False
+
+
+# Both below are pure functions of a frozen profile, asked on every plan: each is worked out
+# once per profile, not with two table lookups and a set a plan.
+@functools.cache
+def _flag_env(profile: ExecutorProfile, flag: str) -> tuple[str, ...]:
+    """The variables the executor reads for `flag` (by the bundled table)."""
+    known = profile.flags.lookup(flag)
+    return known[0].env if known is not None else ()
+
+
+@functools.cache
+def _key_settings(profile: ExecutorProfile) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The merge keys of the key and key-file flags, and every variable that sets a key."""
+    flags: list[str] = []
+    names = [profile.key_env] if profile.key_env else []
     for name in (profile.key_flag, profile.key_file_flag):
         found = profile.flags.lookup(name) if name else None
         if found is not None:
-            if found[0].key in merged.settings:
-                return True
-            keys.update(found[0].env)
-    return any(merged.env_map.get(k) for k in keys)
+            flags.append(found[0].key)
+            names += [n for n in found[0].env if n not in names]
+    return tuple(flags), tuple(names)
 
 
 POOLED_BROKEN = "pooled-serving"

@@ -29,6 +29,7 @@ Rules, per flag table (`exedra_engine._core.executors.flags`):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from itertools import chain
 from typing import NamedTuple
@@ -186,24 +187,31 @@ def merge(
         _keep_key(profile, required_key, env)
     if key_flag is not None and key_flag in read.last:
         _move_keys(profile, read, key_flag, env)
-    moving = _secrets_by_env(profile, table, read)
+    moving: dict[str, str] = {}
+    for k, name in _secret_envs(profile):
+        if k in read.last:
+            moving[k] = name
     if moving:
         kept = _move_secrets(read, kept, moving, env)
     return _merged(read, kept, repeated, env, arg_over)
 
 
-def _secrets_by_env(profile: ExecutorProfile, table: FlagTable, read: _Read) -> dict[str, str]:
-    """The secret flags in `read` (other than the key flag) that the executor also reads from
-    a variable, by key, with that variable."""
-    out: dict[str, str] = {}
+@functools.cache
+def _secret_envs(profile: ExecutorProfile) -> tuple[tuple[str, str], ...]:
+    """(key, variable) of each secret flag (other than the key flag) that the executor also
+    reads from a variable: a pure function of the frozen profile, worked out once, not with a
+    table lookup per secret flag per merge."""
+    table = profile.flags
+    out: list[tuple[str, str]] = []
     for name in profile.secret_flags:
         hit = table.lookup(name)
         if hit is None or name == profile.key_flag:
             continue
         flag = hit[0]
-        if flag.env and not flag.repeatable and flag.key in read.last:
-            out[flag.key] = flag.env[0]
-    return out
+        if flag.env and not flag.repeatable:
+            out.append((flag.key, flag.env[0]))
+    # One pair per key (two spellings of a flag share it), as a dict of them keeps it.
+    return tuple(dict(out).items())
 
 
 def _move_secrets(

@@ -35,7 +35,11 @@ def choose_port(c: Constraints, in_use: Set[int]) -> int:
 
 def next_free_port(base: int, in_use: Set[int]) -> int | None:
     """The first port from `base` up that is not in use, or None."""
-    return next((p for p in range(base, 65536) if p not in in_use), None)
+    # (A loop, not next() of a generator: asked on every plan that scans for its port.)
+    for p in range(base, 65536):
+        if p not in in_use:
+            return p
+    return None
 
 
 def port_origin(p: ExecutorProfile, m: Merged) -> str:
