@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from bench.common import Row, executor, free_port, poll_fixed, real_model, scored
+from bench.common import Row, executor, free_port, real_model, scored
 from bench.goals import MEM_TOLERANCE, MiB
-from bench.rows.memory import _estimate, _peak_after_chat, _vm_hwm
+from bench.rows.memory import _estimate, _peak_after_chat, _vm_hwm, serving
 
 N = 12
 CTXS = (8192, 32768)
@@ -68,27 +65,8 @@ def _planned(binary: Path, model: Path, ctx: int, on_device: bool) -> tuple[Any,
 
 def _load_only(plan: Any, log_path: Path) -> tuple[int, str]:
     """Start, wait until ready, stop: VmHWM after the load and the log (breakdown at exit)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_")}
-    env.update(e.split("=", 1) for e in plan.env)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [plan.command, *plan.args, "--verbose"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            start_new_session=True,
-        )
-    try:
-        poll_fixed(f"http://127.0.0.1:{plan.port}/health", 0.05, time.monotonic() + 300)
+    with serving(plan, log_path) as (proc, _):
         peak = _vm_hwm(proc.pid)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     return peak, log_path.read_text(errors="replace")
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +92,14 @@ def _server_reserved(log: str) -> int:
     return sum(rows.values())
 
 
-def _peak_after_chat(plan: Any, ctx: int, log_path: Path) -> tuple[int, int, int]:
-    """Launch the plan's executor, ask one chat question whose prompt is longer than one
-    ubatch where the context allows it (a 512-token context does not), and return its peak
-    RSS (VmHWM), the prompt's token count, and what the server said it reserved."""
+@contextlib.contextmanager
+def serving(plan: Any, log_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """The plan's executor started (its log, ``--verbose`` for the memory breakdown it prints
+    at exit, in `log_path`) and ready: the process and its base URL; stopped on leaving
+    (SIGTERM, then its whole group killed after 30 s), so the breakdown is in the log."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_")}
     env.update(e.split("=", 1) for e in plan.env)
     with open(log_path, "wb") as log:
-        # --verbose: only for the memory breakdown it then prints at exit
         proc = subprocess.Popen(
             [plan.command, *plan.args, "--verbose"],
             env=env,
@@ -109,6 +111,21 @@ def _peak_after_chat(plan: Any, ctx: int, log_path: Path) -> tuple[int, int, int
     try:
         base = f"http://127.0.0.1:{plan.port}"
         poll_fixed(base + "/health", 0.05, time.monotonic() + 300)
+        yield proc, base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _peak_after_chat(plan: Any, ctx: int, log_path: Path) -> tuple[int, int, int]:
+    """Launch the plan's executor, ask one chat question whose prompt is longer than one
+    ubatch where the context allows it (a 512-token context does not), and return its peak
+    RSS (VmHWM), the prompt's token count, and what the server said it reserved."""
+    with serving(plan, log_path) as (proc, base):
         # 700 tokens is past one 512-token ubatch; a small context takes half its size
         from exedra_engine.testing.models import _WORDS
 
@@ -122,13 +139,6 @@ def _peak_after_chat(plan: Any, ctx: int, log_path: Path) -> tuple[int, int, int
             timeout=600,
         )
         peak, tokens = _vm_hwm(proc.pid), int(r.get("usage", {}).get("prompt_tokens", 0))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
     return peak, tokens, _server_reserved(log_path.read_text(errors="replace"))
 
 
