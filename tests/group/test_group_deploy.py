@@ -29,25 +29,6 @@ PLAN = ("--no-config", "--no-port-check")
 
 
 @pytest.fixture
-def hardware(tmp_path: Path) -> str:
-    """Another host of 4 CPUs and 8 GiB (paths only: nothing is run)."""
-    f = tmp_path / "hw.json"
-    f.write_text(
-        json.dumps(
-            {
-                "cpu": {"threads": 4, "ram": 8 << 30, "available": 6 << 30},
-                "gpus": [],
-                "executors": [
-                    {"kind": "llama", "path": "/usr/bin/llama-server", "backends": ["cpu"]},
-                    {"kind": "transcribe", "path": "/usr/bin/whisper-server"},
-                ],
-            }
-        )
-    )
-    return str(f)
-
-
-@pytest.fixture
 def models() -> Iterator[Path]:
     """The models' directory: where a Quadlet container's user can reach them (a unit
     that cannot is refused, as for one plan)."""

@@ -120,24 +120,6 @@ def group_file(tmp_path: Path) -> Path:
     return f
 
 
-@pytest.fixture
-def hardware(tmp_path: Path) -> str:
-    f = tmp_path / "hw.json"
-    f.write_text(
-        json.dumps(
-            {
-                "cpu": {"threads": 4, "ram": 8 << 30, "available": 6 << 30},
-                "gpus": [],
-                "executors": [
-                    {"kind": "llama", "path": "/usr/bin/llama-server", "backends": ["cpu"]},
-                    {"kind": "transcribe", "path": "/usr/bin/whisper-server"},
-                ],
-            }
-        )
-    )
-    return str(f)
-
-
 def test_plan_group_json_holds_each_members_plan_and_share(group_file: Path, hardware: str) -> None:
     r = cli("plan", "--group", str(group_file), "--hardware", hardware, "--no-config",
             "--no-port-check", "--json")  # fmt: skip
