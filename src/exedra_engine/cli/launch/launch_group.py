@@ -32,7 +32,6 @@ from exedra_engine.cli.signal_scope import signal_phase
 from exedra_engine.cli.signals import Signals, interrupted_exit
 from exedra_engine.errors import (
     ArgumentRefused,
-    EmitRefused,
     EngineError,
     LaunchError,
     MemberFailed,
@@ -123,16 +122,9 @@ def _judged(
 
 
 def _router(group: GroupPlan, a: argparse.Namespace, sigs: Signals) -> int:
-    """``--router``: `launch_router`, its preset's secrets refused first (exit 2)."""
-    from exedra_engine._core.emit.group.router import router_preset
+    """``--router``: `launch_router`, which refuses a preset that would carry a secret."""
     from exedra_engine.cli.launch.launch_router import launch_router
-    from exedra_engine.cli.plan.emit_group import print_refused
 
-    try:
-        router_preset(group, executors=a.executors)
-    except EmitRefused as refused:
-        print_refused(refused)
-        return 2
     return launch_router(group, a, sigs, run_group_launch)
 
 

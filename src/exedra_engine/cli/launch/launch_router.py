@@ -30,6 +30,7 @@ from exedra_engine.cli.launch.launch_output import curl_command
 from exedra_engine.cli.launch.launch_run import run_launch
 from exedra_engine.cli.render import PROG, shown
 from exedra_engine.cli.signals import Signals
+from exedra_engine.errors import EmitRefused
 
 RunGroup = Callable[..., int]
 """`exedra_engine.cli.launch.launch_group.run_group_launch`, handed in (that module
@@ -42,7 +43,13 @@ def launch_router(
     """Run `group`'s llama members as one llama-server in router mode, its preset written to
     a private directory for the life of the command, ready when ``/models`` answers; the
     members it cannot serve beside it (`run_group`, with the router as one member)."""
-    preset = router_preset(group, executors=a.executors)
+    from exedra_engine.cli.plan.emit_group import print_refused
+
+    try:
+        preset = router_preset(group, executors=a.executors)
+    except EmitRefused as refused:  # a secret the preset would carry: exit 2, nothing started
+        print_refused(refused)
+        return 2
     for line in preset.dropped:
         print(f"{PROG}: note: dropped {shown(line)}", file=sys.stderr)
     said = sys.stderr if a.json else sys.stdout  # --json: stdout holds JSON lines only
