@@ -281,7 +281,10 @@ def test_a_members_threads_field_is_its_share_in_the_text_the_json_and_the_units
         assert args[args.index("--threads") + 1] == str(threads)
         assert args[args.index("--cpu-range") + 1] == f"{cpus[0]}-{cpus[-1]}"
     units = tmp_path / "units"
-    r = cli(*argv, "--emit", "systemd", "--name", "pair", "--out", str(units))
+    # The waiter another host has (a checkout under /tmp, as a CI clone may be, has none a
+    # unit could run: PrivateTmp=).
+    waiter = ("--waiter", "/usr/local/lib/exedra-engine/bin/exedra-engine")
+    r = cli(*argv, "--emit", "systemd", "--name", "pair", "--out", str(units), *waiter)
     assert r.code == 0, r.err
     for mid, (cpus, _) in shares.items():
         unit = read_ini((units / f"pair-{mid}.service").read_text())
