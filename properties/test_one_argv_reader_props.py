@@ -20,9 +20,10 @@ from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.kinds import Kind
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.endpoint import _keys, _port, resolve
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.plan.ports import with_port
 from exedra_engine._core.secrets import REDACTED, redact_args
-from exedra_engine._core.values import LaunchPlan, ModelSpec
+from exedra_engine._core.values import ModelSpec
 from exedra_engine.errors import EngineError, PlanError
 
 KINDS = ("llama", "transcribe")

@@ -17,9 +17,9 @@ from returns.result import Failure, Success
 from exedra_engine import Kind, LaunchPlan, explain_launch, plan_launch
 from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.plan.endpoint import resolve_endpoint
+from exedra_engine._core.plan.launch_plan import read_afresh, read_plan
 from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import merge
-from exedra_engine._core.plan.reading import read_afresh, read_plan
 from properties import executor_model
 from properties.strategies import HW, REPEATABLE, argv, env, keys, requests
 

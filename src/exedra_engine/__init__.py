@@ -28,6 +28,7 @@ from exedra_engine._core.host.hardware import HostSnapshot, hardware_from
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.endpoint import Resolved, resolve_endpoint
 from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.plan.planner import explain_launch, plan_launch
 from exedra_engine._core.values import (
     CPU,
@@ -37,7 +38,6 @@ from exedra_engine._core.values import (
     Endpoint,
     ExecutorInfo,
     Hardware,
-    LaunchPlan,
     ModelInfo,
     ModelSpec,
 )

@@ -10,7 +10,7 @@ import shlex
 from exedra_engine import Kind, ModelSpec
 from exedra_engine._core.config.findings import Finding, TableOrigin
 from exedra_engine._core.executors.builtin import BUILTIN
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine.cli.launch.launch_output import (
     curl_command,
     kept_log_path,

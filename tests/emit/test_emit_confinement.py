@@ -14,7 +14,8 @@ from exedra_engine import Constraints, Kind, ModelSpec, plan_launch
 from exedra_engine._core.emit import EmitOptions, Storage, Target, emit, emit_files
 from exedra_engine._core.emit.checks import check_files
 from exedra_engine._core.emit.formats import ini
-from exedra_engine._core.values import LaunchPlan, ModelInfo
+from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.values import ModelInfo
 from exedra_engine.errors import EmitError
 from tests.conftest import Run
 from tests.emit_cases import hardware

@@ -21,11 +21,11 @@ from exedra_engine._core.emit import EmitOptions, Selinux, Storage, Target, emit
 from exedra_engine._core.emit.checks import check_files
 from exedra_engine._core.emit.formats import ini
 from exedra_engine._core.emit.names import DNS1035
-from exedra_engine._core.executors.builtin import executor_profile
 from exedra_engine._core.launch.budget import load_budget
 from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.plan.explained import Explained
-from exedra_engine._core.values import LaunchPlan, ModelInfo
+from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.values import ModelInfo
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.plan import file_size, sized
 from exedra_engine.cli import main
@@ -158,7 +158,7 @@ def test_a_split_set_is_counted_whole(tmp_path: Path) -> None:
     assert [f.role for f in plan.files] == ["model", "shard", "shard"]
     host = LocalHost()
     e = Explained(plan=plan, sources=())
-    plan = sized(e, lambda p: file_size(p, host), executor_profile(Kind.LLAMA)).plan
+    plan = sized(e, lambda p: file_size(p, host)).plan
     total = 62528 + 2 * 20 * 1024**3
     assert sum(f.size for f in plan.files) == total
     e = emit_files(plan, Target.K8S, EmitOptions(), hardware("none"))
@@ -213,14 +213,15 @@ def test_a_name_option_kubernetes_refuses_is_refused_at_parse(
 def test_emit_refuses_a_plan_its_check_rejects(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # The plan's port is its argv's (a view), so the argv is what a tampered plan gets wrong.
     plan = _plan()
     tampered = msgspec.structs.replace(
-        plan, args=tuple("9000" if a == "8080" else a for a in plan.args)
+        plan, args=tuple("70000" if a == "8080" else a for a in plan.args)
     )
     for target in Target:
         r = emit(tampered, target, hardware=hardware("none"))
         assert isinstance(r.failure(), EmitRefused)
-        assert any("port 9000, not the plan's 8080" in p for p in r.failure().problems)
+        assert any("do not resolve: port 70000 is outside" in p for p in r.failure().problems)
     saved = tmp_path / "plan.json"
     saved.write_bytes(msgspec.json.encode(tampered))
     out = tmp_path / "out"
@@ -236,9 +237,12 @@ def test_emit_refuses_a_plan_its_check_rejects(
 
 @pytest.mark.parametrize("port", [0, 70000])
 def test_a_plan_port_outside_tcp_is_refused(port: int) -> None:
-    plan = msgspec.structs.replace(_plan(), port=port)
+    plan = _plan()
+    plan = msgspec.structs.replace(
+        plan, args=tuple(str(port) if a == "8080" else a for a in plan.args)
+    )
     for target in Target:
-        assert "not a TCP port" in _refused(plan, target)
+        assert f"port {port} is outside 1-65535" in _refused(plan, target)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import trio
 import exedra_engine as engine
 from exedra_engine._core.emit.group.router import models_max, router_plan, router_preset
 from exedra_engine._core.group.values import GroupPlan, MemberShare
-from exedra_engine._core.plan.reading import read_plan
+from exedra_engine._core.plan.launch_plan import read_plan
 from exedra_engine.errors import EmitError
 from exedra_engine.testing import free_port
 from tests.http_client import health, http
@@ -124,7 +124,8 @@ def test_the_router_plan_is_merged_read_and_checked_as_every_plan_is() -> None:
     r = read_plan(plan).resolved()
     assert (r.host, r.port) == (plan.host, plan.port) == (chat.host, 18100)
     # A member the router does not serve, on the port it takes, is refused, naming it.
-    clash = _group(chat, msgspec.structs.replace(asr, port=18100))
+    moved = tuple("18100" if a == "18101" else a for a in asr.args)
+    clash = _group(chat, msgspec.structs.replace(asr, args=moved))
     with pytest.raises(engine.PortInUse, match="port 18100, where member asr listens"):
         router_plan(clash, "/run/preset.ini", router_preset(clash))
 

@@ -34,7 +34,8 @@ from exedra_engine._core.launch.stop import (
     should_send,
     stop_steps,
 )
-from exedra_engine._core.values import LaunchPlan, ModelFile, ModelSpec
+from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.values import ModelFile, ModelSpec
 
 
 def test_stop_is_one_sigterm_then_sigkill_at_the_deadline() -> None:
@@ -125,13 +126,15 @@ def test_child_spec_takes_plain_values_and_drops_stray_executor_variables() -> N
 
 
 def test_the_budget_comes_from_the_bytes_to_read() -> None:
-    spec = ModelSpec(id="m", path="/m.gguf", kind="llama")
-    base = LaunchPlan(spec=spec, command="x", args=(), host="127.0.0.1", port=1, ready="/health")
-    assert load_limits(base).budget == START_UNKNOWN
+    spec = ModelSpec(id="m", path="/m-00001-of-00002.gguf", kind="llama")
+    args = ("--model", spec.path, "--mmproj", "/mmproj.gguf")
+    base = LaunchPlan(spec=spec, command="x", args=args, host="127.0.0.1", port=1, ready="/health")
+    assert [f.path for f in base.files] == [spec.path, "/m-00002-of-00002.gguf", "/mmproj.gguf"]
+    assert load_limits(base).budget == START_UNKNOWN  # the files' sizes are not known
     gib = 1 << 30
     files = (
-        ModelFile(path="/m-00001.gguf", size=20 * gib, role="shard"),
-        ModelFile(path="/m-00002.gguf", size=20 * gib, role="shard"),
+        ModelFile(path=spec.path, size=20 * gib),
+        ModelFile(path="/m-00002-of-00002.gguf", size=20 * gib, role="shard"),
         ModelFile(path="/mmproj.gguf", size=gib, role="mmproj"),
     )
     split = msgspec.structs.replace(base, files=files)

@@ -151,11 +151,13 @@ def test_launch_shows_the_load_of_a_sparse_multi_gib_model(
 
 def test_the_feed_passes_each_sample_on_and_follows_a_new_pid() -> None:
     from exedra_engine import Kind, ModelSpec
-    from exedra_engine._core.values import LaunchPlan, ModelFile
+    from exedra_engine._core.plan.launch_plan import LaunchPlan
+    from exedra_engine._core.values import ModelFile
     from exedra_engine._shell.launch.load_progress import ProgressFeed
 
     plan = LaunchPlan(
-        spec=ModelSpec(path="/models/a.gguf", kind=Kind.LLAMA), command="/x", args=(),
+        spec=ModelSpec(path="/models/a.gguf", kind=Kind.LLAMA), command="/x",
+        args=("--model", "/models/a.gguf"),
         host="h", port=1, ready="/health", files=(ModelFile(path="/models/a.gguf", size=GIB),),
     )  # fmt: skip
     texts = {"/proc/9/smaps": SMAPS, "/proc/11/smaps": ""}

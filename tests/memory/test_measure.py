@@ -24,7 +24,8 @@ from exedra_engine._core.memory.fit_params import (
     memory_settings,
     rows_from_print,
 )
-from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.values import Hardware
 from exedra_engine._shell.measure import find_companion, measure_model, run_bounded
 from exedra_engine._shell.plan import PlanRequest
 from exedra_engine.errors import MeasureError, PlanError

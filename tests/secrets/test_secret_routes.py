@@ -14,8 +14,8 @@ import pytest
 
 from exedra_engine import Constraints, Endpoint, Hardware, Kind, ModelSpec, plan_launch
 from exedra_engine._core.config.overrides import Config, Override
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.plan.planner import explain_launch
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.local.files import open_append
 from exedra_engine._trio.launcher import open_instance
 from tests.conftest import FAKE, Run, cli, hardware_file

@@ -23,7 +23,7 @@ from exedra_engine._aio.child import Child
 from exedra_engine._aio.instance import Instance
 from exedra_engine._aio.logs import Logs, Pump
 from exedra_engine._aio.loop import LOOP
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._shell.launch import start
 from exedra_engine._shell.launch.child import ExitReason
 from exedra_engine._shell.launch.loop import News

@@ -20,7 +20,8 @@ from typing import Any, TypeVar, Unpack
 from exedra_engine._aio import launcher as aio
 from exedra_engine._blocking.bridge import Bridged
 from exedra_engine._core.launch.actual import Actual
-from exedra_engine._core.values import Endpoint, LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.values import Endpoint
 from exedra_engine._shell.launch.child import ExitReason
 from exedra_engine._shell.launch.options import Options
 from exedra_engine.constants import STOP_TIMEOUT

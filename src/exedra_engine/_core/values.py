@@ -18,7 +18,6 @@ from exedra_engine._core.host.machine import CPU as CPU  # noqa: PLC0414
 from exedra_engine._core.host.machine import GPU as GPU  # noqa: PLC0414
 from exedra_engine._core.host.machine import ExecutorInfo as ExecutorInfo  # noqa: PLC0414
 from exedra_engine._core.host.machine import Hardware as Hardware  # noqa: PLC0414
-from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.secrets import REDACTED, Hider, redact_shown
 from exedra_engine._core.struct import Value
 
@@ -139,64 +138,6 @@ class Endpoint(Value, frozen=True, kw_only=True):
     def shown_fields(self) -> dict[str, Any]:
         # Keys stay out of logs and tracebacks that print values (a URL's credentials too).
         return {"url": Hider().value(self.url), "api_key": REDACTED if self.api_key else ""}
-
-    def __repr__(self) -> str:
-        return self.shown_repr()
-
-
-class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
-    """A serializable launch decision.
-
-    `args` and `env` may be replaced (``msgspec.structs.replace``) before launching; `host`,
-    `port` and `api_key` are read back from them, never set separately — `launch` reads them
-    back again. `command`, `spec`, `model` and `ready` are kept as planned.
-    """
-
-    spec: ModelSpec
-    model: ModelInfo | None = None
-    command: str
-    args: tuple[str, ...]
-    env: tuple[str, ...] = ()
-    """KEY=VALUE strings added to the executor's environment."""
-    host: str
-    port: int
-    api_key: str = ""
-    key_env: str = ""
-    """The variable the caller's key was read from (``--api-key-env``), "" when it was given
-    as a value. A plan saved for people carries the key as ``<redacted>``; this names where
-    the real one lives. Launching never reads it: a plan holding the marker is refused."""
-    ready: str
-    """Readiness HTTP path."""
-    files: tuple[ModelFile, ...] = ()
-    """Every file the executor reads at load, with its size (see `ModelFile`)."""
-    memory: MemoryPlan | None = None
-    """What the executor is expected to use, and whether it fits (see `MemoryPlan`)."""
-    port_scanned: bool = False
-    """True when the planner chose `port` by scanning, so `launch` may move it to the next
-    free port if another process binds it first; an explicit port is never moved."""
-
-    @property
-    def url(self) -> str:
-        """The instance base address; wildcard binds are reached on loopback."""
-        return base_url(self.host, self.port)
-
-    def shown_fields(self) -> dict[str, Any]:
-        # No `Executors` value here to say which flags of an added executor are secret: for
-        # a built-in kind `redact_shown` also hides after any flag whose name reads as one,
-        # and the key's copies; for any other kind, every value.
-        key = REDACTED if self.api_key else ""
-        args, env = redact_shown(
-            self.args, self.env, api_key=self.api_key, every_value=self.spec.kind not in BUILTIN
-        )
-        return {
-            "command": self.command,
-            "args": args,
-            "env": env,
-            "host": self.host,
-            "port": self.port,
-            "api_key": key,
-            "ready": self.ready,
-        }
 
     def __repr__(self) -> str:
         return self.shown_repr()

@@ -32,7 +32,7 @@ from exedra_engine._core.memory.extra_buffers import (
     buffers_from_log,
     with_extra_buffers,
 )
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._shell.local.bounded_run import ask_binary
 from exedra_engine.errors import MeasureError
 

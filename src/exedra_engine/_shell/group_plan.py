@@ -128,7 +128,7 @@ def explain_group_request(
         e = _weighed(e, facts, planned, flags or {}, ex)
     elif not req.this_host:
         e = _unweighed(e, ex)
-    members = tuple(sized(m, reads.size, ex.profile(m.plan.spec.kind)) for m in e.members)
+    members = tuple(sized(m, reads.size) for m in e.members)
     plan = msgspec.structs.replace(e.plan, plans=tuple(m.plan for m in members))
     return msgspec.structs.replace(e, plan=plan, members=members)
 

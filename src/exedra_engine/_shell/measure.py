@@ -32,8 +32,7 @@ from exedra_engine._core.memory.fit_params import (
     memory_settings_of,
 )
 from exedra_engine._core.outcome import as_result
-from exedra_engine._core.plan.reading import read_with
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan, read_with
 from exedra_engine.errors import EngineError, MeasureError
 
 MEASURE_TIMEOUT = 60.0

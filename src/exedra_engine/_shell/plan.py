@@ -20,11 +20,11 @@ from exedra_engine._core.host.netstat import holding_states, ports_in_use
 from exedra_engine._core.memory.extra_buffers import WeightBuffers
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.plan.load_files import with_sizes
 from exedra_engine._core.plan.planner import explain_plan
-from exedra_engine._core.plan.reading import with_files
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelInfo, ModelSpec
+from exedra_engine._core.values import Constraints, Hardware, ModelInfo, ModelSpec
 from exedra_engine._shell.inspect import inventory_at, read_model
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.local.ports import HostFiles, HostSockets
@@ -127,16 +127,17 @@ def explain_request(
         executors=req.executors,
         weight_buffers=req.weight_buffers,
     )
-    return sized(e, lambda path: file_size(path, host), profile)
+    return sized(e, lambda path: file_size(path, host))
 
 
-def sized(e: Explained, size: Callable[[str], int], profile: ExecutorProfile) -> Explained:
+def sized(e: Explained, size: Callable[[str], int]) -> Explained:
     """The plan with the size of every file it loads (the planner knows the header's only),
-    as `size` tells it (`file_size` on a host); `profile` is its kind's."""
+    as `size` tells it (`file_size` on a host)."""
     sizes = {f.path: size(f.path) for f in e.plan.files if not f.size}
     if not any(sizes.values()):
         return e
-    plan = with_files(e.plan, with_sizes(e.plan.files, sizes), profile)
+    # Its argv is unchanged: the new plan's views come from the reading already recorded.
+    plan = msgspec.structs.replace(e.plan, files=with_sizes(e.plan.files, sizes))
     return msgspec.structs.replace(e, plan=plan)
 
 

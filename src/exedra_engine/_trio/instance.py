@@ -14,7 +14,7 @@ import trio
 
 from exedra_engine._core.launch import stop as policy
 from exedra_engine._core.plan.endpoint import Resolved
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._shell.launch.instance import InstanceState, Settings
 from exedra_engine._trio import spawn
 from exedra_engine._trio.logs import LogPump

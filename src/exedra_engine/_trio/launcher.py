@@ -28,7 +28,7 @@ from typing import Unpack
 import trio
 from returns.result import Failure, Result, Success
 
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._shell.launch import start
 from exedra_engine._shell.launch.child import ExitReason
 from exedra_engine._shell.launch.loop import News

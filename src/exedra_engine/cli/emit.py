@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.targets import Selinux, Storage, Target
-from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine._core.values import Hardware
 from exedra_engine.cli import options
 from exedra_engine.cli.parser import Subparsers
 from exedra_engine.cli.render import PROG, shown

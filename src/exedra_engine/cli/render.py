@@ -16,8 +16,8 @@ from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.memory.explain import size_text as mem_size
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.plan.explained import redact_plan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.secrets import looks_secret, redact_text
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, MemberFailed, NotReady
 
 if TYPE_CHECKING:

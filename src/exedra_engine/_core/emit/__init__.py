@@ -20,10 +20,11 @@ from exedra_engine._core.emit.shape import Shape, shape
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.outcome import boundary
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.plan.provenance import Source
 from exedra_engine._core.struct import Value, frozen_fields
 from exedra_engine._core.targets import Selinux, Storage, Target
-from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine._core.values import Hardware
 from exedra_engine.errors import EmitRefused
 
 __all__ = (

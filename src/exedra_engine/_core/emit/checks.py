@@ -29,6 +29,7 @@ from exedra_engine._core.emit.ready import ready_problem
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.plan.endpoint import env_dict
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.secrets import (
     REDACTED,
     SHORT_KEY,
@@ -39,7 +40,6 @@ from exedra_engine._core.secrets import (
 )
 from exedra_engine._core.secrets.walk import secret_values
 from exedra_engine._core.targets import Target
-from exedra_engine._core.values import LaunchPlan
 
 
 def check_files(

@@ -10,10 +10,9 @@ from exedra_engine._core.emit.options import EmitOptions, Origin, chosen
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.endpoint import env_dict
-from exedra_engine._core.plan.reading import read_with
+from exedra_engine._core.plan.launch_plan import LaunchPlan, read_with
 from exedra_engine._core.secrets import is_secret_name
 from exedra_engine._core.targets import Target
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EmitError, EngineError
 
 KEY_DIR = "/run/secrets/exedra"

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 
 from exedra_engine._core.memory.settings import MIB
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.struct import Value, freeze
-from exedra_engine._core.values import LaunchPlan
 
 MARGIN_SHARE = 20
 """Per cent of the resident peak kept as margin."""

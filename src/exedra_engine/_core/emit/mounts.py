@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exedra_engine._core.emit.options import EmitOptions, Origin
+from exedra_engine._core.plan.launch_plan import LaunchPlan, PlanReading
 from exedra_engine._core.plan.load_files import normal_path
-from exedra_engine._core.plan.reading import PlanReading
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import LaunchPlan, ModelFile
+from exedra_engine._core.values import ModelFile
 from exedra_engine.errors import EmitError
 
 

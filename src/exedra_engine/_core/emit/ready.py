@@ -11,9 +11,8 @@ from exedra_engine._core.emit import names
 from exedra_engine._core.emit.options import Origin
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.endpoint import env_dict
+from exedra_engine._core.plan.launch_plan import LaunchPlan, read_with
 from exedra_engine._core.plan.provenance import Source
-from exedra_engine._core.plan.reading import read_with
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EmitError, EngineError
 
 

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.struct import Value, freeze
-from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine._core.values import Hardware
 from exedra_engine.errors import EmitError
 
 

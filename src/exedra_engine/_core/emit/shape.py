@@ -33,11 +33,11 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.launch.budget import START_BASE, START_RATE, START_UNKNOWN, load_budget
+from exedra_engine._core.plan.launch_plan import LaunchPlan, read_with
 from exedra_engine._core.plan.provenance import Source
-from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.struct import Value
 from exedra_engine._core.targets import Target
-from exedra_engine._core.values import Hardware, LaunchPlan, ModelFile
+from exedra_engine._core.values import Hardware, ModelFile
 from exedra_engine.constants import STOP_TIMEOUT
 from exedra_engine.errors import EmitError
 

@@ -28,7 +28,8 @@ from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.memory.kv import FALLBACK_CTX
 from exedra_engine._core.memory.plan import MemoryPlan
 from exedra_engine._core.memory.settings import settings_of
-from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.values import Hardware
 from exedra_engine.errors import DoesNotFit, PlanError
 
 Running = LaunchPlan | Actual

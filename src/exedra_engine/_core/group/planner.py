@@ -49,11 +49,11 @@ from exedra_engine._core.memory.explain import size_text
 from exedra_engine._core.memory.settings import MemorySettings, fitter_off
 from exedra_engine._core.outcome import boundary
 from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.launch_plan import LaunchPlan, read_with
 from exedra_engine._core.plan.planner import PlanFacts, Staged, decided, finished, staged
 from exedra_engine._core.plan.ports import choose_port
-from exedra_engine._core.plan.reading import read_with
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import Constraints, Hardware, LaunchPlan
+from exedra_engine._core.values import Constraints, Hardware
 from exedra_engine.errors import DoesNotFit, EngineError, NoHardware, PortInUse
 
 _T = TypeVar("_T")

@@ -11,10 +11,10 @@ from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan
 from exedra_engine._core.plan.endpoint import resolve_merged
 from exedra_engine._core.plan.engine_args import RANK_ENGINE
+from exedra_engine._core.plan.launch_plan import LaunchPlan, merge_reading, remember
 from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import merge
-from exedra_engine._core.plan.reading import merge_reading, remember
-from exedra_engine._core.values import LaunchPlan, ModelSpec
+from exedra_engine._core.values import ModelSpec
 from exedra_engine.errors import PortInUse
 
 
@@ -58,6 +58,7 @@ def plan_router(
         raise PortInUse(
             f"the router would listen on port {r.port}, where member {beside[0]} listens"
         )
+    remember(llama, reading)  # the plan's views are read from it
     plan = LaunchPlan(
         spec=ModelSpec(id="router", path=preset_path, kind=first.spec.kind),
         command=first.command,
@@ -68,5 +69,4 @@ def plan_router(
         api_key=r.api_key,
         ready=llama.ready_path if r.api_key else llama.router_ready_path,
     )
-    remember(plan, llama, reading)
     return plan

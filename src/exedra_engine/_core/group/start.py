@@ -16,7 +16,7 @@ from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine.errors import EngineError, ExitedUnexplained, MemberFailed, PlanError
 
 I = TypeVar("I")  # noqa: E741 - an instance of whichever adapter

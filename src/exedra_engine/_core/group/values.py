@@ -10,15 +10,9 @@ import msgspec
 
 from exedra_engine._core.gguf.inventory import ModelInventory
 from exedra_engine._core.memory.extra_buffers import WeightBuffers
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import (
-    Constraints,
-    ExecutorInfo,
-    Hardware,
-    LaunchPlan,
-    ModelInfo,
-    ModelSpec,
-)
+from exedra_engine._core.values import Constraints, ExecutorInfo, Hardware, ModelInfo, ModelSpec
 from exedra_engine.errors import PlanError
 
 

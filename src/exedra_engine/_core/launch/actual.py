@@ -5,9 +5,8 @@ from __future__ import annotations
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.memory.settings import MIB
 from exedra_engine._core.plan.endpoint import env_dict, stoi
-from exedra_engine._core.plan.reading import read_with
+from exedra_engine._core.plan.launch_plan import LaunchPlan, read_with
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError
 
 

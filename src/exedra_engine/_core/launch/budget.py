@@ -7,7 +7,7 @@ import math
 from typing import Final
 
 from exedra_engine._core.launch.readiness import LoadLimits
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 
 START_BASE: Final = 60
 """Seconds of a start that do not depend on the model: process start, device init, warm-up."""

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.launch.environ import child_environment
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import LaunchPlan
 
 
 class ChildSpec(Value, frozen=True, kw_only=True):

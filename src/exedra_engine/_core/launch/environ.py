@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.endpoint import env_dict
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 
 
 def child_environment(

@@ -14,8 +14,8 @@ from typing import Final
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.endpoint import Resolved
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.secrets import TextRedactor, plan_secrets
-from exedra_engine._core.values import LaunchPlan
 
 MAX_LINE: Final = 1 << 16
 """A line longer than this is cut: an executor printing a megabyte with no newline must not

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.secrets import REDACTED, redaction_markers
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import PlanError
 
 

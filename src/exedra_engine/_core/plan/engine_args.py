@@ -301,12 +301,13 @@ def cors_findings(
 def _keyed(profile: ExecutorProfile, merged: Merged) -> bool:
     flags, names = _key_settings(profile)
     settings, env = merged.settings, merged.env_map
-    # (Loops, not any() of a generator: this runs on every plan, and each is two names.)
-    for f in flags:
-        if f in settings:
-            return True
-    for n in names:  # noqa: SIM110
+    # (Loops, not any() of a generator: this runs on every plan, and each is two names. The
+    # variables first: the merge moves every key flag's value into the key variable.)
+    for n in names:
         if env.get(n):
+            return True
+    for f in flags:  # noqa: SIM110
+        if f in settings:
             return True
     return False
 

@@ -16,6 +16,7 @@ import msgspec
 from exedra_engine._core.config.findings import Finding, shown_findings
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.plan.provenance import Provenance, Source, redact_provenance, shown_source
 from exedra_engine._core.secrets import (
     ENGINE_LAYER,
@@ -25,7 +26,6 @@ from exedra_engine._core.secrets import (
     redact_args,
 )
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import LaunchPlan
 
 
 class Explained(Value, frozen=True, kw_only=True):

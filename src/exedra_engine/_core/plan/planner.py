@@ -45,21 +45,14 @@ from exedra_engine._core.plan.engine_args import (
     with_memory_args,
 )
 from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.launch_plan import LaunchPlan, merge_reading, remember
 from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import Merged, env_items, merge
 from exedra_engine._core.plan.model_findings import model_findings
 from exedra_engine._core.plan.ports import choose_port, port_origin
-from exedra_engine._core.plan.reading import merge_reading, remember
 from exedra_engine._core.plan.request_checks import check_request
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import (
-    Constraints,
-    ExecutorInfo,
-    Hardware,
-    LaunchPlan,
-    ModelInfo,
-    ModelSpec,
-)
+from exedra_engine._core.values import Constraints, ExecutorInfo, Hardware, ModelInfo, ModelSpec
 from exedra_engine.constants import INSTALL_HINT
 from exedra_engine.errors import (
     ExecutorNotFound,
@@ -303,6 +296,7 @@ def finished(
     scanned = constraints.port == 0 and r.port == st.engine_port
     if not scanned and r.port in ports_in_use:
         raise PortInUse(f"port {r.port} is already in use ({port_origin(profile, m)})")
+    remember(profile, reading)  # the plan's views are read from it
     plan = LaunchPlan(
         spec=spec,
         model=model,
@@ -318,7 +312,6 @@ def finished(
         memory=memory.memory if memory is not None else None,
         port_scanned=scanned,
     )
-    remember(plan, profile, reading)
     found = (
         _findings(profile, spec, constraints, *judge, executors=executors)
         + model_findings(profile, spec, m, model, facts.inventory)

@@ -9,9 +9,9 @@ import msgspec
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.plan.launch_plan import LaunchPlan, read_with
 from exedra_engine._core.plan.layers import Merged
-from exedra_engine._core.plan.reading import read_with, remember
-from exedra_engine._core.values import Constraints, LaunchPlan
+from exedra_engine._core.values import Constraints
 from exedra_engine.constants import DEFAULT_PORT_BASE
 from exedra_engine.errors import PlanError, PortInUse
 
@@ -74,8 +74,6 @@ def with_port(plan: LaunchPlan, port: int, *, executors: Executors = BUILTIN) ->
         raise PlanError("the plan's args have no port flag to move")
     args[last] = str(port)
     moved = msgspec.structs.replace(plan, args=tuple(args))
-    reading = read_with(moved, profile)  # a new argv: read once, here
-    r = reading.resolved()
-    out = msgspec.structs.replace(moved, host=r.host, port=r.port, api_key=r.api_key)
-    remember(out, profile, reading)  # its argv and env are `moved`'s
-    return out
+    r = read_with(moved, profile).resolved()  # a new argv: read once, here
+    # The views of a built-in kind's plan are its argv's already; an added kind's are set here.
+    return msgspec.structs.replace(moved, host=r.host, port=r.port, api_key=r.api_key)

@@ -17,7 +17,8 @@ from exedra_engine._core.launch.actual import Actual
 from exedra_engine._core.launch.lifecycle import Lifecycle, Phase
 from exedra_engine._core.launch.readiness import busy_slots, prefix_of
 from exedra_engine._core.plan.endpoint import Resolved
-from exedra_engine._core.values import Endpoint, LaunchPlan, connect_host
+from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.values import Endpoint, connect_host
 from exedra_engine._shell import notice
 from exedra_engine._shell.launch.child import ExitReason
 from exedra_engine._shell.launch.loop import Event, Loop

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from exedra_engine._core.launch.progress import LoadProgress, mapped_bytes, read_bytes
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 
 ReadText = Callable[[str], "str | None"]
 """The port: a small text file's contents (``/proc/PID/smaps``), None when unreadable."""

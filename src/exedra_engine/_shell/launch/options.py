@@ -17,8 +17,8 @@ from exedra_engine._core.launch.budget import load_limits
 from exedra_engine._core.launch.child import ChildSpec
 from exedra_engine._core.launch.progress import LoadProgress
 from exedra_engine._core.launch.readiness import LoadLimits
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.plan.provenance import Source
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.launch import tree
 from exedra_engine._shell.local.host import LocalHost
 from exedra_engine._shell.local.ports import ProcessSockets

@@ -19,9 +19,8 @@ from exedra_engine._core.launch.child import ChildSpec, child_spec
 from exedra_engine._core.launch.logs import log_secrets
 from exedra_engine._core.launch.redacted import refuse_redacted
 from exedra_engine._core.plan.endpoint import Resolved
+from exedra_engine._core.plan.launch_plan import LaunchPlan, read_plan
 from exedra_engine._core.plan.ports import next_free_port, with_port
-from exedra_engine._core.plan.reading import read_plan
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.launch.failure import not_ready
 from exedra_engine._shell.launch.instance import InstanceState
 from exedra_engine._shell.launch.loop import Loop, News

@@ -35,8 +35,9 @@ from exedra_engine._core.host.devices import (
     device_problems,
     parse_device_list,
 )
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine._core.values import Hardware
 from exedra_engine._shell import notice
 
 FRESH = 60.0

@@ -16,8 +16,8 @@ from exedra_engine._core.emit.reach import (
     unit_paths,
 )
 from exedra_engine._core.executors.profile import Executors
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.targets import Target
-from exedra_engine._core.values import LaunchPlan
 
 
 def unreachable(

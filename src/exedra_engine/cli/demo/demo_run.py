@@ -22,7 +22,8 @@ import msgspec
 import trio
 
 from exedra_engine._core.executors.kinds import Kind
-from exedra_engine._core.values import Constraints, LaunchPlan, ModelSpec
+from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.values import Constraints, ModelSpec
 from exedra_engine._shell.plan import PlanRequest, explain_request
 from exedra_engine._shell.probe import host_hardware
 from exedra_engine._trio.launcher import open_instance

@@ -15,7 +15,7 @@ from typing import Final, NamedTuple
 
 from exedra_engine._core.config.findings import Finding, TableOrigin
 from exedra_engine._core.executors.profile import Executors
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine.errors import ArgumentRefused
 
 # One request per capability, as the executors' APIs define them (OpenAI-compatible for the

@@ -25,7 +25,7 @@ from exedra_engine._core.emit.group.router_scope import (
 )
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan, MemberShare
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine.cli.launch.launch_output import curl_command
 from exedra_engine.cli.launch.launch_run import run_launch
 from exedra_engine.cli.render import PROG, shown

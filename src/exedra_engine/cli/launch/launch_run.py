@@ -16,8 +16,8 @@ import trio
 from exedra_engine._core.launch.budget import load_limits
 from exedra_engine._core.launch.progress import SHOW_AFTER, LoadProgress, bar, new_step
 from exedra_engine._core.launch.progress import progress_line as _line
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.plan.provenance import Source
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.launch.load_progress import Sampler, child_running, plan_files, read_proc
 from exedra_engine._trio.launcher import Instance, start_instance
 from exedra_engine.cli.launch.launch_output import LogSink, log_sink, ready_lines

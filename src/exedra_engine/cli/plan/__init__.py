@@ -13,10 +13,10 @@ from exedra_engine._core.config.findings import TableOrigin, failing, shown_find
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.plan.explained import Explained
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.plan.model_findings import MODEL_CODES
 from exedra_engine._core.plan.provenance import Source
 from exedra_engine._core.secrets import plan_secrets
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine._shell.plan import explain_request
 from exedra_engine.cli.emit import add_emit_options
 from exedra_engine.cli.parser import Subparsers

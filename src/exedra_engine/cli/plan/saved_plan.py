@@ -15,8 +15,8 @@ from collections.abc import Mapping
 import msgspec
 
 from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.secrets import REDACTED
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError, PlanError
 
 LIMIT = 1 << 22

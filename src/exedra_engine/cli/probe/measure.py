@@ -16,7 +16,8 @@ import msgspec
 
 from exedra_engine._core.executors.kinds import Kind
 from exedra_engine._core.memory.fit_params import FitMeasurement, FitRow
-from exedra_engine._core.values import Constraints, Hardware, LaunchPlan, ModelSpec
+from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.values import Constraints, Hardware, ModelSpec
 from exedra_engine.cli.render import shown
 
 

@@ -11,7 +11,7 @@ from exedra_engine._core.emit.mounts import mount_problem
 from exedra_engine._core.emit.names import DNS1035, DNS1123, QUALIFIED, SUBDOMAIN
 from exedra_engine._core.emit.ready import expected_ready
 from exedra_engine._core.executors.profile import ExecutorProfile
-from exedra_engine._core.values import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 
 _STANDARD = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 """Resources every node has: not extended resources."""

@@ -28,9 +28,10 @@ from exedra_engine._core.emit.mounts import mount_problem
 from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.emit.shape import Shape
 from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.struct import freeze
 from exedra_engine._core.targets import Selinux
-from exedra_engine._core.values import LaunchPlan, base_url
+from exedra_engine._core.values import base_url
 from exedra_engine.errors import EmitError
 
 _UNQUOTED = frozenset(" \t'\"\\")

@@ -15,8 +15,8 @@ from exedra_engine._core.emit.formats import ini
 from exedra_engine._core.emit.keys import key_vars, plan_is_keyed
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.plan.endpoint import env_dict, resolve_for
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.secrets import is_secret_name
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EngineError
 
 

@@ -26,9 +26,10 @@ from exedra_engine._core.emit.limits import bytes_of
 from exedra_engine._core.emit.options import EmitOptions, Origin
 from exedra_engine._core.emit.shape import Shape
 from exedra_engine._core.executors.profile import ExecutorProfile
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.plan.load_files import unit_files
 from exedra_engine._core.struct import freeze
-from exedra_engine._core.values import LaunchPlan, base_url
+from exedra_engine._core.values import base_url
 from exedra_engine.errors import EmitError
 
 RESTART_DELAY = 5

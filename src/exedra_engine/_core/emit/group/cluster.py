@@ -15,8 +15,8 @@ import msgspec
 
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import MemberShare
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.targets import Target
-from exedra_engine._core.values import LaunchPlan
 
 
 def deployed_plan(plan: LaunchPlan, target: Target, executors: Executors) -> LaunchPlan:

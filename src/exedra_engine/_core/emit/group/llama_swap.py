@@ -31,9 +31,10 @@ from exedra_engine._core.emit.checks import carried_secrets, text_problems
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.secrets import plan_secrets
 from exedra_engine._core.struct import freeze
-from exedra_engine._core.values import LaunchPlan, base_url
+from exedra_engine._core.values import base_url
 from exedra_engine.errors import EmitError, EmitRefused
 
 SCHEMA_FIELDS = freeze(

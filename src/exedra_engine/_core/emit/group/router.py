@@ -33,10 +33,9 @@ from exedra_engine._core.executors.flags import Item
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
 from exedra_engine._core.group.router_plan import plan_router
 from exedra_engine._core.group.values import GroupPlan
-from exedra_engine._core.plan.reading import read_with
+from exedra_engine._core.plan.launch_plan import LaunchPlan, read_with
 from exedra_engine._core.secrets import plan_secrets
 from exedra_engine._core.struct import Value
-from exedra_engine._core.values import LaunchPlan
 from exedra_engine.errors import EmitError, EmitRefused, PlanError
 
 _CUT = (";", "#", "\n", "\r")

@@ -39,8 +39,9 @@ from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import Executors
 from exedra_engine._core.group.values import GroupPlan, MemberShare
 from exedra_engine._core.memory.settings import MIB
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._core.targets import Target
-from exedra_engine._core.values import Hardware, LaunchPlan
+from exedra_engine._core.values import Hardware
 from exedra_engine.errors import EmitError, EmitRefused
 
 DEFAULT_NAME = "exedra-group"
