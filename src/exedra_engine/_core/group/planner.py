@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
 from functools import partial
-from typing import NamedTuple, TypedDict, TypeVar, Unpack
+from typing import NamedTuple, TypedDict, TypeVar, Unpack, cast
 
 from exedra_engine._core.config.parse import LocatedConfig
 from exedra_engine._core.executors.builtin import BUILTIN
@@ -68,56 +68,56 @@ class GroupExplained(Value, frozen=True, kw_only=True):
     shares: tuple[str, ...] = ()
 
 
-class GroupOptions(TypedDict, total=False):
-    """What `explain_group_plan` takes besides the members, host and constraints (the
-    keywords of `explain_members`, documented there)."""
+class GroupPlanOptions(TypedDict, total=False):
+    """The keywords of `plan_members` (and `explain_members`) besides the members, the host
+    and the group's constraints; every one may be left out."""
 
     facts: Sequence[MemberFacts]
+    """``facts[i]`` is what was read of member i's model (`MemberFacts`; default: nothing,
+    a dry run)."""
     ports_in_use: Set[int]
-    kind_ports_in_use: Mapping[str, Set[int]]
+    """Ports the scan skips and an explicit port must not be in."""
+    kind_ports_in_use: Mapping[str, Set[int]] | None
+    """``kind_ports_in_use[kind]`` too, for that kind's members only (the ports in TIME_WAIT
+    an executor without SO_REUSEADDR cannot bind)."""
     cpus: Sequence[int] | None
+    """The CPU ids the group may run on (the process's affinity); None (the default):
+    ``0..CPU.threads-1``, said in the notes."""
     running: Sequence[Running]
-    flags: dict[str, FlagTable] | None
-    config_files: Sequence[LocatedConfig]
+    """Executors already running that the group joins (their plans or `Instance.actual`):
+    what they hold is taken out of the budget, and their ports are skipped."""
     executors: Executors
+    """The executors the members' kinds are looked up in (default: `BUILTIN`)."""
+
+
+class GroupOptions(GroupPlanOptions, total=False):
+    """The keywords of `explain_members`: `plan_members`' (`GroupPlanOptions`), and what the
+    members' layers are judged by."""
+
+    flags: dict[str, FlagTable] | None
+    """The flag tables the members' layers are judged by, by kind (default: the profiles')."""
+    config_files: Sequence[LocatedConfig]
+    """The override files the members' constraints were merged from, so findings name file
+    and line."""
 
 
 def plan_members(
     members: Sequence[GroupMember],
     hw: Hardware | None,
     constraints: Constraints = Constraints(),
-    *,
-    facts: Sequence[MemberFacts] = (),
-    ports_in_use: Set[int] = frozenset(),
-    cpus: Sequence[int] | None = None,
-    running: Sequence[Running] = (),
-    executors: Executors = BUILTIN,
-    kind_ports_in_use: Mapping[str, Set[int]] | None = None,
+    **options: Unpack[GroupPlanOptions],
 ) -> GroupPlan:
-    """Plan several executors on one host from facts alone. Deterministic: equal inputs
-    give a byte-identical group plan.
+    """Plan several executors on one host from facts alone (`GroupPlanOptions`: the members'
+    model facts, the ports in use, the CPUs, the executors it joins). Deterministic: equal
+    inputs give a byte-identical group plan.
 
     `constraints` are the group's: each member's own constraints win where they set a
     field (zero means unset); `extra_args`/`extra_env` are the group's then the member's;
-    the group's API key goes to the members whose executor takes one. `facts[i]` is what
-    was read of member i's model (`MemberFacts`; default: nothing, a dry run).
-    `ports_in_use` are skipped; `kind_ports_in_use[kind]` too, for that kind's members only
-    (the ports in TIME_WAIT an executor without SO_REUSEADDR cannot bind). `cpus` are the
-    CPU ids the group may run on (the process's affinity); None: ``0..CPU.threads-1``, said
-    in the notes. `running` are executors already running that the group joins (their
-    plans or `Instance.actual`): what they hold is taken out of the budget, and their ports
-    are skipped. A member's own ``executor`` runs it in place of the host's executor of its
-    kind.
+    the group's API key goes to the members whose executor takes one. A member's own
+    ``executor`` runs it in place of the host's executor of its kind.
     """
-    options = GroupOptions(
-        facts=facts,
-        ports_in_use=ports_in_use,
-        kind_ports_in_use=kind_ports_in_use or {},
-        cpus=cpus,
-        running=running,
-        executors=executors,
-    )
-    return _explained(members, hw, constraints, options, explain=False).plan
+    # (A `GroupOptions` without the judging keys, all of which may be left out.)
+    return _explained(members, hw, constraints, cast(GroupOptions, options), explain=False).plan
 
 
 plan_group = boundary(plan_members)
@@ -128,29 +128,10 @@ def explain_members(
     members: Sequence[GroupMember],
     hw: Hardware | None,
     constraints: Constraints = Constraints(),
-    *,
-    facts: Sequence[MemberFacts] = (),
-    ports_in_use: Set[int] = frozenset(),
-    cpus: Sequence[int] | None = None,
-    running: Sequence[Running] = (),
-    flags: dict[str, FlagTable] | None = None,
-    config_files: Sequence[LocatedConfig] = (),
-    executors: Executors = BUILTIN,
-    kind_ports_in_use: Mapping[str, Set[int]] | None = None,
+    **options: Unpack[GroupOptions],
 ) -> GroupExplained:
-    """`plan_members`, with each member's `Explained` and each share and why. `flags` are
-    the flag tables the members' layers are judged by, by kind (default: the profiles'),
-    `config_files` the override files their constraints were merged from."""
-    options = GroupOptions(
-        facts=facts,
-        ports_in_use=ports_in_use,
-        kind_ports_in_use=kind_ports_in_use or {},
-        cpus=cpus,
-        running=running,
-        flags=flags,
-        config_files=config_files,
-        executors=executors,
-    )
+    """`plan_members`, with each member's `Explained` and each share and why; its members'
+    layers judged by `GroupOptions.flags` and named by `GroupOptions.config_files`."""
     return _explained(members, hw, constraints, options, explain=True)
 
 

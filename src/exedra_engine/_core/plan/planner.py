@@ -20,6 +20,7 @@ warnings; they never change the plan.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
+from typing import TypedDict, Unpack
 
 from msgspec.structs import replace
 
@@ -61,39 +62,59 @@ from exedra_engine.errors import (
 )
 
 
+class PlanOptions(TypedDict, total=False):
+    """The keywords of `make_plan` (and `explain_plan`) besides the spec, the host and the
+    constraints: the facts a shell gathered; every one may be left out (a dry run)."""
+
+    model: ModelInfo | None
+    """The model's header (None, the default, when the file is absent, e.g. a dry run in CI:
+    then nothing that needs the header is checked)."""
+    ports_in_use: Set[int]
+    """Ports the scan skips and an explicit port must not be in."""
+    inventory: ModelInventory | None
+    """The model's tensor inventory: with it the plan carries its `memory`, and a plan that
+    cannot fit is refused (`DoesNotFit`)."""
+    side_models: tuple[ModelInventory, ...]
+    """The inventories of the projector and draft model the argv names."""
+    executors: Executors
+    """The executors the spec's kind is looked up in (default: `BUILTIN`)."""
+    weight_buffers: WeightBuffers | None
+    """Where the binary at hand put the weights in a real load with this placement
+    (`exedra_engine._shell.extra_buffers`): its extra host copies are counted."""
+
+
+class ExplainOptions(PlanOptions, total=False):
+    """The keywords of `explain_plan`: `make_plan`'s (`PlanOptions`), and what the layers are
+    judged by."""
+
+    flags: FlagTable | None
+    """The table the layers are judged by (an installed binary's own, from its help;
+    default: the profile's bundled table). It judges, and changes the plan in one way only: a
+    flag the engine would add that it lacks is left out (the restriction of web origins of a
+    plan with no API key, `local_cors`), and a note says so."""
+    config_files: Sequence[LocatedConfig]
+    """The override files `constraints.overrides` was merged from, with their lines, so
+    findings name file and line; without them the merged overrides are judged as one unnamed
+    file."""
+
+
 def make_plan(
     spec: ModelSpec,
     hw: Hardware | None,
     constraints: Constraints = Constraints(),
-    *,
-    model: ModelInfo | None = None,
-    ports_in_use: Set[int] = frozenset(),
-    inventory: ModelInventory | None = None,
-    side_models: tuple[ModelInventory, ...] = (),
-    executors: Executors = BUILTIN,
-    weight_buffers: WeightBuffers | None = None,
+    **options: Unpack[PlanOptions],
 ) -> LaunchPlan:
-    """Plan a launch from facts alone. Deterministic: equal inputs give equal plans.
-
-    `model` is the model's header (None when the file is absent, e.g. a dry run in CI: then
-    nothing that needs the header is checked). `ports_in_use` are ports the scan skips and
-    an explicit port must not be in. `inventory` is the model's tensor inventory: with it
-    the plan carries its `memory`, and a plan that cannot fit is refused (`DoesNotFit`);
-    `side_models` are the inventories of the projector and draft model the argv names.
-    `executors` are the executors the spec's kind is looked up in. `weight_buffers` are
-    where the binary at hand put the weights in a real load with this placement
-    (`exedra_engine._shell.extra_buffers`): its extra host copies are counted.
-    """
-    facts = PlanFacts(
-        model=model,
-        ports_in_use=ports_in_use,
-        inventory=inventory,
-        sides=side_models,
-        weight_buffers=weight_buffers,
-    )
-    profile = executors.profile(spec.kind)
+    """Plan a launch from facts alone (`PlanOptions`: the model's header and inventory, the
+    ports in use, the executors). Deterministic: equal inputs give equal plans."""
+    executors = options.get("executors", BUILTIN)
     return _plan(
-        spec, hw, constraints, facts, explain=False, executors=executors, profile=profile
+        spec,
+        hw,
+        constraints,
+        _facts(options),
+        explain=False,
+        executors=executors,
+        profile=executors.profile(spec.kind),
     ).plan
 
 
@@ -105,44 +126,31 @@ def explain_plan(
     spec: ModelSpec,
     hw: Hardware | None,
     constraints: Constraints = Constraints(),
-    *,
-    model: ModelInfo | None = None,
-    ports_in_use: Set[int] = frozenset(),
-    flags: FlagTable | None = None,
-    config_files: Sequence[LocatedConfig] = (),
-    inventory: ModelInventory | None = None,
-    side_models: tuple[ModelInventory, ...] = (),
-    executors: Executors = BUILTIN,
-    weight_buffers: WeightBuffers | None = None,
+    **options: Unpack[ExplainOptions],
 ) -> Explained:
     """`make_plan`, plus which layer set each argv option and env variable, and the
-    findings of its layers.
-
-    `flags` is the table the layers are judged by (an installed binary's own, from its
-    help; default: the profile's bundled table); it judges, and changes the plan in one
-    way only: a flag the engine would add that it lacks is left out (the restriction of web
-    origins of a plan with no API key, `local_cors`), and a note says so.
-    `config_files` are the override files `constraints.overrides` was merged from, with
-    their lines, so findings name file and line; without them the merged overrides are
-    judged as one unnamed file.
-    """
-    judge = (flags, tuple(config_files))
-    facts = PlanFacts(
-        model=model,
-        ports_in_use=ports_in_use,
-        inventory=inventory,
-        sides=side_models,
-        weight_buffers=weight_buffers,
-    )
+    findings of its layers (judged by `ExplainOptions.flags`, named by
+    `ExplainOptions.config_files`)."""
+    executors = options.get("executors", BUILTIN)
     return _plan(
         spec,
         hw,
         constraints,
-        facts,
+        _facts(options),
         explain=True,
-        judge=judge,
+        judge=(options.get("flags"), tuple(options.get("config_files", ()))),
         executors=executors,
         profile=executors.profile(spec.kind),
+    )
+
+
+def _facts(options: PlanOptions) -> PlanFacts:
+    return PlanFacts(
+        model=options.get("model"),
+        ports_in_use=options.get("ports_in_use", frozenset()),
+        inventory=options.get("inventory"),
+        sides=options.get("side_models", ()),
+        weight_buffers=options.get("weight_buffers"),
     )
 
 
