@@ -291,7 +291,9 @@ def finished(
     merge, the flags that adds joined to it, the reading, the port checked."""
     spec, constraints, profile, m = st.spec, st.constraints, st.profile, st.m
     model, ports_in_use = facts.model, facts.ports_in_use
-    memory = decided(st, facts)
+    # The build's copies of the weights are counted at the end (`weighed`): they are on top
+    # of the fit decision, and change nothing but the memory figures.
+    memory = _memory(st.profile, st.hw, st.m, facts)
     # Judged by the installed binary's table where it was read: a flag it lacks is not added.
     table = (judge[0] if judge is not None else None) or profile.flags
     joined = (*(memory.engine_args if memory is not None else ()), *local_cors(profile, m, table))
@@ -329,7 +331,19 @@ def finished(
         else ()
     )
     notes = (*(memory.notes if memory is not None else ()), *_pooled_note(st.pooled))
-    return _explained(plan, m, found, notes, explain)
+    e = _explained(plan, m, found, notes, explain)
+    return e if facts.weight_buffers is None else weighed(e, facts.weight_buffers)
+
+
+def weighed(e: Explained, found: WeightBuffers) -> Explained:
+    """`e` with the copies of the weights its build makes (`found`, measured by a shell)
+    counted in its memory, and a note saying so: what planning with
+    `PlanOptions.weight_buffers` gives, without planning again (the copies are on top of
+    the fit decision, and change no flag)."""
+    if e.plan.memory is None:
+        return e
+    memory, note = with_extra_buffers(e.plan.memory, found)
+    return replace(e, plan=replace(e.plan, memory=memory), memory=(*e.memory, note))
 
 
 def _pooled_note(pooled: Pooled | None) -> tuple[str, ...]:

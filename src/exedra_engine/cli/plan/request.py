@@ -285,8 +285,9 @@ def _weighed(
     req: PlanRequest, e: Explained, flags: FlagTable | None, profile: ExecutorProfile
 ) -> tuple[PlanRequest, Explained]:
     """This host's plan with the weight copies its binary makes counted (one short load of
-    the model, cached per binary, model and placement), planned again with them; the plan
-    as it was, with a note saying why, when they could not be measured."""
+    the model, cached per binary, model and placement), added to the plan's memory, not
+    planned again (`weighed`); the plan as it was, with a note saying why, when they could
+    not be measured."""
     if e.plan.memory is None or e.plan.model is None or not profile.memory_flags:
         return req, e  # nothing to weigh (`plan_weight_buffers` says the same, costlier)
     from exedra_engine._shell.extra_buffers import plan_weight_buffers
@@ -294,8 +295,9 @@ def _weighed(
     wb, why = plan_weight_buffers(e.plan, profile, table=flags)
     if wb is None:
         return req, (msgspec.structs.replace(e, memory=(*e.memory, why)) if why else e)
-    req = msgspec.structs.replace(req, weight_buffers=wb)
-    return req, explain_request(req, flags=flags, profile=profile)
+    from exedra_engine._core.plan.planner import weighed
+
+    return msgspec.structs.replace(req, weight_buffers=wb), weighed(e, wb)
 
 
 def recorded_table(
