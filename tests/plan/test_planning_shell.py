@@ -87,6 +87,23 @@ def test_side_models_are_found_by_the_one_reader(tmp_path: Path) -> None:
     assert side_inventories(spec, Constraints(extra_args=alias), LocalHost()) == ()
 
 
+def test_side_models_are_read_from_the_plans_own_override_sections_only(tmp_path: Path) -> None:
+    from exedra_engine import Config, Override
+    from exedra_engine._shell.local.host import LocalHost
+    from exedra_engine._shell.plan import side_inventories
+    from exedra_engine.testing import write_arch_model
+
+    mine = str(write_arch_model(tmp_path / "mine.gguf", "llama"))
+    theirs = str(write_arch_model(tmp_path / "theirs.gguf", "llama"))
+    spec = ModelSpec(id="a", path=str(tmp_path / "m.gguf"), kind=Kind.LLAMA)
+    cfg = Config(
+        models={"a": Override(args=("--mmproj", mine)), "b": Override(args=("--mmproj", theirs))},
+        engines={Kind.TRANSCRIBE: Override(args=("--model-draft", theirs))},
+    )
+    found = side_inventories(spec, Constraints(overrides=cfg), LocalHost())
+    assert [inv.paths[0] for inv in found] == [mine]
+
+
 def test_plan_request_is_a_value() -> None:
     spec = ModelSpec(id="m", path="/var/lib/exedra/models/qwen/model.gguf", kind=Kind.LLAMA)
     req = PlanRequest(spec=spec, hardware=None)

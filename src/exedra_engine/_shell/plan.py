@@ -219,8 +219,11 @@ def side_inventories_for(
     if not keys:
         return ()
     lists = [spec.run_args, c.extra_args]
-    if c.overrides is not None:
-        lists += [o.args for o in (*c.overrides.engines.values(), *c.overrides.models.values())]
+    if (o := c.overrides) is not None:
+        # The sections that are this plan's layers only: another model's projector is not
+        # this plan's, and is not read.
+        own = (o.engines.get(spec.kind), o.models.get(spec.id) if spec.id else None)
+        lists += [section.args for section in own if section is not None]
     paths: list[str] = []
     for args in lists:
         # Read as the merge reads them: ``--mmproj=P`` names P, ``--no-mmproj`` names nothing.

@@ -212,8 +212,7 @@ def _env_keys(plan: LaunchPlan, profile: ExecutorProfile, out: dict[str, str]) -
     """The member's env put into its section (`out`) where a preset key says the same;
     what was dropped, and why."""
     member, dropped = plan.spec.id, []
-    for entry in plan.env:
-        name, _, value = entry.partition("=")
+    for name, value in read_with(plan, profile).env.items():
         flag = profile.flags.flag_for_env(name)
         if name in key_vars(profile):
             continue  # the router's own key (`shared_key`): in its environment, not the file
