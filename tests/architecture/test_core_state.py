@@ -102,10 +102,11 @@ def _attr(node: ast.expr) -> str | None:
     return node.attr if isinstance(node, ast.Attribute) else None
 
 
-# The one exception, named: a bounded memo of a pure function keyed by frozen values
-# (`read_plan`: a plan's kind, argv, env and header), which changes no result, only what it costs.
+# The one exception, named: the one-slot handoff of the planner's reading to the plan it is
+# making (`remember` → `LaunchPlan.__post_init__`), taken by identity, which changes no
+# result, only what it costs. A plan holds its own reading; nothing is stored beside it.
 MEMOS = frozenset(
-    {"plan/launch_plan.py: _READ is a mutable dict", "plan/launch_plan.py: _READ mutated"}
+    {"plan/launch_plan.py: _HANDOFF is a mutable list", "plan/launch_plan.py: _HANDOFF mutated"}
 )
 
 

@@ -108,13 +108,18 @@ def test_no_module_but_the_reading_reads_a_finished_plans_argv_again() -> None:
     assert found == []
 
 
-def test_the_record_of_readings_is_bounded() -> None:
-    from exedra_engine._core.plan import launch_plan as reading
+def test_a_plan_holds_its_reading_and_nothing_else_does() -> None:
+    from exedra_engine._core.plan import launch_plan
 
     plan = plan_launch(SPEC, hw_with(), Constraints(port=9000)).unwrap()
-    for i in range(reading._READ_MAX + 50):
-        read_plan(msgspec.structs.replace(plan, args=(*plan.args, "--seed", str(i))))
-    assert len(reading._READ) == reading._READ_MAX
+    reading = read_plan(plan)
+    assert read_plan(plan) is reading
+    assert launch_plan._HANDOFF[0] == launch_plan._NOTHING  # taken by the plan it was for
+    edited = [msgspec.structs.replace(plan, args=(*plan.args, "--seed", str(i))) for i in range(3)]
+    assert [read_plan(e).settings["--seed"] for e in edited] == [("0",), ("1",), ("2",)]
+    # Neither encoded, nor compared, nor hashed: a plan equals its decoded copy.
+    assert msgspec.json.decode(msgspec.json.encode(plan), type=LaunchPlan) == plan
+    assert hash(msgspec.structs.replace(plan)) == hash(plan)
 
 
 def test_the_endpoint_fields_are_views_of_the_argv_and_env() -> None:

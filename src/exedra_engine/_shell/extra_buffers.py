@@ -22,8 +22,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from msgspec.structs import replace
-
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
@@ -32,7 +30,7 @@ from exedra_engine._core.memory.extra_buffers import (
     buffers_from_log,
     with_extra_buffers,
 )
-from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan, edited
 from exedra_engine._shell.local.bounded_run import ask_binary
 from exedra_engine.errors import MeasureError
 
@@ -275,4 +273,4 @@ def with_build_buffers(
         plan.command, plan.model.path, plan.args, plan.env, timeout=timeout, profile=profile
     )
     memory, note = with_extra_buffers(plan.memory, wb)
-    return replace(plan, memory=memory), note
+    return edited(plan, memory=memory), note

@@ -20,7 +20,7 @@ from exedra_engine._core.host.netstat import holding_states, ports_in_use
 from exedra_engine._core.memory.extra_buffers import WeightBuffers
 from exedra_engine._core.outcome import as_result
 from exedra_engine._core.plan.explained import Explained
-from exedra_engine._core.plan.launch_plan import LaunchPlan
+from exedra_engine._core.plan.launch_plan import LaunchPlan, edited
 from exedra_engine._core.plan.load_files import with_sizes
 from exedra_engine._core.plan.planner import explain_plan
 from exedra_engine._core.struct import Value
@@ -136,8 +136,7 @@ def sized(e: Explained, size: Callable[[str], int]) -> Explained:
     sizes = {f.path: size(f.path) for f in e.plan.files if not f.size}
     if not any(sizes.values()):
         return e
-    # Its argv is unchanged: the new plan's views come from the reading already recorded.
-    plan = msgspec.structs.replace(e.plan, files=with_sizes(e.plan.files, sizes))
+    plan = edited(e.plan, files=with_sizes(e.plan.files, sizes))
     return msgspec.structs.replace(e, plan=plan)
 
 
@@ -218,12 +217,7 @@ def side_inventories_for(
     keys = {p.memory_flags.get(r) for r in ("mmproj", "draft")} - {None}
     if not keys:
         return ()
-    lists = [spec.run_args, c.extra_args]
-    if (o := c.overrides) is not None:
-        # The sections that are this plan's layers only: another model's projector is not
-        # this plan's, and is not read.
-        own = (o.engines.get(spec.kind), o.models.get(spec.id) if spec.id else None)
-        lists += [section.args for section in own if section is not None]
+    lists = [spec.run_args, c.extra_args, *_own_sections(spec, c)]
     paths: list[str] = []
     for args in lists:
         # Read as the merge reads them: ``--mmproj=P`` names P, ``--no-mmproj`` names nothing.
@@ -238,6 +232,16 @@ def side_inventories_for(
             except EngineError:
                 continue  # unreadable side models are planned without
     return tuple(out)
+
+
+def _own_sections(spec: ModelSpec, c: Constraints) -> list[tuple[str, ...]]:
+    # The override sections that are this plan's layers only: another model's projector is
+    # not this plan's, and is not read.
+    o = c.overrides
+    if o is None:
+        return []
+    own = (o.engines.get(spec.kind), o.models.get(spec.id) if spec.id else None)
+    return [section.args for section in own if section is not None]
 
 
 def model_facts(

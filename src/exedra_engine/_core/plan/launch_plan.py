@@ -35,7 +35,7 @@ from exedra_engine._core.values import ModelFile, ModelInfo, ModelSpec, base_url
 from exedra_engine.errors import EngineError, NoEndpoint, PlanError
 
 
-class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True):
+class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True, dict=True):
     """A serializable launch decision.
 
     `args` and `env` may be replaced (``msgspec.structs.replace``) before launching; `host`,
@@ -143,15 +143,14 @@ def read_plan(plan: LaunchPlan, executors: Executors = BUILTIN) -> PlanReading:
 
 def read_with(plan: LaunchPlan, profile: ExecutorProfile) -> PlanReading:
     """`read_plan` where the profile of the plan's kind is at hand."""
-    key = _key(plan)
-    got = _READ.get(key)
+    got = plan.__dict__.get(_HELD)
     if got is not None and (got[0] is profile or got[0] == profile):
         if isinstance(got[1], PlanReading):
             return got[1]
         reading = _from_merge(profile, got[1])
     else:
         reading = read_afresh(plan, profile)
-    _record(key, profile, reading)
+    plan.__dict__[_HELD] = (profile, reading)
     return reading
 
 
@@ -176,28 +175,46 @@ def merge_reading(
 
 
 def remember(profile: ExecutorProfile, reading: MergeReading) -> None:
-    """Record `reading`, the planner's from its merge, as the reading of the plan it is about
-    to make of that merge: the plan's views are set from it, and nothing is read again."""
+    """Hand `reading`, the planner's from its merge, to the plan it is about to make of that
+    merge: the plan holds it, its views are set from it, and nothing is read again."""
     m = reading.m
-    _record((profile.kind, m.args, m.env, reading.model), profile, reading)
+    _HANDOFF[0] = (profile.kind, m.args, m.env, reading.model, (profile, reading))
+
+
+def edited(plan: LaunchPlan, **changes: Any) -> LaunchPlan:
+    """``msgspec.structs.replace(plan, **changes)`` for changes that leave its argv, env and
+    header as they are (its memory, its files' sizes): the new plan holds `plan`'s reading
+    instead of reading its argv again."""
+    got = plan.__dict__.get(_HELD)
+    if got is not None:
+        _HANDOFF[0] = (plan.spec.kind, plan.args, plan.env, plan.model, got)
+    return msgspec.structs.replace(plan, **changes)
 
 
 def _derive(plan: LaunchPlan) -> None:
-    # The views of a plan being made (`LaunchPlan.__post_init__`), from the reading recorded
-    # for its argv, else from reading it now with the built-in profile of its kind.
-    got = _READ.get((plan.spec.kind, plan.args, plan.env, plan.model))
-    reading: PlanReading | MergeReading
-    if got is not None:
-        reading = got[1]
+    # The views of a plan being made (`LaunchPlan.__post_init__`), from the reading handed
+    # to it (`remember`, `edited`), else from reading it now with the built-in profile of its
+    # kind. The plan holds the reading from then on (`read_with`).
+    h = _HANDOFF[0]
+    held = h[4]
+    if (
+        held is not None
+        and h[1] is plan.args
+        and h[2] is plan.env
+        and h[3] is plan.model
+        and h[0] == plan.spec.kind
+    ):
+        _HANDOFF[0] = _NOTHING  # taken: the plan holds it, the slot does not
     elif plan.spec.kind in BUILTIN:
         profile = BUILTIN.profile(plan.spec.kind)
         try:
-            reading = read_afresh(plan, profile)
+            held = (profile, read_afresh(plan, profile))
         except EngineError:
             return  # an argv the executor refuses: `read_plan` raises why when asked
-        _record(_key(plan), profile, reading)
     else:
         return  # an added kind no one has read yet: as given (see `LaunchPlan`)
+    plan.__dict__[_HELD] = held
+    reading = held[1]
     e = reading.endpoint
     if e is not None and (plan.port != e.port or plan.host != e.host or plan.api_key != e.api_key):
         msgspec.structs.force_setattr(plan, "host", e.host)
@@ -218,21 +235,6 @@ def _sized(files: tuple[ModelFile, ...], given: tuple[ModelFile, ...]) -> tuple[
         else ModelFile(path=f.path, size=sizes[f.path], role=f.role)
         for f in files
     )
-
-
-def _key(plan: LaunchPlan) -> _Key:
-    # What a reading depends on: the kind (whose profile reads), the argv, env and header.
-    return (plan.spec.kind, plan.args, plan.env, plan.model)
-
-
-def _record(key: _Key, profile: ExecutorProfile, reading: PlanReading | MergeReading) -> None:
-    if len(_READ) >= _READ_MAX:
-        # The oldest goes: plans are read soon after they are made. (Another thread may
-        # have taken it first; a memo loses nothing but time.)
-        oldest = next(iter(_READ), None)
-        if oldest is not None:
-            _READ.pop(oldest, None)
-    _READ[key] = (profile, reading)
 
 
 def _from_merge(profile: ExecutorProfile, g: MergeReading) -> PlanReading:
@@ -299,9 +301,17 @@ def ready_path(
     return prefix.rstrip("/") + p.ready_path
 
 
-# Readings by what they are read from (`_key`: frozen, hashable values), with the profile that
-# read them: a pure function's memo, bounded, so a long-lived process planning many plans holds
-# only the latest.
-_Key = tuple[str, tuple[str, ...], tuple[str, ...], ModelInfo | None]
-_READ: dict[_Key, tuple[ExecutorProfile, PlanReading | MergeReading]] = {}
-_READ_MAX = 256
+# A plan holds its reading in its ``__dict__`` (a msgspec ``dict=True`` struct: neither
+# encoded, nor compared, nor hashed), under this name, with the profile that read it.
+_HELD = "_reading"
+
+# The planner's reading on its way to the plan it is making (`remember`, `edited`): taken by
+# that plan's ``__post_init__``, matched by identity of its argv, env and header, so a plan
+# made meanwhile (another thread's) never takes it, and reads its own argv instead. One
+# slot, not a store: the only module-level state of `_core` (see its caption).
+_Held = tuple[ExecutorProfile, "PlanReading | MergeReading"]
+_Handoff = tuple[
+    str, tuple[str, ...] | None, tuple[str, ...] | None, ModelInfo | None, _Held | None
+]
+_NOTHING: _Handoff = ("", None, None, None, None)
+_HANDOFF: list[_Handoff] = [_NOTHING]

@@ -28,6 +28,8 @@ _ROLES = freeze({"--model-draft": "draft", "--mmproj": "mmproj"})
 
 def normal_path(path: str) -> str:
     """`path` with ``.``, ``..`` and repeated slashes resolved lexically."""
+    if path[:1] == "/" and "//" not in path and "/." not in path and path[-1:] != "/":
+        return path  # the common case, an absolute path with nothing to resolve
     absolute = path.startswith("/")
     parts: list[str] = []
     for part in path.split("/"):

@@ -46,7 +46,7 @@ from exedra_engine._core.plan.engine_args import (
     with_memory_args,
 )
 from exedra_engine._core.plan.explained import Explained
-from exedra_engine._core.plan.launch_plan import LaunchPlan, merge_reading, remember
+from exedra_engine._core.plan.launch_plan import LaunchPlan, edited, merge_reading, remember
 from exedra_engine._core.plan.layer_checks import Layer
 from exedra_engine._core.plan.layers import Merged, env_items, merge
 from exedra_engine._core.plan.model_findings import model_findings
@@ -343,7 +343,7 @@ def weighed(e: Explained, found: WeightBuffers) -> Explained:
     if e.plan.memory is None:
         return e
     memory, note = with_extra_buffers(e.plan.memory, found)
-    return replace(e, plan=replace(e.plan, memory=memory), memory=(*e.memory, note))
+    return replace(e, plan=edited(e.plan, memory=memory), memory=(*e.memory, note))
 
 
 def _pooled_note(pooled: Pooled | None) -> tuple[str, ...]:
