@@ -107,15 +107,10 @@ def make_plan(
     """Plan a launch from facts alone (`PlanOptions`: the model's header and inventory, the
     ports in use, the executors). Deterministic: equal inputs give equal plans."""
     executors = options.get("executors", BUILTIN)
-    return _plan(
-        spec,
-        hw,
-        constraints,
-        _facts(options),
-        explain=False,
-        executors=executors,
-        profile=executors.profile(spec.kind),
-    ).plan
+    facts = _facts(options)
+    profile = executors.profile(spec.kind)  # looked up once for the whole plan
+    st = staged(spec, hw, constraints, facts, executors=executors, profile=profile)
+    return finished(st, facts, explain=False, executors=executors).plan
 
 
 plan_launch = boundary(make_plan)
@@ -132,16 +127,11 @@ def explain_plan(
     findings of its layers (judged by `ExplainOptions.flags`, named by
     `ExplainOptions.config_files`)."""
     executors = options.get("executors", BUILTIN)
-    return _plan(
-        spec,
-        hw,
-        constraints,
-        _facts(options),
-        explain=True,
-        judge=(options.get("flags"), tuple(options.get("config_files", ()))),
-        executors=executors,
-        profile=executors.profile(spec.kind),
-    )
+    facts = _facts(options)
+    profile = executors.profile(spec.kind)
+    st = staged(spec, hw, constraints, facts, executors=executors, profile=profile)
+    judge = (options.get("flags"), tuple(options.get("config_files", ())))
+    return finished(st, facts, explain=True, judge=judge, executors=executors)
 
 
 def _facts(options: PlanOptions) -> PlanFacts:
@@ -176,20 +166,6 @@ class PlanFacts(Value, frozen=True, kw_only=True):
 
 # Inside the planner, failures are raised and turned into values once, at the public boundary
 # (`boundary`): a Result costs ~0.4 us to build and ~0.13 us to test, a dozen per plan.
-def _plan(
-    spec: ModelSpec,
-    hw: Hardware | None,
-    constraints: Constraints,
-    facts: PlanFacts,
-    *,
-    explain: bool,
-    judge: tuple[FlagTable | None, tuple[LocatedConfig, ...]] | None = None,
-    executors: Executors,
-    profile: ExecutorProfile,
-) -> Explained:
-    # `profile` is the spec's kind's, looked up once for the whole plan.
-    st = staged(spec, hw, constraints, facts, executors=executors, profile=profile)
-    return finished(st, facts, explain=explain, judge=judge, executors=executors)
 
 
 class Staged(Value, frozen=True, kw_only=True):
