@@ -60,13 +60,13 @@ def test_port_in_use_is_worded_from_the_port_flags_key_in_one_plan(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[int] = []
-    real = planner._plan
+    real = planner.staged
 
     def counted(*a: object, **kw: object) -> object:
         calls.append(1)
         return real(*a, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(planner, "_plan", counted)
+    monkeypatch.setattr(planner, "staged", counted)
     cfg = Config(models={"qwen": Override(args=("--port=9000",))})
     r = plan_launch(SPEC, HOST, Constraints(overrides=cfg), ports_in_use={9000})
     assert "set by config models.qwen" in str(r.failure())
