@@ -7,10 +7,10 @@ plan is made (by the planner, by ``msgspec.structs.replace``, by decoding JSON) 
 from its argv and env, so they cannot disagree with them. They are fields only so that the
 plan's JSON carries them.
 
-The planner records the reading of a fresh plan from its one merge before it makes the plan,
-so the plan is never cut into items again; any other plan (edited, decoded) has a new argv,
-read once. Everything that needs a fact of a finished plan asks `read_plan` for it instead of
-reading the argv back.
+A plan holds its reading. The planner hands the reading of its one merge to the plan it
+makes, so that plan's argv is never cut into items again; any other plan (edited, decoded) is
+read once, when it is made. Everything that needs a fact of a finished plan asks `read_plan`
+for it instead of reading the argv back.
 """
 
 from __future__ import annotations
