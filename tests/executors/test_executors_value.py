@@ -218,3 +218,18 @@ def test_the_launchers_default_port_reader_knows_the_given_kinds() -> None:
         local_ports("sd")
     mine = LaunchOptions[None](ports=lambda kind: frozenset({1}))
     assert mine.ports_in_use("sd") == frozenset({1})  # a caller's reader is used as it is
+
+
+def test_an_added_kinds_plan_gets_its_views_from_its_own_profile() -> None:
+    from exedra_engine._core.plan.launch_plan import read_plan
+    from exedra_engine._core.plan.ports import with_port
+
+    plan = plan_launch(SD_SPEC, _hw("sd"), Constraints(), executors=WITH_SD).unwrap()
+    assert plan.port_scanned and plan.args[plan.args.index("--listen-port") + 1] == str(plan.port)
+    moved = with_port(plan, plan.port + 7, executors=WITH_SD)
+    assert moved.port == plan.port + 7 == read_plan(moved, WITH_SD).resolved().port
+    # No built-in profile reads an added kind's argv: edited by hand, the fields stay as given
+    # until that kind's profile has read it, and `read_plan` is the one to ask.
+    edited = msgspec.structs.replace(plan, args=(*plan.args, "--listen-port", "9911"))
+    assert edited.port == plan.port
+    assert read_plan(edited, WITH_SD).resolved().port == 9911

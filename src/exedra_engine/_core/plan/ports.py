@@ -9,7 +9,7 @@ import msgspec
 
 from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.profile import ExecutorProfile, Executors
-from exedra_engine._core.plan.launch_plan import LaunchPlan, read_with
+from exedra_engine._core.plan.launch_plan import LaunchPlan, edited, read_with
 from exedra_engine._core.plan.layers import Merged
 from exedra_engine._core.values import Constraints
 from exedra_engine.constants import DEFAULT_PORT_BASE
@@ -75,5 +75,6 @@ def with_port(plan: LaunchPlan, port: int, *, executors: Executors = BUILTIN) ->
     args[last] = str(port)
     moved = msgspec.structs.replace(plan, args=tuple(args))
     r = read_with(moved, profile).resolved()  # a new argv: read once, here
-    # The views of a built-in kind's plan are its argv's already; an added kind's are set here.
-    return msgspec.structs.replace(moved, host=r.host, port=r.port, api_key=r.api_key)
+    # The views of a built-in kind's plan are its argv's already; an added kind's are set here
+    # (and the reading just made goes with it).
+    return edited(moved, host=r.host, port=r.port, api_key=r.api_key)
