@@ -1,7 +1,7 @@
 """`weight_buffers`: one short real load of a plan's model by its own binary, to read which
 buffers the build puts its weights in (`exedra_engine._core.memory.extra_buffers`), cached per
 binary, model and placement; `plan_weight_buffers` is what a plan on this host hands the
-planner (the figures, or why there are none), `with_build_buffers` adds them to a made plan.
+planner (the figures, or why there are none).
 
 The load runs the plan's own argv with ``--no-warmup`` and debug verbosity, on port 0, bounded
 as every question put to a binary is (`exedra_engine._shell.local.bounded_run`: its own session,
@@ -22,15 +22,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from exedra_engine._core.executors.builtin import BUILTIN
 from exedra_engine._core.executors.flags import FlagTable
-from exedra_engine._core.executors.profile import ExecutorProfile, Executors
+from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.memory.extra_buffers import (
     WeightBuffers,
     buffers_from_log,
-    with_extra_buffers,
 )
-from exedra_engine._core.plan.launch_plan import LaunchPlan, edited
+from exedra_engine._core.plan.launch_plan import LaunchPlan
 from exedra_engine._shell.local.bounded_run import ask_binary
 from exedra_engine.errors import MeasureError
 
@@ -258,19 +256,3 @@ def _lists_no_warmup(profile: ExecutorProfile, path: str, table: FlagTable | Non
     from exedra_engine._shell.local.flag_tables import executor_rows
 
     return any("--no-warmup" in (*row[0], *row[1]) for row in executor_rows(profile, path))
-
-
-def with_build_buffers(
-    plan: LaunchPlan, *, timeout: float = LOAD_TIMEOUT, executors: Executors = BUILTIN
-) -> tuple[LaunchPlan, str]:
-    """`plan` with its build's extra host copies of the weights counted in its memory, and
-    the note that says what was added and where the figures came from (the plan unchanged
-    when it has no memory figures or no model file here). Raises `MeasureError`."""
-    if plan.memory is None or plan.model is None:
-        return plan, "no memory plan: nothing added"
-    profile = executors.profile(plan.spec.kind)
-    wb = weight_buffers(
-        plan.command, plan.model.path, plan.args, plan.env, timeout=timeout, profile=profile
-    )
-    memory, note = with_extra_buffers(plan.memory, wb)
-    return edited(plan, memory=memory), note
