@@ -19,6 +19,7 @@ from exedra_engine._core.gguf.quant import quant_name
 from exedra_engine._core.host.netstat import holding_states, ports_in_use
 from exedra_engine._core.memory.extra_buffers import WeightBuffers
 from exedra_engine._core.outcome import as_result
+from exedra_engine._core.plan.engine_args import override_sections
 from exedra_engine._core.plan.explained import Explained
 from exedra_engine._core.plan.launch_plan import LaunchPlan, edited
 from exedra_engine._core.plan.load_files import with_sizes
@@ -217,7 +218,9 @@ def side_inventories_for(
     keys = {p.memory_flags.get(r) for r in ("mmproj", "draft")} - {None}
     if not keys:
         return ()
-    lists = [spec.run_args, c.extra_args, *_own_sections(spec, c)]
+    own = override_sections(c.overrides, spec) if c.overrides is not None else ()
+    # The plan's own layers only: another model's projector is not this plan's, and is not read.
+    lists = [spec.run_args, c.extra_args, *(o.args for o in own if o is not None)]
     paths: list[str] = []
     for args in lists:
         # Read as the merge reads them: ``--mmproj=P`` names P, ``--no-mmproj`` names nothing.
@@ -232,16 +235,6 @@ def side_inventories_for(
             except EngineError:
                 continue  # unreadable side models are planned without
     return tuple(out)
-
-
-def _own_sections(spec: ModelSpec, c: Constraints) -> list[tuple[str, ...]]:
-    # The override sections that are this plan's layers only: another model's projector is
-    # not this plan's, and is not read.
-    o = c.overrides
-    if o is None:
-        return []
-    own = (o.engines.get(spec.kind), o.models.get(spec.id) if spec.id else None)
-    return [section.args for section in own if section is not None]
 
 
 def model_facts(

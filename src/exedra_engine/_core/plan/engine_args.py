@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from exedra_engine._core.config.findings import Finding
+from exedra_engine._core.config.overrides import Config, Override
 from exedra_engine._core.executors.flags import FlagTable
 from exedra_engine._core.executors.profile import ExecutorProfile
 from exedra_engine._core.memory.estimate import pooled_logits_bytes, vocab_output
@@ -210,7 +211,7 @@ def plan_layers(
                 Layer(name=_NAMES[RANK_CONFIG_ENV], rank=RANK_CONFIG_ENV, env=tuple(o.env.items()))
             )
         names = _config_names(spec)
-        eng = o.engines.get(spec.kind)
+        eng, mod = override_sections(o, spec)
         if eng is not None:
             layers.append(
                 Layer(
@@ -220,7 +221,6 @@ def plan_layers(
                     env=tuple(eng.env.items()),
                 )
             )
-        mod = o.models.get(spec.id) if spec.id else None
         if mod is not None:
             layers.append(
                 Layer(
@@ -254,6 +254,12 @@ def with_memory_args(
         at=len(engine.args) - after,
         lower={layer.name for layer in layers if layer.rank < RANK_ENGINE},
     )
+
+
+def override_sections(o: Config, spec: ModelSpec) -> tuple[Override | None, Override | None]:
+    """The sections of `o` that are layers of `spec`'s plan: its kind's and its model's
+    (none for a spec without an id); no other section reaches it."""
+    return o.engines.get(spec.kind), (o.models.get(spec.id) if spec.id else None)
 
 
 def _config_names(spec: ModelSpec) -> tuple[str, str]:
