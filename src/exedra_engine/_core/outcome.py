@@ -44,12 +44,7 @@ def boundary(fn: Callable[P, T], /) -> Callable[P, Result[T, EngineError]]:
 
     @functools.wraps(fn)
     def at_boundary(*args: P.args, **kwargs: P.kwargs) -> Result[T, EngineError]:
-        # `as_result`, written out: one call fewer on every plan.
-        success, failure = _constructors()
-        try:
-            return success(fn(*args, **kwargs))
-        except EngineError as e:
-            return failure(e)
+        return as_result(fn, *args, **kwargs)
 
     return at_boundary
 
