@@ -42,8 +42,9 @@ class LaunchPlan(Value, frozen=True, kw_only=True, omit_defaults=True, dict=True
     `port`, `api_key` and `files` are views of them (see the module): read from them whenever
     a plan is made, never set separately. `command`, `spec`, `model` and `ready` are kept as
     planned. For a kind added through `Executors`, whose profile a plan does not carry, the
-    views are set when the planner (or `read_plan` with that `Executors`) has read the argv,
-    else kept as given; `launch` reads the argv with its own profile either way.
+    views are set only when the plan is made from a reading by that kind's profile (the
+    planner's, or `edited` of a plan `read_plan` has read), else kept as given; `read_plan`
+    and `launch` read the argv with that profile either way.
     """
 
     spec: ModelSpec
@@ -134,8 +135,8 @@ class PlanReading(Value, frozen=True, kw_only=True):
 
 
 def read_plan(plan: LaunchPlan, executors: Executors = BUILTIN) -> PlanReading:
-    """The reading of `plan` (see the module): recorded by the planner for a plan it made,
-    else read now, once per distinct plan. Raises `PlanError` for an argv the executor
+    """The reading of `plan` (see the module), which the plan holds: the planner's for a plan
+    it made, else read when the plan was made or now, once per plan and profile. Raises `PlanError` for an argv the executor
     would refuse and `UnsupportedKind` for a kind `executors` does not have; an endpoint it
     cannot read is kept as why (`PlanReading.resolved`)."""
     return read_with(plan, executors.profile(plan.spec.kind))
