@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from exedra_engine._core.executors.kinds import Kind
 from exedra_engine._core.gguf.inventory import ModelInventory, TensorInfo
-from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware
+from exedra_engine._core.values import CPU, GPU, ExecutorInfo, Hardware, ModelInfo
 
 
 def _tensors(blocks: int, per_block: int, embd: int, head: int) -> tuple[TensorInfo, ...]:
@@ -26,6 +26,17 @@ def _tensors(blocks: int, per_block: int, embd: int, head: int) -> tuple[TensorI
             )
         )
     return tuple(out)
+
+
+def model_info(inv: ModelInventory, path: str = "/m/gemma.gguf") -> ModelInfo:
+    """The header facts (`ModelInfo`) a file of `inv`'s shape at `path` gives."""
+    return ModelInfo(
+        path=path,
+        size=inv.size,
+        architecture=inv.architecture,
+        blocks=inv.blocks,
+        context=inv.context,
+    )
 
 
 def gemma3_270m() -> ModelInventory:

@@ -20,7 +20,6 @@ from exedra_engine import (
     Hardware,
     Kind,
     MemberFacts,
-    ModelInfo,
     ModelInventory,
     ModelSpec,
     Override,
@@ -37,7 +36,7 @@ from exedra_engine._core.group.memory import whisper_resident
 from exedra_engine._core.launch.actual import Actual
 from exedra_engine._core.memory.decide import usable_host
 from tests.conftest import host
-from tests.memory_models import gemma3_270m, llama_135m
+from tests.memory_models import gemma3_270m, llama_135m, model_info
 
 MIB = 1 << 20
 LLAMA_EXE = ExecutorInfo(kind=Kind.LLAMA, path="/bin/llama-server", backends=("cpu",))
@@ -61,14 +60,7 @@ def member(mid: str, kind: Kind = Kind.LLAMA, weight: int = 1, **c: object) -> G
 
 
 def facts(inv: ModelInventory, mid: str) -> MemberFacts:
-    info = ModelInfo(
-        path=f"/m/{mid}.gguf",
-        size=inv.size,
-        architecture=inv.architecture,
-        blocks=inv.blocks,
-        context=inv.context,
-    )
-    return MemberFacts(model=info, inventory=inv)
+    return MemberFacts(model=model_info(inv, f"/m/{mid}.gguf"), inventory=inv)
 
 
 TRIO = (member("chat"), member("small"), member("asr", Kind.TRANSCRIBE))

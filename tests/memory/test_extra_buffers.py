@@ -79,16 +79,13 @@ def test_a_build_without_copies_leaves_the_plan_as_it_was() -> None:
 def test_counting_the_copies_after_planning_is_planning_with_them() -> None:
     # The CLI counts the copies its short load measured in the plan it made (`weighed`)
     # instead of planning again: the two must agree, notes included.
-    from exedra_engine import Constraints, Kind, ModelInfo, ModelSpec, explain_launch
+    from exedra_engine import Constraints, Kind, ModelSpec, explain_launch
     from exedra_engine._core.plan.planner import weighed
-    from tests.memory_models import cpu_host, gemma3_270m
+    from tests.memory_models import cpu_host, gemma3_270m, model_info
 
     inv = gemma3_270m()
     spec = ModelSpec(id="g", path="/m/gemma.gguf", kind=Kind.LLAMA, capabilities=("embeddings",))
-    model = ModelInfo(
-        path=spec.path, size=inv.size, architecture=inv.architecture, blocks=inv.blocks,
-        context=inv.context,
-    )  # fmt: skip
+    model = model_info(inv, spec.path)
     wb = WeightBuffers(buffers=buffers_from_log(AMX_LOG), source="its own load")
     c = Constraints(ctx=8192)
     once = explain_launch(spec, cpu_host(), c, model=model, inventory=inv).unwrap()

@@ -15,19 +15,13 @@ from exedra_engine._core.memory.plan import MemoryParts, MemoryPlan, PlaceMemory
 from exedra_engine._core.memory.settings import MIB
 from exedra_engine._core.plan.planner import plan_launch
 from exedra_engine.cli.render import MEMORY_WORDS, memory_lines
-from tests.memory_models import cpu_host, gemma3_270m, llama_135m
+from tests.memory_models import cpu_host, gemma3_270m, llama_135m, model_info
 
 SPEC = ModelSpec(id="g", path="/m/gemma.gguf", kind=Kind.LLAMA)
 
 
 def _info(inv: ModelInventory) -> ModelInfo:
-    return ModelInfo(
-        path=SPEC.path,
-        size=inv.size,
-        architecture=inv.architecture,
-        blocks=inv.blocks,
-        context=inv.context,
-    )
+    return model_info(inv, SPEC.path)
 
 
 def _place(name: str, parts: MemoryParts, reserved: int, available: int) -> PlaceMemory:

@@ -34,20 +34,14 @@ from exedra_engine._shell.inspect import read_inventory
 from exedra_engine._shell.plan import plan_explained
 from exedra_engine.testing import write_tiny_llama
 from tests.conftest import cli
-from tests.memory_models import cpu_host, gemma3_270m, gpu_host, llama_135m
+from tests.memory_models import cpu_host, gemma3_270m, gpu_host, llama_135m, model_info
 
 SPEC = ModelSpec(id="g", path="/m/gemma.gguf", kind=Kind.LLAMA)
 NO_CONSTRAINTS = Constraints()
 
 
 def info(inv: ModelInventory) -> ModelInfo:
-    return ModelInfo(
-        path=SPEC.path,
-        size=inv.size,
-        architecture=inv.architecture,
-        blocks=inv.blocks,
-        context=inv.context,
-    )
+    return model_info(inv, SPEC.path)
 
 
 def planned(

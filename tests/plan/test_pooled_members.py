@@ -26,7 +26,7 @@ from exedra_engine._core.memory.estimate import pooled_logits_bytes
 from exedra_engine._core.memory.settings import read_settings
 from exedra_engine._core.plan.engine_args import POOLED_BROKEN, POOLED_CTX, POOLED_DECODER_CTX
 from exedra_engine._core.plan.explained import Explained
-from tests.memory_models import cpu_host, gemma3_270m, llama_135m
+from tests.memory_models import cpu_host, gemma3_270m, llama_135m, model_info
 
 MIB = 1 << 20
 
@@ -36,13 +36,7 @@ def spec(*caps: str, path: str = "/m/gemma.gguf", mid: str = "embed") -> ModelSp
 
 
 def info(inv: ModelInventory, path: str = "/m/gemma.gguf") -> ModelInfo:
-    return ModelInfo(
-        path=path,
-        size=inv.size,
-        architecture=inv.architecture,
-        blocks=inv.blocks,
-        context=inv.context,
-    )
+    return model_info(inv, path)
 
 
 def explained(
