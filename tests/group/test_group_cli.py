@@ -30,15 +30,18 @@ def _group_file(tmp_path: Path, *members: str) -> Path:
     return f
 
 
+def _tiny_pair(tmp_path: Path, model: Path) -> Path:
+    """A group file of two members, a and b, both serving `model` at ctx 256."""
+    return _group_file(
+        tmp_path, f"{{id: a, model: {model}, ctx: 256}}", f"{{id: b, model: {model}, ctx: 256}}"
+    )
+
+
 @pytest.mark.executor
 def test_launch_group_prints_a_line_per_member_and_ctrl_c_stops_all(
     tmp_path: Path, tiny_llama: Path, llama_server: str
 ) -> None:
-    group = _group_file(
-        tmp_path,
-        f"{{id: a, model: {tiny_llama}, ctx: 256}}",
-        f"{{id: b, model: {tiny_llama}, ctx: 256}}",
-    )
+    group = _tiny_pair(tmp_path, tiny_llama)
     p = _start(["launch", "--group", str(group), "--no-config", "--quiet"], _env(llama_server))
     assert p.stdout is not None
     lines = []
@@ -190,11 +193,7 @@ def test_plan_group_emits_systemd_units_that_verify(
 def test_a_keyed_router_is_ready_and_answers_only_to_its_key(
     tmp_path: Path, tiny_llama: Path, llama_server: str
 ) -> None:
-    group = _group_file(
-        tmp_path,
-        f"{{id: a, model: {tiny_llama}, ctx: 256}}",
-        f"{{id: b, model: {tiny_llama}, ctx: 256}}",
-    )
+    group = _tiny_pair(tmp_path, tiny_llama)
     argv = ["launch", "--group", str(group), "--router", "--api-key-env", "GROUP_KEY"]
     env = {**_env(llama_server), "GROUP_KEY": "k-router-cli"}
     p = _start([*argv, "--no-config", "--quiet"], env)
@@ -222,11 +221,7 @@ def test_plan_group_emits_kubernetes_that_binds_every_address_and_validates(
 ) -> None:
     from tests.emit.test_emit_deploy import kubernetes_validate
 
-    group = _group_file(
-        tmp_path,
-        f"{{id: a, model: {tiny_llama}, ctx: 256}}",
-        f"{{id: b, model: {tiny_llama}, ctx: 256}}",
-    )
+    group = _tiny_pair(tmp_path, tiny_llama)
     out = tmp_path / "k8s"
     out.mkdir()
     r = run(
