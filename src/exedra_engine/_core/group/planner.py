@@ -90,7 +90,7 @@ class GroupPlanOptions(TypedDict, total=False):
     """The executors the members' kinds are looked up in (default: `BUILTIN`)."""
 
 
-class GroupOptions(GroupPlanOptions, total=False):
+class GroupExplainOptions(GroupPlanOptions, total=False):
     """The keywords of `explain_members`: `plan_members`' (`GroupPlanOptions`), and what the
     members' layers are judged by."""
 
@@ -116,8 +116,10 @@ def plan_members(
     the group's API key goes to the members whose executor takes one. A member's own
     ``executor`` runs it in place of the host's executor of its kind.
     """
-    # (A `GroupOptions` without the judging keys, all of which may be left out.)
-    return _explained(members, hw, constraints, cast(GroupOptions, options), explain=False).plan
+    # (A `GroupExplainOptions` without the judging keys, all of which may be left out.)
+    return _explained(
+        members, hw, constraints, cast(GroupExplainOptions, options), explain=False
+    ).plan
 
 
 plan_group = boundary(plan_members)
@@ -128,10 +130,10 @@ def explain_members(
     members: Sequence[GroupMember],
     hw: Hardware | None,
     constraints: Constraints = Constraints(),
-    **options: Unpack[GroupOptions],
+    **options: Unpack[GroupExplainOptions],
 ) -> GroupExplained:
     """`plan_members`, with each member's `Explained` and each share and why; its members'
-    layers judged by `GroupOptions.flags` and named by `GroupOptions.config_files`."""
+    layers judged by `GroupExplainOptions.flags` and named by `GroupExplainOptions.config_files`."""
     return _explained(members, hw, constraints, options, explain=True)
 
 
@@ -215,7 +217,7 @@ def explain_group_plan(
     constraints: Constraints = Constraints(),
     *,
     explain: bool = True,
-    **options: Unpack[GroupOptions],
+    **options: Unpack[GroupExplainOptions],
 ) -> GroupExplained:
     """`explain_group`, raising its `EngineError` (for the shells)."""
     return _explained(members, hw, constraints, options, explain=explain)
@@ -225,7 +227,7 @@ def _explained(
     members: Sequence[GroupMember],
     hw: Hardware | None,
     constraints: Constraints,
-    options: GroupOptions,
+    options: GroupExplainOptions,
     *,
     explain: bool,
 ) -> GroupExplained:

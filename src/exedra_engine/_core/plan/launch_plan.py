@@ -136,9 +136,10 @@ class PlanReading(Value, frozen=True, kw_only=True):
 
 def read_plan(plan: LaunchPlan, executors: Executors = BUILTIN) -> PlanReading:
     """The reading of `plan` (see the module), which the plan holds: the planner's for a plan
-    it made, else read when the plan was made or now, once per plan and profile. Raises `PlanError` for an argv the executor
-    would refuse and `UnsupportedKind` for a kind `executors` does not have; an endpoint it
-    cannot read is kept as why (`PlanReading.resolved`)."""
+    it made, else read when the plan was made or now, once per plan and profile. Raises
+    `PlanError` for an argv the executor would refuse and `UnsupportedKind` for a kind
+    `executors` does not have; an endpoint it cannot read is kept as why
+    (`PlanReading.resolved`)."""
     return read_with(plan, executors.profile(plan.spec.kind))
 
 
